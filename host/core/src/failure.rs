@@ -1,0 +1,98 @@
+//! Operator-safe failure accounts.
+//!
+//! Whatever a job's record holds may be shown to the tenant and to operators. A transient
+//! failure keeps only its code and a correlation reference; its detail (an upstream's
+//! message, a trap's backtrace) goes to the host's log under that reference and never
+//! into the record.
+
+use serde::{Deserialize, Serialize};
+
+/// Longest code kept in a record; longer codes are cut. A guest controls the code, so it
+/// is bounded like any other guest-sized value.
+pub const MAX_CODE_LEN: usize = 64;
+/// Longest message kept in a record; longer messages are cut at a character boundary.
+pub const MAX_MESSAGE_LEN: usize = 1024;
+
+/// A failure as the job's record keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SafeFailure {
+    /// Stable, machine-readable reason, e.g. `card-declined` or `sandbox.deadline`.
+    pub code: String,
+    /// Operator-safe explanation. Empty for transient failures, whose detail is logged.
+    pub message: String,
+    /// Reference to the host log lines that hold the detail, when there is any.
+    pub correlation: Option<String>,
+}
+
+impl SafeFailure {
+    /// A permanent failure whose message the reporter declared operator-safe.
+    pub fn permanent(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: clip(code.into(), MAX_CODE_LEN),
+            message: clip(message.into(), MAX_MESSAGE_LEN),
+            correlation: None,
+        }
+    }
+
+    /// A transient failure: only the code and the correlation reference are kept.
+    pub fn transient(code: impl Into<String>, correlation: impl Into<String>) -> Self {
+        Self { code: clip(code.into(), MAX_CODE_LEN), message: String::new(), correlation: Some(correlation.into()) }
+    }
+
+    /// A failure the host itself explains (reconciliation, cancellation, restart).
+    pub fn host(code: &'static str, message: &'static str) -> Self {
+        Self { code: code.to_owned(), message: message.to_owned(), correlation: None }
+    }
+}
+
+/// Cuts `s` to at most `max` bytes at a character boundary.
+pub fn clip(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+/// Explanations the host records in its own words.
+pub mod host_codes {
+    /// The reconciler found no execution for a job that never started.
+    pub const NEVER_STARTED: (&str, &str) =
+        ("reconciler.never-started", "the job never started: no execution was found for it");
+    /// The reconciler found the execution missing or terminal.
+    pub const EXECUTION_LOST: (&str, &str) =
+        ("reconciler.execution-lost", "the job's execution was lost before it reported an outcome");
+    /// The reconciler found the execution failed.
+    pub const EXECUTION_FAILED: (&str, &str) = ("reconciler.execution-failed", "the job's execution ended in failure");
+    /// The execution reported success while steps were still in flight.
+    pub const SUCCESS_CORRECTED: (&str, &str) =
+        ("reconciler.success-corrected", "the job was reported successful with steps still in flight");
+    /// A step in flight when the job was cancelled.
+    pub const STOPPED: (&str, &str) = ("cancel.stopped", "the step was stopped by a cancellation");
+    /// A step in flight when a restart began a fresh pass.
+    pub const SUPERSEDED: (&str, &str) = ("restart.superseded", "the step was superseded by a restart");
+    /// The holder of a claim stopped renewing its lease.
+    pub const LEASE_EXPIRED: (&str, &str) = ("lease.expired", "the host running the step stopped renewing its lease");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_failures_keep_no_detail() {
+        let f = SafeFailure::transient("upstream-unavailable", "c-123");
+        assert!(f.message.is_empty());
+        assert_eq!(f.correlation.as_deref(), Some("c-123"));
+    }
+
+    #[test]
+    fn clip_respects_char_boundaries() {
+        assert_eq!(clip("héllo".to_owned(), 2), "h");
+        assert_eq!(clip("abc".to_owned(), 10), "abc");
+        assert_eq!(SafeFailure::permanent("x".repeat(100), "m").code.len(), MAX_CODE_LEN);
+    }
+}

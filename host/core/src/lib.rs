@@ -1,0 +1,34 @@
+//! Spindle's pure core: the job, step and run-control state machines and the policies
+//! around them.
+//!
+//! Nothing here does I/O, reads a clock, draws randomness or awaits. Every transition
+//! takes the state, an event and `now`, and answers what to write and what to do as data
+//! (see [`job::transition`]); the engine owns the I/O. This is what makes every rule of
+//! the seeds testable in microseconds, exhaustively, with no database.
+//!
+//! - [`job`]: the job machine (seed 001) with run control (seed 003).
+//! - [`step`]: the step machine (seed 002).
+//! - [`reconcile`]: what the reconciler feeds the job machine.
+//! - [`policy`]: priority layers and candidate order, backoff, hysteresis.
+//! - [`table`]: the machines as tables, and their mermaid diagrams.
+
+pub mod failure;
+pub mod history;
+pub mod ids;
+pub mod job;
+pub mod policy;
+pub mod progress;
+pub mod reconcile;
+pub mod step;
+pub mod table;
+pub mod time;
+
+pub use failure::SafeFailure;
+pub use history::HistoryEvent;
+pub use ids::{Actor, Fence, JobId};
+pub use job::{
+    Effect, EffectOrder, Job, JobEvent, JobState, KindRules, Refusal, StepReport, Submission, Transition, transition,
+};
+pub use reconcile::{Evidence, ReconcilePolicy};
+pub use step::{Step, StepState};
+pub use time::Timestamp;

@@ -1,0 +1,5 @@
+//! Policies as pure functions: dispatch order, retry backoff, hysteresis.
+
+pub mod backoff;
+pub mod hysteresis;
+pub mod priority;

@@ -1,0 +1,837 @@
+//! The job machine, table-driven: every allowed transition of seeds 001 and 003 and every
+//! forbidden one, each row citing its seed and asserting the exact state, history and
+//! effects (or the exact refusal).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::*;
+use spindle_core::job::{EffectOrder, HeartbeatReply, JOB_FORBIDDEN, JOB_TRANSITIONS, JobEvent, KindRules, StepReport};
+use spindle_core::{Effect, Evidence, Fence, Job, JobId, JobState, Refusal, StepState, transition};
+use uuid::Uuid;
+
+enum Expect {
+    /// The event applies: resulting state, history event names in order, effects in order.
+    Applies { state: JobState, history: &'static [&'static str], effects: fn(&Job) -> Vec<Effect> },
+    /// The event is refused with exactly this reason, and nothing changes.
+    Refused(fn(&Job) -> Refusal),
+}
+
+struct Case {
+    /// Seed line the row comes from.
+    seed: &'static str,
+    given: fn() -> Job,
+    event: fn(&Job) -> JobEvent,
+    now: fn() -> spindle_core::Timestamp,
+    expect: Expect,
+}
+
+fn none(_: &Job) -> Vec<Effect> {
+    Vec::new()
+}
+
+/// Pending, after `n` trailing probe misses.
+fn pending_missed(n: u32) -> Job {
+    let mut j = pending();
+    for i in 0..n {
+        j = apply(&j, probe(Evidence::Missing), silent().plus(Duration::from_secs(u64::from(i) * 300)));
+    }
+    j
+}
+
+fn running_missed(n: u32) -> Job {
+    let mut j = running_idle();
+    for i in 0..n {
+        j = apply(&j, probe(Evidence::Missing), silent().plus(Duration::from_secs(u64::from(i) * 300)));
+    }
+    j
+}
+
+fn third_probe() -> spindle_core::Timestamp {
+    silent().plus(Duration::from_secs(600))
+}
+
+/// Step `a` on its last allowed attempt (max 3).
+fn last_attempt() -> Job {
+    let mut j = running_claimed();
+    for i in 0..2u64 {
+        let fence = j.fence;
+        j = apply(&j, report(fence, retryable()), at(10 + i * 10));
+        j = apply(&j, claim_ev(), at(20 + i * 10));
+    }
+    j
+}
+
+/// Running with the last step `c` claimed.
+fn last_step_claimed() -> Job {
+    let mut j = running_idle();
+    j = apply(&j, claim_ev(), at(2));
+    let fence = j.fence;
+    j = apply(&j, report(fence, complete()), at(3));
+    apply(&j, claim_ev(), at(4))
+}
+
+fn pausing_last_step() -> Job {
+    apply(&last_step_claimed(), JobEvent::Pause { actor: actor() }, at(5))
+}
+
+fn restart_while_pausing() -> Job {
+    apply(&pausing(), JobEvent::RequestRestart { actor: actor() }, at(2))
+}
+
+fn stale_claimed() -> Job {
+    // Claimed at t0 with a 30 s lease; never renewed.
+    running_claimed()
+}
+
+fn cases() -> Vec<Case> {
+    use JobState::*;
+    vec![
+        // ---- seed 001: allowed transitions ------------------------------------------
+        Case {
+            seed: "001 pending→running: the task handler records the first step report",
+            given: pending,
+            event: |_| claim_ev(),
+            now: t0,
+            expect: Expect::Applies { state: Running, history: &["started", "step_started"], effects: none },
+        },
+        Case {
+            seed: "001 running→succeeded: the settling task finishes; progress 100; a notifying kind is notified",
+            given: last_step_claimed,
+            event: |j| report(j.fence, complete()),
+            now: || at(5),
+            expect: Expect::Applies {
+                state: Succeeded,
+                history: &["step_completed", "succeeded"],
+                effects: |_| vec![Effect::ReleaseLeases, Effect::NotifySuccess],
+            },
+        },
+        Case {
+            seed: "001 running→failed: a permanent refusal; the effect applies before failed settlement",
+            given: running_claimed,
+            event: |j| report(j.fence, refused()),
+            now: || at(1),
+            expect: Expect::Applies {
+                state: Failed,
+                history: &["step_failed", "failed"],
+                effects: |_| {
+                    vec![Effect::ReleaseLeases, Effect::FailureEffect { order: EffectOrder::BeforeSettlement }]
+                },
+            },
+        },
+        Case {
+            seed: "001 running→failed: an exhausted retry budget reaches failure handling",
+            given: last_attempt,
+            event: |j| report(j.fence, retryable()),
+            now: || at(40),
+            expect: Expect::Applies {
+                state: Failed,
+                history: &["step_failed", "failed"],
+                effects: |_| {
+                    vec![Effect::ReleaseLeases, Effect::FailureEffect { order: EffectOrder::BeforeSettlement }]
+                },
+            },
+        },
+        Case {
+            seed: "001 running→failed: reconciliation discovers repeatedly missing execution (third miss)",
+            given: || running_missed(2),
+            event: |_| probe(Evidence::Missing),
+            now: third_probe,
+            expect: Expect::Applies {
+                state: Failed,
+                history: &["reconciled", "failed"],
+                effects: |_| vec![Effect::FailureEffect { order: EffectOrder::BeforeSettlement }],
+            },
+        },
+        Case {
+            seed: "001 running→failed: reconciliation discovers terminal execution; retrying steps fail",
+            given: running_retrying,
+            event: |_| probe(Evidence::Failed),
+            now: silent,
+            expect: Expect::Applies {
+                state: Failed,
+                history: &["reconciled", "step_failed", "failed"],
+                effects: |_| vec![Effect::FailureEffect { order: EffectOrder::BeforeSettlement }],
+            },
+        },
+        Case {
+            seed: "001 running→failed: reconciliation corrects success with in-flight steps; effect after settlement",
+            given: running_claimed,
+            event: |_| probe(Evidence::Succeeded),
+            now: silent,
+            expect: Expect::Applies {
+                state: Failed,
+                history: &["reconciled", "step_failed", "failed"],
+                effects: |_| vec![Effect::ReleaseLeases, Effect::FailureEffect { order: EffectOrder::AfterSettlement }],
+            },
+        },
+        Case {
+            seed: "001 running→succeeded: reconciliation observes success without running or retrying steps",
+            given: running_idle,
+            event: |_| probe(Evidence::Succeeded),
+            now: silent,
+            expect: Expect::Applies {
+                state: Succeeded,
+                history: &["reconciled", "succeeded"],
+                effects: |_| vec![Effect::NotifySuccess],
+            },
+        },
+        Case {
+            seed: "001 pending→failed: no execution handle after three trailing probe misses",
+            given: || pending_missed(2),
+            event: |_| probe(Evidence::Missing),
+            now: third_probe,
+            expect: Expect::Applies {
+                state: Failed,
+                history: &["reconciled", "failed"],
+                effects: |_| vec![Effect::FailureEffect { order: EffectOrder::BeforeSettlement }],
+            },
+        },
+        Case {
+            seed: "001 pending→cancelled: request and cancelled outcome recorded together",
+            given: pending,
+            event: |_| JobEvent::Cancel { actor: actor(), reason: "customer asked".into() },
+            now: || at(1),
+            expect: Expect::Applies { state: Cancelled, history: &["cancel_requested", "cancelled"], effects: none },
+        },
+        Case {
+            seed: "001 running→cancelled: the observing task confirms; in-flight steps fail as stopped; no failure effect",
+            given: cancelling,
+            event: |j| report(j.fence, retryable()),
+            now: || at(2),
+            expect: Expect::Applies {
+                state: Cancelled,
+                history: &["step_retrying", "step_failed", "cancelled"],
+                effects: |_| vec![Effect::ReleaseLeases],
+            },
+        },
+        Case {
+            seed: "001 running→cancelled: the reconciler confirms a recorded cancel whose execution is gone",
+            given: || {
+                let mut j = cancelling();
+                for i in 0..2u64 {
+                    j = apply(&j, probe(Evidence::Missing), silent().plus(Duration::from_secs(i * 300)));
+                }
+                j
+            },
+            event: |_| probe(Evidence::Missing),
+            now: third_probe,
+            expect: Expect::Applies {
+                state: Cancelled,
+                history: &["reconciled", "step_failed", "cancelled"],
+                effects: |_| vec![Effect::ReleaseLeases],
+            },
+        },
+        Case {
+            seed: "001 running→cancelled: a rescued claim of a cancelling job confirms the cancel",
+            given: cancelling,
+            event: |_| JobEvent::Rescue { backoff: Duration::ZERO },
+            now: || at(60),
+            expect: Expect::Applies {
+                state: Cancelled,
+                history: &["rescued", "step_retrying", "step_failed", "cancelled"],
+                effects: |_| vec![Effect::ReleaseLeases],
+            },
+        },
+        // ---- seed 003: run control ----------------------------------------------------
+        Case {
+            seed: "003 pause: a job with nothing in flight pauses at once",
+            given: pending,
+            event: |_| JobEvent::Pause { actor: actor() },
+            now: || at(1),
+            expect: Expect::Applies { state: Paused, history: &["pause_requested", "paused"], effects: none },
+        },
+        Case {
+            seed: "003 pause: a running job between steps pauses at once",
+            given: running_idle,
+            event: |_| JobEvent::Pause { actor: actor() },
+            now: || at(2),
+            expect: Expect::Applies { state: Paused, history: &["pause_requested", "paused"], effects: none },
+        },
+        Case {
+            seed: "003 pause: with a step in flight the request is recorded (pausing)",
+            given: running_claimed,
+            event: |_| JobEvent::Pause { actor: actor() },
+            now: || at(1),
+            expect: Expect::Applies { state: Running, history: &["pause_requested"], effects: none },
+        },
+        Case {
+            seed: "003 precedence: pausing + the batch returns more → paused, nothing dispatched",
+            given: pausing,
+            event: |j| report(j.fence, more()),
+            now: || at(2),
+            expect: Expect::Applies { state: Paused, history: &["paused"], effects: |_| vec![Effect::ReleaseLeases] },
+        },
+        Case {
+            seed: "003 precedence: pausing + the batch snoozes → paused",
+            given: pausing,
+            event: |j| report(j.fence, StepReport::Snooze { delay: Duration::from_secs(60) }),
+            now: || at(2),
+            expect: Expect::Applies {
+                state: Paused,
+                history: &["snoozed", "paused"],
+                effects: |_| vec![Effect::ReleaseLeases],
+            },
+        },
+        Case {
+            seed: "003 precedence: pausing + the batch is done → completed (nothing is left to pause)",
+            given: pausing_last_step,
+            event: |j| report(j.fence, complete()),
+            now: || at(6),
+            expect: Expect::Applies {
+                state: Succeeded,
+                history: &["step_completed", "succeeded"],
+                effects: |_| vec![Effect::ReleaseLeases, Effect::NotifySuccess],
+            },
+        },
+        Case {
+            seed: "003 precedence: running, no restart pending + more → next batch dispatched",
+            given: running_claimed,
+            event: |j| report(j.fence, more()),
+            now: || at(1),
+            expect: Expect::Applies {
+                state: Running,
+                history: &[],
+                effects: |_| vec![Effect::ReleaseLeases, Effect::Dispatch { at: at(1) }],
+            },
+        },
+        Case {
+            seed: "003 precedence: running, no restart pending + snooze → dispatched after the delay, no attempt used",
+            given: running_claimed,
+            event: |_| report(spindle_core::Fence(1), StepReport::Snooze { delay: Duration::from_secs(60) }),
+            now: || at(1),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["snoozed"],
+                effects: |_| vec![Effect::ReleaseLeases, Effect::Dispatch { at: at(61) }],
+            },
+        },
+        Case {
+            seed: "003 precedence: running, restart pending + more → the pass restarts",
+            given: restart_pending,
+            event: |j| report(j.fence, more()),
+            now: || at(2),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["step_failed", "pass_started"],
+                effects: |_| vec![Effect::ReleaseLeases, Effect::Dispatch { at: at(2) }],
+            },
+        },
+        Case {
+            seed: "003 precedence: running, restart pending + done → the pass restarts",
+            given: || apply(&last_step_claimed(), JobEvent::RequestRestart { actor: actor() }, at(5)),
+            event: |j| report(j.fence, complete()),
+            now: || at(6),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["step_completed", "pass_started"],
+                effects: |_| vec![Effect::ReleaseLeases, Effect::Dispatch { at: at(6) }],
+            },
+        },
+        Case {
+            seed: "003 precedence: cancelling + more → cancelled",
+            given: cancelling,
+            event: |j| report(j.fence, more()),
+            now: || at(2),
+            expect: Expect::Applies {
+                state: Cancelled,
+                history: &["step_failed", "cancelled"],
+                effects: |_| vec![Effect::ReleaseLeases],
+            },
+        },
+        Case {
+            seed: "003 precedence: cancelling + done → cancelled",
+            given: cancelling,
+            event: |j| report(j.fence, complete()),
+            now: || at(2),
+            expect: Expect::Applies {
+                state: Cancelled,
+                history: &["step_completed", "cancelled"],
+                effects: |_| vec![Effect::ReleaseLeases],
+            },
+        },
+        Case {
+            seed: "003 a pending restart never overrides a pause: pausing + restart + more → paused",
+            given: restart_while_pausing,
+            event: |j| report(j.fence, more()),
+            now: || at(3),
+            expect: Expect::Applies { state: Paused, history: &["paused"], effects: |_| vec![Effect::ReleaseLeases] },
+        },
+        Case {
+            seed: "003 a pending restart never overrides a cancel: cancelling + restart + done → cancelled",
+            given: || apply(&cancelling(), JobEvent::RequestRestart { actor: actor() }, at(2)),
+            event: |j| report(j.fence, complete()),
+            now: || at(3),
+            expect: Expect::Applies {
+                state: Cancelled,
+                history: &["step_completed", "cancelled"],
+                effects: |_| vec![Effect::ReleaseLeases],
+            },
+        },
+        Case {
+            seed: "003 restart: a running job with nothing in flight starts a fresh pass at once",
+            given: running_idle,
+            event: |_| JobEvent::RequestRestart { actor: actor() },
+            now: || at(2),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["restart_requested", "pass_started"],
+                effects: |_| vec![Effect::Dispatch { at: at(2) }],
+            },
+        },
+        Case {
+            seed: "003 resume: a paused job that had started runs again and is dispatched",
+            given: paused_started,
+            event: |_| JobEvent::Resume { actor: actor() },
+            now: || at(3),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["resumed"],
+                effects: |_| vec![Effect::Dispatch { at: at(3) }],
+            },
+        },
+        Case {
+            seed: "003 resume: a paused job that never started is pending again",
+            given: paused_unstarted,
+            event: |_| JobEvent::Resume { actor: actor() },
+            now: || at(2),
+            expect: Expect::Applies {
+                state: Pending,
+                history: &["resumed"],
+                effects: |_| vec![Effect::Dispatch { at: at(2) }],
+            },
+        },
+        Case {
+            seed: "003 resume while pausing withdraws the request; the step carries on",
+            given: pausing,
+            event: |_| JobEvent::Resume { actor: actor() },
+            now: || at(2),
+            expect: Expect::Applies { state: Running, history: &["resumed"], effects: none },
+        },
+        Case {
+            seed: "003 cancel: a paused job is cancelled at once, without the failure effect",
+            given: paused_started,
+            event: |_| JobEvent::Cancel { actor: actor(), reason: "obsolete".into() },
+            now: || at(3),
+            expect: Expect::Applies { state: Cancelled, history: &["cancel_requested", "cancelled"], effects: none },
+        },
+        Case {
+            seed: "003 cancel: with a step in flight the request is recorded (cancelling)",
+            given: running_claimed,
+            event: |_| JobEvent::Cancel { actor: actor(), reason: "obsolete".into() },
+            now: || at(1),
+            expect: Expect::Applies { state: Running, history: &["cancel_requested"], effects: none },
+        },
+        Case {
+            seed: "003 rescue: a lapsed claim is taken back; the attempt counts and is retried",
+            given: stale_claimed,
+            event: |_| JobEvent::Rescue { backoff: Duration::from_secs(2) },
+            now: || at(31),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["rescued", "step_retrying"],
+                effects: |_| vec![Effect::ReleaseLeases, Effect::Dispatch { at: at(33) }],
+            },
+        },
+        Case {
+            seed: "003 heartbeat: renews the claim, adds no history",
+            given: running_claimed,
+            event: |j| JobEvent::Heartbeat { fence: j.fence, ttl: TTL, progress: None },
+            now: || at(10),
+            expect: Expect::Applies { state: Running, history: &[], effects: none },
+        },
+        Case {
+            seed: "001/002 retry: a failed job records its successor and spawns it; it stays failed",
+            given: failed,
+            event: |_| JobEvent::Retry { successor: JobId(Uuid::from_u128(2)) },
+            now: || at(100),
+            expect: Expect::Applies {
+                state: Failed,
+                history: &["retried_as"],
+                effects: |_| vec![Effect::SpawnRetry { successor: JobId(Uuid::from_u128(2)) }],
+            },
+        },
+        Case {
+            seed: "001 reconciliation: a probe that finds the execution alive settles nothing",
+            given: running_claimed,
+            event: |_| probe(Evidence::Alive),
+            now: silent,
+            expect: Expect::Applies { state: Running, history: &[], effects: none },
+        },
+        Case {
+            seed: "001 reconciliation: a miss short of three is recorded, the job stays pending",
+            given: || pending_missed(1),
+            event: |_| probe(Evidence::Missing),
+            now: || silent().plus(Duration::from_secs(300)),
+            expect: Expect::Applies { state: Pending, history: &["probe_missed"], effects: none },
+        },
+        // ---- seed 001: forbidden transitions --------------------------------------------
+        Case {
+            seed: "001 invalid succeeded→running: a final job cannot return to active execution",
+            given: succeeded,
+            event: |_| claim_ev(),
+            now: || at(100),
+            expect: Expect::Refused(|_| Refusal::Finished { state: JobState::Succeeded }),
+        },
+        Case {
+            seed: "001 invalid succeeded→running: a late report leaves the record unchanged",
+            given: succeeded,
+            event: |_| report(Fence(99), retryable()),
+            now: || at(100),
+            expect: Expect::Refused(|_| Refusal::Finished { state: JobState::Succeeded }),
+        },
+        Case {
+            seed: "001 invalid failed→succeeded: a late success is ignored and raises an operational alert",
+            given: failed,
+            event: |j| report(j.fence, complete()),
+            now: || at(100),
+            expect: Expect::Refused(|_| Refusal::LateSuccessAfterFailure),
+        },
+        Case {
+            seed: "001 invalid failed→pending: resume never reopens a failed record",
+            given: failed,
+            event: |_| JobEvent::Resume { actor: actor() },
+            now: || at(100),
+            expect: Expect::Refused(|_| Refusal::Finished { state: JobState::Failed }),
+        },
+        Case {
+            seed: "001 invalid cancelled→running: a cancelled job has a permanent outcome",
+            given: cancelled,
+            event: |_| claim_ev(),
+            now: || at(100),
+            expect: Expect::Refused(|_| Refusal::Finished { state: JobState::Cancelled }),
+        },
+        Case {
+            seed: "001 invalid running→pending: resume of a running job is refused",
+            given: running_idle,
+            event: |_| JobEvent::Resume { actor: actor() },
+            now: || at(2),
+            expect: Expect::Refused(|_| Refusal::NotPaused),
+        },
+        // ---- guards ------------------------------------------------------------------------
+        Case {
+            seed: "001 pending→cancelled guard: the kind supports cancellation",
+            given: || pending_with(KindRules { cancellable: false, ..rules() }),
+            event: |_| JobEvent::Cancel { actor: actor(), reason: "stop".into() },
+            now: || at(1),
+            expect: Expect::Refused(|_| Refusal::NotCancellable),
+        },
+        Case {
+            seed: "001 pending→cancelled guard: the reason is nonblank",
+            given: pending,
+            event: |_| JobEvent::Cancel { actor: actor(), reason: " \t".into() },
+            now: || at(1),
+            expect: Expect::Refused(|_| Refusal::BlankReason),
+        },
+        Case {
+            seed: "001 reconciliation guard: the candidate passed the silence threshold (one µs short)",
+            given: running_idle,
+            event: |_| probe(Evidence::Missing),
+            now: || at(1).plus(Duration::from_secs(15 * 60)).minus(Duration::from_micros(1)),
+            expect: Expect::Refused(|_| Refusal::NotSilent {
+                silent_for: Duration::from_secs(15 * 60) - Duration::from_micros(1),
+            }),
+        },
+        Case {
+            seed: "001 reconciliation guard: exactly at the silence threshold the probe counts",
+            given: running_idle,
+            event: |_| probe(Evidence::Missing),
+            now: || at(1).plus(Duration::from_secs(15 * 60)),
+            expect: Expect::Applies { state: Running, history: &["probe_missed"], effects: none },
+        },
+        Case {
+            seed: "003 claim needs no claim held",
+            given: running_claimed,
+            event: |_| claim_ev(),
+            now: || at(1),
+            expect: Expect::Refused(|j| Refusal::Claimed { fence: j.fence }),
+        },
+        Case {
+            seed: "003 claim_lost: a report under a stale fence is refused",
+            given: running_claimed,
+            event: |_| report(Fence(0), complete()),
+            now: || at(1),
+            expect: Expect::Refused(|j| Refusal::StaleFence { presented: Fence(0), current: j.fence }),
+        },
+        Case {
+            seed: "003 claim: a paused job is not dispatched",
+            given: paused_started,
+            event: |_| claim_ev(),
+            now: || at(3),
+            expect: Expect::Refused(|_| Refusal::Paused),
+        },
+        Case {
+            seed: "003 claim: a retrying job waits for its backoff",
+            given: running_retrying,
+            event: |_| claim_ev(),
+            now: || at(5),
+            expect: Expect::Refused(|_| Refusal::NotDue { run_at: at(6) }),
+        },
+        Case {
+            seed: "003 already_pausing",
+            given: pausing,
+            event: |_| JobEvent::Pause { actor: actor() },
+            now: || at(2),
+            expect: Expect::Refused(|_| Refusal::AlreadyPausing),
+        },
+        Case {
+            seed: "003 already_paused",
+            given: paused_started,
+            event: |_| JobEvent::Pause { actor: actor() },
+            now: || at(3),
+            expect: Expect::Refused(|_| Refusal::AlreadyPaused),
+        },
+        Case {
+            seed: "003 already_cancelling",
+            given: cancelling,
+            event: |_| JobEvent::Cancel { actor: actor(), reason: "again".into() },
+            now: || at(2),
+            expect: Expect::Refused(|_| Refusal::AlreadyCancelling),
+        },
+        Case {
+            seed: "003 cancelling: a pause does not apply to a job being cancelled",
+            given: cancelling,
+            event: |_| JobEvent::Pause { actor: actor() },
+            now: || at(2),
+            expect: Expect::Refused(|_| Refusal::Cancelling),
+        },
+        Case {
+            seed: "003 not_paused",
+            given: running_claimed,
+            event: |_| JobEvent::Resume { actor: actor() },
+            now: || at(2),
+            expect: Expect::Refused(|_| Refusal::NotPaused),
+        },
+        Case {
+            seed: "003 rescue is refused while the claim is live",
+            given: running_claimed,
+            event: |_| JobEvent::Rescue { backoff: Duration::ZERO },
+            now: || at(29),
+            expect: Expect::Refused(|_| Refusal::ClaimLive { expires_at: at(30) }),
+        },
+        Case {
+            seed: "003 rescue needs a claim",
+            given: running_idle,
+            event: |_| JobEvent::Rescue { backoff: Duration::ZERO },
+            now: || at(100),
+            expect: Expect::Refused(|_| Refusal::NotClaimed),
+        },
+        Case {
+            seed: "003 restart of a job that never started",
+            given: pending,
+            event: |_| JobEvent::RequestRestart { actor: actor() },
+            now: || at(1),
+            expect: Expect::Refused(|_| Refusal::NotStarted),
+        },
+        Case {
+            seed: "001 retry creates a linked job only once",
+            given: || apply(&failed(), JobEvent::Retry { successor: JobId(Uuid::from_u128(2)) }, at(50)),
+            event: |_| JobEvent::Retry { successor: JobId(Uuid::from_u128(3)) },
+            now: || at(100),
+            expect: Expect::Refused(|_| Refusal::AlreadyRetried { successor: JobId(Uuid::from_u128(2)) }),
+        },
+        Case {
+            seed: "001 retry: only failed or cancelled jobs",
+            given: running_idle,
+            event: |_| JobEvent::Retry { successor: JobId(Uuid::from_u128(2)) },
+            now: || at(100),
+            expect: Expect::Refused(|_| Refusal::NotRetryable { state: JobState::Running }),
+        },
+        Case {
+            seed: "001 reconciliation leaves paused jobs alone",
+            given: paused_started,
+            event: |_| probe(Evidence::Missing),
+            now: silent,
+            expect: Expect::Refused(|_| Refusal::Paused),
+        },
+    ]
+}
+
+#[test]
+fn every_row_of_the_table_holds() {
+    let mut covered = HashSet::new();
+    let mut failures = Vec::new();
+    for case in cases() {
+        let job = (case.given)();
+        let event = (case.event)(&job);
+        let result = transition(&job, &event, (case.now)());
+        match (&case.expect, result) {
+            (Expect::Applies { state, history, effects }, Ok(t)) => {
+                let names: Vec<&str> = t.history.iter().map(|h| h.name()).collect();
+                if t.job.state != *state || names != *history || t.effects != effects(&job) {
+                    failures.push(format!(
+                        "{}:\n  expected {state:?} {history:?} {:?}\n  got      {:?} {names:?} {:?}",
+                        case.seed,
+                        effects(&job),
+                        t.job.state,
+                        t.effects
+                    ));
+                }
+                covered.insert((job.state, t.job.state));
+            }
+            (Expect::Refused(reason), Err(got)) => {
+                if got != reason(&job) {
+                    failures.push(format!("{}: expected refusal {:?}, got {got:?}", case.seed, reason(&job)));
+                }
+            }
+            (Expect::Applies { .. }, Err(e)) => failures.push(format!("{}: refused unexpectedly: {e:?}", case.seed)),
+            (Expect::Refused(reason), Ok(t)) => failures.push(format!(
+                "{}: expected refusal {:?}, applied → {:?}",
+                case.seed,
+                reason(&job),
+                t.job.state
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{} rows failed:\n{}", failures.len(), failures.join("\n"));
+    for row in JOB_TRANSITIONS {
+        if let Some(from) = row.from {
+            assert!(covered.contains(&(from, row.to)), "no case exercises {from:?} → {:?} ({})", row.to, row.seed);
+        }
+    }
+}
+
+/// Seed 001 "invalid" and "final states never change", exhaustively: from a job in
+/// each source state, no event of the universe — with the current fence, a stale one
+/// or a future one — ever reaches the forbidden target.
+#[test]
+fn no_event_makes_a_forbidden_transition() {
+    let fixtures: Vec<(&str, Job)> = vec![
+        ("succeeded", succeeded()),
+        ("failed", failed()),
+        ("cancelled", cancelled()),
+        ("running claimed", running_claimed()),
+        ("running idle", running_idle()),
+        ("running retrying", running_retrying()),
+        ("pausing", pausing()),
+        ("cancelling", cancelling()),
+    ];
+    for rule in JOB_FORBIDDEN {
+        for (name, job) in fixtures.iter().filter(|(_, j)| j.state == rule.from) {
+            for event in universe(job) {
+                for now in [at(1), at(31), silent()] {
+                    if let Ok(t) = transition(job, &event, now) {
+                        assert_ne!(
+                            t.job.state, rule.to,
+                            "{} broken from {name} by {event:?} ({})",
+                            rule.seed, rule.why
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn final_states_never_change() {
+    for job in [succeeded(), failed(), cancelled()] {
+        for event in universe(&job) {
+            if let Ok(t) = transition(&job, &event, silent()) {
+                assert_eq!(t.job.state, job.state, "{event:?} changed a final job");
+                assert_eq!(t.job.steps, job.steps, "{event:?} changed a final job's steps");
+                assert_eq!(t.job.progress, job.progress);
+            }
+        }
+    }
+}
+
+#[test]
+fn an_identical_repeated_report_adds_nothing_and_a_different_one_is_refused() {
+    // seed 002 concurrency: "Repeated identical reports add no event, while changed final
+    // reports are refused."
+    let job = running_claimed();
+    let fence = job.fence;
+    let first = transition(&job, &report(fence, complete()), at(1)).unwrap();
+    let again = transition(&first.job, &report(fence, complete()), at(2)).unwrap();
+    assert!(again.is_noop(&first.job), "identical repeat changed something: {again:?}");
+    let different = transition(&first.job, &report(fence, refused()), at(2));
+    assert_eq!(different.unwrap_err(), Refusal::ConflictingReport { fence });
+}
+
+#[test]
+fn pending_to_failed_keeps_unstarted_steps_queued_and_explains_never_started() {
+    // seed 001 pending→failed side effects.
+    let job = apply(&pending_missed(2), probe(Evidence::Missing), third_probe());
+    assert_eq!(job.state, JobState::Failed);
+    assert!(job.steps.iter().all(|s| s.state == StepState::Queued), "seed 002: queued steps are never failed");
+    assert_eq!(job.failure.as_ref().unwrap().code, "reconciler.never-started");
+}
+
+#[test]
+fn a_probe_that_finds_life_resets_trailing_misses() {
+    let job = apply(&pending_missed(2), probe(Evidence::Alive), third_probe());
+    assert_eq!(job.probe_misses, 0);
+    let job = apply(&job, probe(Evidence::Missing), third_probe().plus(Duration::from_secs(300)));
+    assert_eq!(job.state, JobState::Pending, "misses must be trailing");
+}
+
+#[test]
+fn a_retryable_failure_keeps_only_the_safe_account() {
+    // seed 001 running→failed: "lets no detail of the transient error reach the job".
+    let job = running_retrying();
+    let attempt = &job.steps[0].attempts[0];
+    match attempt.end.as_ref().unwrap() {
+        spindle_core::step::AttemptEnd::Retryable { failure } => {
+            assert_eq!(failure.code, "upstream-unavailable");
+            assert!(failure.message.is_empty());
+            assert_eq!(failure.correlation.as_deref(), Some("corr-1"));
+        }
+        other => panic!("unexpected attempt end {other:?}"),
+    }
+}
+
+#[test]
+fn cancellation_is_seen_by_the_heartbeat_of_the_step_in_flight() {
+    let job = cancelling();
+    assert_eq!(job.heartbeat_reply(job.fence), HeartbeatReply::StopCancelled);
+    assert_eq!(running_claimed().heartbeat_reply(Fence(1)), HeartbeatReply::Proceed);
+    assert_eq!(running_claimed().heartbeat_reply(Fence(0)), HeartbeatReply::StopLeaseLost);
+}
+
+#[test]
+fn a_snooze_consumes_no_attempt_and_more_continues_the_same_attempt() {
+    let job = running_claimed();
+    let job = apply(&job, report(job.fence, StepReport::Snooze { delay: Duration::from_secs(5) }), at(1));
+    let job = apply(&job, claim_ev(), at(6));
+    let job = apply(&job, report(job.fence, more()), at(7));
+    let job = apply(&job, claim_ev(), at(7));
+    assert_eq!(job.steps[0].attempts.len(), 1);
+    assert_eq!(job.steps[0].cursor.as_deref(), Some("c1"));
+}
+
+#[test]
+fn a_retry_job_carries_completed_steps_and_bypasses_them() {
+    // seed 002 queued→completed: "Pass the completed key to execution so orchestration
+    // bypasses it."
+    let job = running_idle(); // a completed
+    let job = apply(&job, claim_ev(), at(2));
+    let job = apply(&job, report(job.fence, refused()), at(3)); // b refused → failed
+    let successor = JobId(Uuid::from_u128(7));
+    let job = apply(&job, JobEvent::Retry { successor }, at(4));
+    let (retry, history) = Job::successor_of(&job, successor, at(5)).unwrap();
+    assert_eq!(retry.state, JobState::Pending);
+    assert_eq!(retry.predecessor, Some(job.id));
+    assert_eq!(retry.steps[0].state, StepState::Completed);
+    assert!(retry.steps[0].carried);
+    assert_eq!(retry.steps[1].state, StepState::Queued);
+    assert!(history.iter().any(|h| h.name() == "step_carried"));
+    let claimed = apply(&retry, claim_ev(), at(5));
+    assert_eq!(claimed.claim.as_ref().unwrap().step, 1, "the carried step is bypassed");
+    // A restart of the retry job keeps the carried step completed.
+    let idle = apply(&claimed, report(claimed.fence, more()), at(6));
+    let restarted = apply(&idle, JobEvent::RequestRestart { actor: actor() }, at(7));
+    assert_eq!(restarted.pass, 2);
+    assert_eq!(restarted.steps[0].state, StepState::Completed);
+}
+
+#[test]
+fn a_refusal_has_a_stable_code_and_only_a_late_success_alerts() {
+    assert_eq!(Refusal::LateSuccessAfterFailure.code(), "late-success-after-failure");
+    assert!(Refusal::LateSuccessAfterFailure.is_alert());
+    assert!(!Refusal::Finished { state: JobState::Succeeded }.is_alert());
+}
