@@ -1,0 +1,198 @@
+//! One call of a step: its input, its helpers, its line to the host.
+
+use serde::de::DeserializeOwned;
+
+use crate::bindings::spindle::job::types as wit;
+use crate::outcome::{StepError, json_error};
+
+pub use wit::Checkpoint;
+
+impl Checkpoint {
+    /// Progress for a heartbeat: where to resume, units done, units in all if known.
+    pub fn new(cursor: impl Into<String>, done: u64, total: impl Into<Option<u64>>) -> Self {
+        Self { cursor: cursor.into(), done, total: total.into() }
+    }
+}
+
+/// The host's answer to [`Step::heartbeat`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// Keep working.
+    Proceed,
+    /// The job is being cancelled: stop soon; whatever the step returns, the job settles
+    /// cancelled.
+    StopCancelled,
+    /// This host lost the job's lease: stop; whatever the step returns is refused.
+    StopLeaseLost,
+}
+
+impl Heartbeat {
+    /// Whether the step should stop working and return.
+    pub fn should_stop(self) -> bool {
+        !matches!(self, Self::Proceed)
+    }
+}
+
+impl From<wit::HeartbeatReply> for Heartbeat {
+    fn from(reply: wit::HeartbeatReply) -> Self {
+        match reply {
+            wit::HeartbeatReply::Proceed => Self::Proceed,
+            wit::HeartbeatReply::StopCancelled => Self::StopCancelled,
+            wit::HeartbeatReply::StopLeaseLost => Self::StopLeaseLost,
+        }
+    }
+}
+
+/// One call of one step of one job, as handed to [`Kind::run_step`](crate::Kind::run_step).
+#[derive(Debug)]
+pub struct Step {
+    input: wit::StepInput,
+    stop: Option<Heartbeat>,
+}
+
+impl Step {
+    /// Wraps the host's input. Public so that a kind's logic can be unit-tested natively
+    /// with a hand-built [`StepInput`](crate::bindings::spindle::job::types::StepInput).
+    pub fn from_input(input: wit::StepInput) -> Self {
+        Self { input, stop: None }
+    }
+
+    /// The key of the step to run, one of those the kind declared.
+    pub fn key(&self) -> &str {
+        &self.input.step
+    }
+
+    /// The job's id (a UUID in text form).
+    pub fn job_id(&self) -> &str {
+        &self.input.job_id
+    }
+
+    /// 1 for the first attempt of this step, 2 for the first retry, ...
+    pub fn attempt(&self) -> u32 {
+        self.input.attempt
+    }
+
+    /// Stable across this step's attempts: use it to make side effects idempotent.
+    pub fn idempotency_key(&self) -> &str {
+        &self.input.idempotency_key
+    }
+
+    /// The job's input as submitted, raw.
+    pub fn payload(&self) -> &[u8] {
+        &self.input.payload
+    }
+
+    /// The job's input deserialised from JSON; malformed input is refused with code
+    /// `invalid-input`.
+    pub fn input<T: DeserializeOwned>(&self) -> Result<T, StepError> {
+        serde_json::from_slice(&self.input.payload).map_err(|e| json_error("invalid-input", "the job's input", &e))
+    }
+
+    /// The raw output of an earlier step of this job, if it completed.
+    pub fn prior_bytes(&self, step: &str) -> Option<&[u8]> {
+        self.input.prior.iter().find(|prior| prior.step == step).map(|prior| prior.output.as_slice())
+    }
+
+    /// The JSON output of an earlier step. Refused with `missing-prior` when that step
+    /// has not completed (it was skipped, or is declared later), `invalid-prior` when
+    /// its output is not the expected JSON.
+    pub fn prior<T: DeserializeOwned>(&self, step: &str) -> Result<T, StepError> {
+        let bytes = self
+            .prior_bytes(step)
+            .ok_or_else(|| StepError::refused("missing-prior", format!("step `{step}` has no output in this job")))?;
+        serde_json::from_slice(bytes)
+            .map_err(|e| json_error("invalid-prior", &format!("the output of step `{step}`"), &e))
+    }
+
+    /// The cursor of this attempt's last [`Outcome::more`](crate::Outcome::more), if any.
+    pub fn cursor(&self) -> Option<&str> {
+        self.input.cursor.as_deref()
+    }
+
+    /// The cursor deserialised from JSON (see [`Outcome::more_json`](crate::Outcome::more_json));
+    /// refused with `invalid-cursor` if it does not parse.
+    pub fn cursor_json<T: DeserializeOwned>(&self) -> Result<Option<T>, StepError> {
+        self.cursor()
+            .map(|cursor| {
+                serde_json::from_str(cursor).map_err(|e| json_error("invalid-cursor", "the step's cursor", &e))
+            })
+            .transpose()
+    }
+
+    /// Tells the host the step is alive (renewing its lease), optionally with progress,
+    /// and returns its answer. Long steps call it regularly and return when
+    /// [`Heartbeat::should_stop`] says so.
+    pub fn heartbeat(&mut self, progress: Option<Checkpoint>) -> Heartbeat {
+        let reply = host_heartbeat(progress.as_ref());
+        if reply.should_stop() {
+            self.stop = Some(reply);
+        }
+        reply
+    }
+
+    /// The stop answer, if any heartbeat of this call got one: for loops that check
+    /// between heartbeats.
+    pub fn stop_requested(&self) -> Option<Heartbeat> {
+        self.stop
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn host_heartbeat(progress: Option<&Checkpoint>) -> Heartbeat {
+    crate::bindings::spindle::job::host::heartbeat(progress).into()
+}
+
+/// Off wasm (a kind's unit tests on the build machine) there is no host to ask, and
+/// the bindings' import stubs panic: every heartbeat proceeds.
+#[cfg(not(target_arch = "wasm32"))]
+fn host_heartbeat(_progress: Option<&Checkpoint>) -> Heartbeat {
+    Heartbeat::Proceed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(payload: &str, prior: &[(&str, &str)], cursor: Option<&str>) -> Step {
+        Step::from_input(wit::StepInput {
+            job_id: "0190-job".into(),
+            step: "import".into(),
+            attempt: 2,
+            idempotency_key: "0190-job/import".into(),
+            payload: payload.as_bytes().to_vec(),
+            prior: prior
+                .iter()
+                .map(|(step, output)| wit::PriorOutput { step: (*step).into(), output: output.as_bytes().to_vec() })
+                .collect(),
+            cursor: cursor.map(Into::into),
+        })
+    }
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    struct Rows {
+        rows: u64,
+    }
+
+    #[test]
+    fn reads_input_prior_and_cursor_as_json() {
+        let step = step(r#"{"rows": 3}"#, &[("validate", r#"{"rows": 5}"#)], Some(r#"{"rows": 7}"#));
+        assert_eq!(step.input::<Rows>(), Ok(Rows { rows: 3 }));
+        assert_eq!(step.prior::<Rows>("validate"), Ok(Rows { rows: 5 }));
+        assert_eq!(step.cursor_json::<Rows>(), Ok(Some(Rows { rows: 7 })));
+        assert_eq!((step.key(), step.attempt(), step.idempotency_key()), ("import", 2, "0190-job/import"));
+    }
+
+    #[test]
+    fn bad_json_is_refused_with_a_code_per_source() {
+        let step = step("{", &[("validate", "[]")], Some("x"));
+        assert_eq!(step.input::<Rows>().map_err(|e| e.code().to_owned()), Err("invalid-input".into()));
+        assert_eq!(step.prior::<Rows>("validate").map_err(|e| e.code().to_owned()), Err("invalid-prior".into()));
+        assert_eq!(step.prior::<Rows>("summarise").map_err(|e| e.code().to_owned()), Err("missing-prior".into()));
+        assert_eq!(step.cursor_json::<Rows>().map_err(|e| e.code().to_owned()), Err("invalid-cursor".into()));
+    }
+
+    #[test]
+    fn no_cursor_on_a_first_call() {
+        assert_eq!(step("{}", &[], None).cursor_json::<Rows>(), Ok(None));
+    }
+}
