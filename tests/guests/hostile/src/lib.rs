@@ -15,10 +15,11 @@ use spindle_guest::prelude::*;
 
 struct Hostile;
 
-const STEPS: [&str; 11] = [
+const STEPS: [&str; 12] = [
     "spin",
     "alloc",
     "recurse",
+    "recurse-native",
     "panic",
     "huge-output",
     "stdout-flood",
@@ -39,6 +40,7 @@ impl Kind for Hostile {
             "spin" => spin(),
             "alloc" => alloc(),
             "recurse" => Ok(Outcome::complete(&json!({ "depth": dive(0) }))),
+            "recurse-native" => Ok(Outcome::complete(&json!({ "depth": descend(0) }))),
             "panic" => panic!("hostile guest panics on purpose"),
             "huge-output" => Ok(huge_output()),
             "stdout-flood" => Ok(stdout_flood()),
@@ -84,7 +86,19 @@ fn alloc() -> ! {
     }
 }
 
-/// Recurses with a 512-byte frame until the stack runs out. The exit on `u64::MAX`
+/// Recurses with a tiny frame, so the wasm stack itself (not the shadow stack Rust
+/// keeps in linear memory) runs out first.
+fn descend(depth: u64) -> u64 {
+    if depth == u64::MAX {
+        return 0;
+    }
+    // black_box keeps LLVM from turning the recursion into a loop.
+    black_box(descend(black_box(depth + 1))).wrapping_add(depth)
+}
+
+/// Recurses with a 512-byte frame until the stack runs out. Rust keeps such frames on a
+/// shadow stack at the bottom of linear memory, so this overflows that first: an
+/// out-of-bounds access below address 0. The exit on `u64::MAX`
 /// is unreachable in practice but keeps the recursion conditional for the compiler.
 fn dive(depth: u64) -> u64 {
     let frame = black_box([depth; 64]);

@@ -1,0 +1,88 @@
+//! Sandbox limits. Every default here guards against a guest we do not trust: each
+//! names the threat it bounds.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the sandbox runs guests.
+#[derive(Clone, Debug)]
+pub struct SandboxConfig {
+    /// Largest component accepted for upload (default 32 MiB). Compiling is CPU- and
+    /// memory-hungry in the size of the input, so an upload is bounded before it is read.
+    pub max_component_bytes: usize,
+    /// Longest a component may take to compile (default 60 s). A pathological module can
+    /// make the compiler work far longer than its size suggests.
+    pub compile_timeout: Duration,
+    /// Largest linear memory a guest may grow to (default 64 MiB). Growth beyond it traps
+    /// and the step ends with `sandbox.memory-limit`, leaving the host's memory alone.
+    pub max_memory_bytes: usize,
+    /// Most table elements per table (default 20,000): tables cost host memory too.
+    pub max_table_elements: usize,
+    /// Most core instances, tables and memories per store (default 32 / 32 / 8): a
+    /// component cannot multiply itself inside one step.
+    pub max_instances: usize,
+    /// See [`max_instances`](Self::max_instances).
+    pub max_tables: usize,
+    /// See [`max_instances`](Self::max_instances).
+    pub max_memories: usize,
+    /// Wasm stack a guest may use (default 1 MiB): unbounded recursion traps with
+    /// `sandbox.stack-overflow` instead of overflowing the host's stack.
+    pub max_wasm_stack: usize,
+    /// Wall-clock budget of one step call (default 30 s): an endless loop is interrupted
+    /// by the epoch deadline and reported as `sandbox.deadline`.
+    pub step_timeout: Duration,
+    /// Period of the epoch ticker (default 10 ms). Guests yield to the async executor on
+    /// every tick, so a busy guest never monopolises a tokio worker, and the deadline is
+    /// enforced to within a tick.
+    pub epoch_tick: Duration,
+    /// Optional fuel per call (default none): a deterministic instruction budget on top
+    /// of the wall clock, for operators who want one. Exhaustion is `sandbox.out-of-fuel`.
+    pub fuel: Option<u64>,
+    /// Largest output a step may complete with (default 4 MiB). Outputs are stored and
+    /// handed to later steps, so they are bounded like uploads.
+    pub max_output_bytes: usize,
+    /// Largest checkpoint cursor (default 64 KiB): it is stored with the step.
+    pub max_cursor_bytes: usize,
+    /// Bytes of stdout and stderr kept per call (default 16 KiB each); the rest is
+    /// counted and dropped, so a chatty guest cannot fill the host's memory or logs.
+    pub max_stdio_bytes: usize,
+    /// Guest `log` lines accepted per call (default 200) and bytes per line (default
+    /// 2 KiB); beyond that lines are counted and dropped.
+    pub max_log_lines: usize,
+    /// See [`max_log_lines`](Self::max_log_lines).
+    pub max_log_line_bytes: usize,
+    /// Use the pooling instance allocator (default on): instantiation is a few
+    /// microseconds instead of mmap calls per step.
+    pub pooling: bool,
+    /// Concurrent sandboxes the pool holds (default 256); instantiation beyond it fails
+    /// with `sandbox.capacity` rather than allocating without bound.
+    pub pool_slots: u32,
+    /// Where compiled components are cached (default none: compile on every load).
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            max_component_bytes: 32 << 20,
+            compile_timeout: Duration::from_secs(60),
+            max_memory_bytes: 64 << 20,
+            max_table_elements: 20_000,
+            max_instances: 32,
+            max_tables: 32,
+            max_memories: 8,
+            max_wasm_stack: 1 << 20,
+            step_timeout: Duration::from_secs(30),
+            epoch_tick: Duration::from_millis(10),
+            fuel: None,
+            max_output_bytes: 4 << 20,
+            max_cursor_bytes: 64 << 10,
+            max_stdio_bytes: 16 << 10,
+            max_log_lines: 200,
+            max_log_line_bytes: 2 << 10,
+            pooling: true,
+            pool_slots: 256,
+            cache_dir: None,
+        }
+    }
+}

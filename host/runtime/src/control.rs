@@ -1,0 +1,24 @@
+//! How a running step reaches the engine: its heartbeat.
+
+use std::future::Future;
+use std::pin::Pin;
+
+pub use spindle_core::job::HeartbeatReply;
+pub use spindle_core::step::Partial;
+
+/// The engine's side of a running step. The sandbox calls it when the guest
+/// heartbeats; the answer tells the guest whether to go on.
+pub trait StepControl: Send + Sync {
+    /// The step is alive and has done `progress`; renew its claim and say whether to stop.
+    fn heartbeat(&self, progress: Option<Partial>) -> Pin<Box<dyn Future<Output = HeartbeatReply> + Send + '_>>;
+}
+
+/// A control that always says "go on": for hooks, benchmarks and tests.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unsupervised;
+
+impl StepControl for Unsupervised {
+    fn heartbeat(&self, _progress: Option<Partial>) -> Pin<Box<dyn Future<Output = HeartbeatReply> + Send + '_>> {
+        Box::pin(std::future::ready(HeartbeatReply::Proceed))
+    }
+}

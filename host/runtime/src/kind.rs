@@ -1,0 +1,120 @@
+//! What a component says about itself (`describe`), validated.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::bindings::spindle::job::types as wit;
+
+/// Longest kind name or step key.
+pub const MAX_NAME_LEN: usize = 64;
+/// Most steps a kind may declare.
+pub const MAX_STEPS: usize = 64;
+/// Most attempts a retry policy may ask for.
+pub const MAX_ATTEMPTS: u32 = 100;
+
+/// One declared step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepSpec {
+    /// The step's key.
+    pub key: String,
+    /// Its progress weight.
+    pub weight: u32,
+}
+
+/// A kind's retry policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetrySpec {
+    /// Attempts per step, the first included.
+    pub max_attempts: u32,
+    /// First backoff, in milliseconds.
+    pub initial_backoff_ms: u32,
+    /// Backoff ceiling, in milliseconds.
+    pub max_backoff_ms: u32,
+}
+
+/// A kind's description, as `describe` answered it and validation accepted it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindSpec {
+    /// The name the component gives itself.
+    pub name: String,
+    /// Ordered steps.
+    pub steps: Vec<StepSpec>,
+    /// Whether jobs may be cancelled.
+    pub cancellable: bool,
+    /// Retry policy.
+    pub retry: RetrySpec,
+    /// Whether `on-failure` must run when a job fails.
+    pub has_failure_effect: bool,
+    /// Whether `on-success` must run when a job succeeds.
+    pub notifies_on_success: bool,
+}
+
+/// Why a description is unacceptable.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum SpecError {
+    /// The kind's name is empty, too long or has characters outside `[a-z0-9-_.]`.
+    #[error("invalid kind name {0:?}: 1-64 characters of a-z, 0-9, '-', '_' or '.'")]
+    BadName(String),
+    /// The kind declares no step, or too many.
+    #[error("a kind declares between 1 and {MAX_STEPS} steps, not {0}")]
+    StepCount(usize),
+    /// A step key is empty, too long or has odd characters.
+    #[error("invalid step key {0:?}: 1-64 characters of a-z, 0-9, '-', '_' or '.'")]
+    BadStepKey(String),
+    /// Two steps share a key.
+    #[error("step key {0:?} is declared twice")]
+    DuplicateStep(String),
+    /// The retry policy asks for no attempt, or too many.
+    #[error("max-attempts must be between 1 and {MAX_ATTEMPTS}, not {0}")]
+    Attempts(u32),
+}
+
+/// Whether `name` is a valid kind name or step key.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+impl KindSpec {
+    /// Validates a description a guest returned.
+    pub(crate) fn from_wit(spec: wit::KindSpec) -> Result<Self, SpecError> {
+        let spec = Self {
+            name: spec.name,
+            steps: spec.steps.into_iter().map(|s| StepSpec { key: s.key, weight: s.weight }).collect(),
+            cancellable: spec.cancellable,
+            retry: RetrySpec {
+                max_attempts: spec.retry.max_attempts,
+                initial_backoff_ms: spec.retry.initial_backoff_ms,
+                max_backoff_ms: spec.retry.max_backoff_ms.max(spec.retry.initial_backoff_ms),
+            },
+            has_failure_effect: spec.has_failure_effect,
+            notifies_on_success: spec.notifies_on_success,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Checks the description's invariants.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if !is_valid_name(&self.name) {
+            return Err(SpecError::BadName(self.name.clone()));
+        }
+        if self.steps.is_empty() || self.steps.len() > MAX_STEPS {
+            return Err(SpecError::StepCount(self.steps.len()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for step in &self.steps {
+            if !is_valid_name(&step.key) {
+                return Err(SpecError::BadStepKey(step.key.clone()));
+            }
+            if !seen.insert(step.key.as_str()) {
+                return Err(SpecError::DuplicateStep(step.key.clone()));
+            }
+        }
+        if self.retry.max_attempts == 0 || self.retry.max_attempts > MAX_ATTEMPTS {
+            return Err(SpecError::Attempts(self.retry.max_attempts));
+        }
+        Ok(())
+    }
+}

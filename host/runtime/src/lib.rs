@@ -1,0 +1,31 @@
+//! Spindle's sandbox: runs job-kind components in wasmtime, one fresh, limited store per
+//! call, with no ambient authority.
+//!
+//! - [`Runtime`]: one engine per process (component model, async, pooling allocator,
+//!   epoch ticker, optional fuel), a linker that offers `spindle:job/host` and WASI with
+//!   no directories, sockets, environment or arguments, and an on-disk cache of compiled
+//!   components.
+//! - [`Runtime::load`]: upload validation ([`LoadError`]) → a [`LoadedKind`] whose
+//!   `InstancePre` is reused for every call.
+//! - [`Runtime::run_step`] / [`Runtime::run_hook`]: a guest's outcome, or a typed
+//!   [`SandboxFault`]; nothing a guest does crashes or wedges the host.
+//!
+//! Limits and their reasons are in [`SandboxConfig`].
+
+mod bindings;
+mod cache;
+mod config;
+mod control;
+mod kind;
+mod load;
+mod outcome;
+mod output;
+mod sandbox;
+mod state;
+
+pub use config::SandboxConfig;
+pub use control::{HeartbeatReply, Partial, StepControl, Unsupervised};
+pub use kind::{KindSpec, RetrySpec, SpecError, StepSpec, is_valid_name};
+pub use load::LoadError;
+pub use outcome::{GuestOutcome, HookRun, JobSummary, SandboxFault, StepInput, StepRun};
+pub use sandbox::{Hook, LoadedKind, Runtime, SetupError, content_digest};

@@ -1,0 +1,173 @@
+//! What a step call ends with: the guest's own outcome, or a fault the sandbox caught.
+//!
+//! The WIT `step-outcome` variants map one-to-one onto [`GuestOutcome`]. Everything the
+//! sandbox stops is a [`SandboxFault`] with a stable code and an operator-safe message;
+//! its detail (a trap's backtrace) is for the host log only.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Input of one `run-step` call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepInput {
+    /// The job's id.
+    pub job_id: String,
+    /// The step's key.
+    pub step: String,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// Stable across attempts: job id + step key.
+    pub idempotency_key: String,
+    /// The job's input.
+    pub payload: Vec<u8>,
+    /// Outputs of completed steps, in declaration order.
+    pub prior: Vec<(String, Vec<u8>)>,
+    /// Cursor of the attempt's last checkpoint.
+    pub cursor: Option<String>,
+}
+
+/// What the hooks receive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobSummary {
+    /// The job's id.
+    pub job_id: String,
+    /// Its input.
+    pub payload: Vec<u8>,
+    /// Outputs of its completed steps.
+    pub outputs: Vec<(String, Vec<u8>)>,
+    /// Why it failed (`on-failure` only): code and message.
+    pub failure: Option<(String, String)>,
+}
+
+/// A step's own report (the WIT `step-outcome`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GuestOutcome {
+    /// Completed with this output.
+    Complete(Vec<u8>),
+    /// Does not apply; the reason.
+    Skip(String),
+    /// Transient failure.
+    Retryable {
+        /// Stable reason.
+        code: String,
+        /// Detail, for the host log only.
+        message: String,
+    },
+    /// Permanent refusal.
+    Refused {
+        /// Stable reason.
+        code: String,
+        /// Operator-safe explanation.
+        message: String,
+    },
+    /// Progress saved; call again with the cursor.
+    More {
+        /// Where to resume.
+        cursor: String,
+        /// Units done.
+        done: u64,
+        /// Units in all, if known.
+        total: Option<u64>,
+    },
+    /// Call again after this long.
+    Snooze(Duration),
+}
+
+/// A fault the sandbox caught. None of them stops the host.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum SandboxFault {
+    /// The step ran past its wall-clock budget and was interrupted.
+    #[error("the step ran past its time limit and was stopped")]
+    Deadline,
+    /// The step used up its fuel.
+    #[error("the step used up its instruction budget")]
+    OutOfFuel,
+    /// The step tried to grow memory (or a table) past its limit.
+    #[error("the step tried to use more memory than allowed")]
+    MemoryLimit,
+    /// The step overflowed its wasm stack.
+    #[error("the step overflowed its stack")]
+    StackOverflow,
+    /// The guest accessed memory out of bounds: a bug, or a language's shadow stack
+    /// (kept in linear memory, as Rust's is) overflowing by deep recursion.
+    #[error("the step accessed memory out of bounds (or overflowed its shadow stack)")]
+    OutOfBounds,
+    /// The guest panicked or aborted.
+    #[error("the step panicked")]
+    Panic,
+    /// Any other trap.
+    #[error("the step trapped")]
+    Trap,
+    /// The step's output exceeds the cap.
+    #[error("the step's output is {bytes} bytes, over the {cap}-byte limit")]
+    OutputTooLarge {
+        /// Its size.
+        bytes: usize,
+        /// The cap.
+        cap: usize,
+    },
+    /// The step answered something the contract does not allow.
+    #[error("the step answered a malformed outcome: {0}")]
+    MalformedOutput(&'static str),
+    /// The sandbox pool is full.
+    #[error("no sandbox slot was free")]
+    Capacity,
+    /// The component could not be instantiated.
+    #[error("the component could not be instantiated")]
+    Instantiation,
+}
+
+impl SandboxFault {
+    /// A stable code for records and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Deadline => "sandbox.deadline",
+            Self::OutOfFuel => "sandbox.out-of-fuel",
+            Self::MemoryLimit => "sandbox.memory-limit",
+            Self::StackOverflow => "sandbox.stack-overflow",
+            Self::OutOfBounds => "sandbox.out-of-bounds",
+            Self::Panic => "sandbox.panic",
+            Self::Trap => "sandbox.trap",
+            Self::OutputTooLarge { .. } => "sandbox.output-too-large",
+            Self::MalformedOutput(_) => "sandbox.malformed-output",
+            Self::Capacity => "sandbox.capacity",
+            Self::Instantiation => "sandbox.instantiation",
+        }
+    }
+}
+
+/// How a step call ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StepRun {
+    /// The guest reported an outcome.
+    Outcome(GuestOutcome),
+    /// The sandbox stopped the guest.
+    Fault {
+        /// What happened.
+        fault: SandboxFault,
+        /// Host-side detail for the log (never for the job's record).
+        detail: String,
+    },
+}
+
+/// How a hook call ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookRun {
+    /// The hook succeeded.
+    Done,
+    /// The hook reported a failure (code, message).
+    Failed {
+        /// Stable reason.
+        code: String,
+        /// Operator-safe explanation.
+        message: String,
+    },
+    /// The sandbox stopped the hook.
+    Fault {
+        /// What happened.
+        fault: SandboxFault,
+        /// Host-side detail for the log.
+        detail: String,
+    },
+}

@@ -1,0 +1,379 @@
+//! The sandbox: one wasmtime engine per process, a linker that offers `host` and WASI
+//! with no authority, an epoch ticker, and the calls that run a step or a hook in a
+//! fresh, limited store.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
+
+use crate::bindings::exports::spindle::job::kind as wit_kind;
+use crate::bindings::spindle::job::types as wit;
+use crate::bindings::{JobKind, JobKindPre};
+use crate::cache::ArtifactCache;
+use crate::config::SandboxConfig;
+use crate::control::{StepControl, Unsupervised};
+use crate::kind::KindSpec;
+use crate::load::{LoadError, check_header, check_world};
+use crate::outcome::{GuestOutcome, HookRun, JobSummary, SandboxFault, StepInput, StepRun};
+use crate::state::{GuestState, Tags};
+
+/// Why the sandbox itself could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up the sandbox: {0}")]
+pub struct SetupError(String);
+
+/// The process's sandbox. Cheap to share (`Arc`); dropping the last one stops the
+/// epoch ticker.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<GuestState>,
+    config: SandboxConfig,
+    cache: Option<ArtifactCache>,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// A validated, compiled, linked component version, ready to run steps.
+pub struct LoadedKind {
+    /// SHA-256 of the component's bytes, hex.
+    pub digest: String,
+    /// What it says about itself.
+    pub spec: KindSpec,
+    /// Whether the compiled artifact came from the disk cache.
+    pub from_cache: bool,
+    /// How long loading took (compile or cache load, link, describe).
+    pub load_time: Duration,
+    pre: JobKindPre<GuestState>,
+}
+
+impl std::fmt::Debug for LoadedKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedKind").field("digest", &self.digest).field("spec", &self.spec).finish_non_exhaustive()
+    }
+}
+
+/// The hooks a kind may export.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    /// The business failure effect.
+    OnFailure,
+    /// The success notification.
+    OnSuccess,
+}
+
+impl Hook {
+    fn name(self) -> &'static str {
+        match self {
+            Self::OnFailure => "on-failure",
+            Self::OnSuccess => "on-success",
+        }
+    }
+}
+
+/// SHA-256 of `bytes`, hex: a component's content address.
+pub fn content_digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl Runtime {
+    /// Sets up the engine, the linker and the epoch ticker.
+    pub fn new(config: SandboxConfig) -> Result<Self, SetupError> {
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .epoch_interruption(true)
+            .consume_fuel(config.fuel.is_some())
+            .max_wasm_stack(config.max_wasm_stack)
+            .async_stack_size(config.max_wasm_stack + (1 << 20));
+        if config.pooling {
+            let mut pool = PoolingAllocationConfig::new();
+            let slots = config.pool_slots.max(1);
+            let memory_slots = slots.saturating_mul(u32::try_from(config.max_memories).unwrap_or(8).min(4));
+            pool.total_component_instances(slots)
+                .total_core_instances(slots.saturating_mul(16))
+                .max_core_instances_per_component(u32::try_from(config.max_instances).unwrap_or(32))
+                .total_memories(memory_slots)
+                .max_memories_per_component(u32::try_from(config.max_memories).unwrap_or(8))
+                .total_tables(slots.saturating_mul(8))
+                .max_tables_per_component(u32::try_from(config.max_tables).unwrap_or(32))
+                .table_elements(config.max_table_elements)
+                .total_stacks(slots)
+                .max_memory_size(config.max_memory_bytes);
+            wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        let engine = Engine::new(&wasm).map_err(|e| SetupError(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| SetupError(format!("{e:#}")))?;
+        JobKind::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|e| SetupError(format!("{e:#}")))?;
+        let cache = match &config.cache_dir {
+            Some(dir) => Some(ArtifactCache::new(dir, &engine).map_err(|e| SetupError(format!("cache: {e}")))?),
+            None => None,
+        };
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        spawn_ticker(engine.clone(), config.epoch_tick, ticker_stop.clone())?;
+        Ok(Self { engine, linker, config, cache, ticker_stop })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// Validates, compiles (or loads from the cache), links and describes a component.
+    pub async fn load(&self, bytes: &[u8]) -> Result<LoadedKind, LoadError> {
+        let started = Instant::now();
+        check_header(bytes, self.config.max_component_bytes)?;
+        let digest = content_digest(bytes);
+        let cached = self.cache.as_ref().and_then(|cache| cache.load(&self.engine, &digest));
+        let from_cache = cached.is_some();
+        let component = match cached {
+            Some(component) => component,
+            None => self.compile(bytes).await?,
+        };
+        check_world(&self.engine, &component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::WrongWorld(format!("{e:#}")))
+            .and_then(|pre| JobKindPre::new(pre).map_err(|e| LoadError::WrongWorld(format!("{e:#}"))))?;
+        if !from_cache
+            && let Some(cache) = &self.cache
+            && let Err(e) = cache.store(&digest, &component)
+        {
+            tracing::warn!(digest, error = %e, "could not cache a compiled component");
+        }
+        let spec = self.describe(&pre).await?;
+        Ok(LoadedKind { digest, spec, from_cache, load_time: started.elapsed(), pre })
+    }
+
+    async fn compile(&self, bytes: &[u8]) -> Result<Component, LoadError> {
+        let engine = self.engine.clone();
+        let owned = bytes.to_vec();
+        let job = tokio::task::spawn_blocking(move || Component::new(&engine, owned));
+        match tokio::time::timeout(self.config.compile_timeout, job).await {
+            Err(_) => Err(LoadError::CompileTimeout(self.config.compile_timeout)),
+            Ok(Err(join)) => Err(LoadError::Internal(format!("compiler worker failed: {join}"))),
+            Ok(Ok(Err(e))) => Err(LoadError::Malformed(format!("{e:#}"))),
+            Ok(Ok(Ok(component))) => Ok(component),
+        }
+    }
+
+    async fn describe(&self, pre: &JobKindPre<GuestState>) -> Result<KindSpec, LoadError> {
+        let tags = Tags { kind: Arc::from("(describe)"), job: String::new(), step: "describe".into() };
+        let mut store = self.store(Arc::new(Unsupervised), tags);
+        let call = async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            instance.spindle_job_kind().call_describe(&mut store).await
+        };
+        match tokio::time::timeout(self.config.step_timeout, call).await {
+            Err(_) => Err(LoadError::Describe(SandboxFault::Deadline)),
+            Ok(Err(e)) => Err(LoadError::Describe(classify(&e, store.data()))),
+            Ok(Ok(spec)) => Ok(KindSpec::from_wit(spec)?),
+        }
+    }
+
+    fn store(&self, control: Arc<dyn StepControl>, tags: Tags) -> Store<GuestState> {
+        let deadline = Instant::now() + self.config.step_timeout;
+        let mut store = Store::new(&self.engine, GuestState::new(&self.config, control, tags, deadline));
+        store.limiter(|state| &mut state.limits);
+        if let Some(fuel) = self.config.fuel {
+            // Setting fuel cannot fail on an engine configured to consume it.
+            let _ = store.set_fuel(fuel);
+        }
+        // Every tick: yield to the executor, or interrupt once past the deadline.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|mut ctx| {
+            if Instant::now() >= ctx.data().deadline {
+                ctx.data_mut().deadline_hit = true;
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store
+    }
+
+    /// Runs one step of `kind` in a fresh store. Never fails: a guest fault is a
+    /// [`StepRun::Fault`].
+    pub async fn run_step(&self, kind: &LoadedKind, input: StepInput, control: Arc<dyn StepControl>) -> StepRun {
+        let tags =
+            Tags { kind: Arc::from(kind.spec.name.as_str()), job: input.job_id.clone(), step: input.step.clone() };
+        let mut store = self.store(control, tags);
+        let wit_input = wit::StepInput {
+            job_id: input.job_id,
+            step: input.step,
+            attempt: input.attempt,
+            idempotency_key: input.idempotency_key,
+            payload: input.payload,
+            prior: input.prior.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
+            cursor: input.cursor,
+        };
+        let call = async {
+            let instance = match kind.pre.instantiate_async(&mut store).await {
+                Ok(instance) => instance,
+                Err(e) => return Err(Instantiation(e)),
+            };
+            instance.spindle_job_kind().call_run_step(&mut store, &wit_input).await.map_err(Called)
+        };
+        // The epoch deadline stops a guest that computes; this stops one waiting in a host
+        // call. A little grace lets the epoch report first.
+        let budget = self.config.step_timeout + self.config.epoch_tick * 5;
+        let result = tokio::time::timeout(budget, call).await;
+        let run = match result {
+            Err(_) => StepRun::Fault { fault: SandboxFault::Deadline, detail: "wall-clock timeout".into() },
+            Ok(Err(Instantiation(e))) => {
+                let detail = format!("{e:#}");
+                let fault = if detail.contains("maximum concurrent") || detail.contains("pooling") {
+                    SandboxFault::Capacity
+                } else {
+                    SandboxFault::Instantiation
+                };
+                StepRun::Fault { fault, detail }
+            }
+            Ok(Err(Called(e))) => StepRun::Fault { fault: classify(&e, store.data()), detail: format!("{e:#}") },
+            Ok(Ok(outcome)) => self.check_outcome(outcome),
+        };
+        flush_stdio(store.data());
+        run
+    }
+
+    fn check_outcome(&self, outcome: wit::StepOutcome) -> StepRun {
+        let malformed = |what| StepRun::Fault { fault: SandboxFault::MalformedOutput(what), detail: what.to_owned() };
+        let outcome = match outcome {
+            wit::StepOutcome::Complete(output) => {
+                if output.len() > self.config.max_output_bytes {
+                    let fault = SandboxFault::OutputTooLarge { bytes: output.len(), cap: self.config.max_output_bytes };
+                    return StepRun::Fault { fault, detail: String::new() };
+                }
+                GuestOutcome::Complete(output)
+            }
+            wit::StepOutcome::Skip(reason) => GuestOutcome::Skip(spindle_core::failure::clip(reason, 1024)),
+            wit::StepOutcome::Retryable(f) => GuestOutcome::Retryable { code: f.code, message: f.message },
+            wit::StepOutcome::Refused(f) => GuestOutcome::Refused { code: f.code, message: f.message },
+            wit::StepOutcome::More(c) => {
+                if c.cursor.len() > self.config.max_cursor_bytes {
+                    return malformed("checkpoint cursor over its size limit");
+                }
+                if c.total.is_some_and(|total| c.done > total) {
+                    return malformed("checkpoint reports more done than in all");
+                }
+                GuestOutcome::More { cursor: c.cursor, done: c.done, total: c.total }
+            }
+            wit::StepOutcome::Snooze(secs) => {
+                if secs > MAX_SNOOZE_SECS {
+                    return malformed("snooze longer than 30 days");
+                }
+                GuestOutcome::Snooze(Duration::from_secs(u64::from(secs)))
+            }
+        };
+        if let GuestOutcome::Retryable { code, .. } | GuestOutcome::Refused { code, .. } = &outcome
+            && code.trim().is_empty()
+        {
+            return malformed("failure without a code");
+        }
+        StepRun::Outcome(outcome)
+    }
+
+    /// Runs a hook of `kind` in a fresh store.
+    pub async fn run_hook(&self, kind: &LoadedKind, hook: Hook, summary: JobSummary) -> HookRun {
+        let tags =
+            Tags { kind: Arc::from(kind.spec.name.as_str()), job: summary.job_id.clone(), step: hook.name().into() };
+        let mut store = self.store(Arc::new(Unsupervised), tags);
+        let wit_summary = wit::JobSummary {
+            job_id: summary.job_id,
+            payload: summary.payload,
+            outputs: summary.outputs.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
+            failure: summary.failure.map(|(code, message)| wit::Failure { code, message }),
+        };
+        let call = async {
+            let instance = kind.pre.instantiate_async(&mut store).await?;
+            let guest: &wit_kind::Guest = instance.spindle_job_kind();
+            match hook {
+                Hook::OnFailure => guest.call_on_failure(&mut store, &wit_summary).await,
+                Hook::OnSuccess => guest.call_on_success(&mut store, &wit_summary).await,
+            }
+        };
+        let budget = self.config.step_timeout + self.config.epoch_tick * 5;
+        let run = match tokio::time::timeout(budget, call).await {
+            Err(_) => HookRun::Fault { fault: SandboxFault::Deadline, detail: "wall-clock timeout".into() },
+            Ok(Err(e)) => HookRun::Fault { fault: classify(&e, store.data()), detail: format!("{e:#}") },
+            Ok(Ok(Ok(()))) => HookRun::Done,
+            Ok(Ok(Err(f))) => HookRun::Failed { code: f.code, message: f.message },
+        };
+        flush_stdio(store.data());
+        run
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Longest a step may snooze in one go.
+const MAX_SNOOZE_SECS: u32 = 30 * 24 * 3600;
+
+/// Which half of a step call failed.
+enum CallError {
+    Instantiation(wasmtime::Error),
+    Called(wasmtime::Error),
+}
+use CallError::{Called, Instantiation};
+
+/// Names the fault behind a failed call.
+fn classify(error: &wasmtime::Error, state: &GuestState) -> SandboxFault {
+    if state.limits.exceeded {
+        return SandboxFault::MemoryLimit;
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => SandboxFault::Deadline,
+        Some(Trap::OutOfFuel) => SandboxFault::OutOfFuel,
+        Some(Trap::StackOverflow) => SandboxFault::StackOverflow,
+        Some(Trap::MemoryOutOfBounds) => SandboxFault::OutOfBounds,
+        // Rust guests abort on panic, which compiles to `unreachable`.
+        Some(Trap::UnreachableCodeReached) => SandboxFault::Panic,
+        _ if state.deadline_hit => SandboxFault::Deadline,
+        _ => SandboxFault::Trap,
+    }
+}
+
+/// Sends what the guest printed to the host's log.
+fn flush_stdio(state: &GuestState) {
+    for (stream, capture) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+        let captured = capture.take();
+        if captured.kept.is_empty() && captured.dropped == 0 {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&captured.kept);
+        let Tags { kind, job, step } = &state.tags;
+        let kind: &str = kind;
+        tracing::info!(target: "spindle::guest", kind, job, step, stream, dropped = captured.dropped, "{text}");
+    }
+    if state.logs_dropped > 0 {
+        tracing::warn!(target: "spindle::guest", job = %state.tags.job, dropped = state.logs_dropped, "guest log lines over the limit were dropped");
+    }
+}
+
+/// Advances the engine's epoch every `tick` until `stop` is set.
+fn spawn_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>) -> Result<(), SetupError> {
+    std::thread::Builder::new()
+        .name("spindle-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(tick);
+                engine.increment_epoch();
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| SetupError(format!("epoch ticker: {e}")))
+}

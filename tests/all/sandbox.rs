@@ -1,0 +1,290 @@
+//! The sandbox through real components: the examples' outcomes step by step, hostile
+//! guests stopped with the right typed fault while the host keeps serving, and upload
+//! validation.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use spindle_runtime::{
+    GuestOutcome, HeartbeatReply, Hook, HookRun, JobSummary, LoadError, Partial, SandboxConfig, SandboxFault,
+    StepControl, StepRun, Unsupervised,
+};
+use spindle_tests::{guest, input, json, load, runtime, test_sandbox};
+
+fn free() -> Arc<dyn StepControl> {
+    Arc::new(Unsupervised)
+}
+
+fn complete(run: StepRun) -> serde_json::Value {
+    match run {
+        StepRun::Outcome(GuestOutcome::Complete(out)) => json(&out),
+        other => panic!("expected complete, got {other:?}"),
+    }
+}
+
+fn fault(run: StepRun) -> SandboxFault {
+    match run {
+        StepRun::Fault { fault, .. } => fault,
+        other => panic!("expected a fault, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_examples_describe_themselves() {
+    let rt = runtime(test_sandbox());
+    for (name, steps) in [
+        ("csv-import", vec!["validate", "import", "summarise"]),
+        ("payment-saga", vec!["authorise", "capture", "receipt"]),
+        ("thumbnail", vec!["render", "resize", "encode"]),
+        ("noop", vec!["run"]),
+        ("noop3", vec!["one", "two", "three"]),
+        ("scripted", vec!["first", "second", "third"]),
+    ] {
+        let kind = load(&rt, name).await;
+        assert_eq!(kind.spec.name, name);
+        let keys: Vec<&str> = kind.spec.steps.iter().map(|s| s.key.as_str()).collect();
+        if name != "noop3" {
+            assert_eq!(keys, steps, "{name}");
+        } else {
+            assert_eq!(keys.len(), 3);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn csv_import_works_through_a_large_input_in_checkpointed_slices() {
+    let rt = runtime(test_sandbox());
+    let kind = load(&rt, "csv-import").await;
+    let payload = json!({"generate_rows": 10_000, "slice": 1_000});
+    let validated = complete(rt.run_step(&kind, input("validate", 1, payload.clone()), free()).await);
+    let validated = ("validate".to_owned(), serde_json::to_vec(&validated).unwrap());
+    let mut step = input("import", 1, payload.clone());
+    step.prior = vec![validated.clone()];
+    let mut calls = 0;
+    let import = loop {
+        calls += 1;
+        match rt.run_step(&kind, step.clone(), free()).await {
+            StepRun::Outcome(GuestOutcome::More { cursor, done, total }) => {
+                assert_eq!(total, Some(10_000));
+                assert_eq!(done, calls * 1_000);
+                step.cursor = Some(cursor);
+            }
+            StepRun::Outcome(GuestOutcome::Complete(out)) => break json(&out),
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(calls, 10, "one call per slice");
+    assert_eq!(import["rows"].as_u64().unwrap() + import["rejected"].as_u64().unwrap(), 10_000);
+    assert!(import["rejected"].as_u64().unwrap() > 0, "generated rows include unparsable amounts");
+    let mut summarise = input("summarise", 1, payload);
+    summarise.prior = vec![validated, ("import".into(), serde_json::to_vec(&import).unwrap())];
+    complete(rt.run_step(&kind, summarise, free()).await);
+
+    let bad = json!({"csv": "id,label\n1,x\n"});
+    match rt.run_step(&kind, input("validate", 1, bad), free()).await {
+        StepRun::Outcome(GuestOutcome::Refused { code, .. }) => assert_eq!(code, "bad-header"),
+        other => panic!("expected refused bad-header, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn payment_saga_refuses_retries_and_runs_its_failure_effect() {
+    let rt = runtime(test_sandbox());
+    let kind = load(&rt, "payment-saga").await;
+    assert!(kind.spec.has_failure_effect && kind.spec.notifies_on_success);
+    let declined = json!({"account": "acct-1", "amount_cents": 1200, "card": "4000000000000002"});
+    match rt.run_step(&kind, input("authorise", 1, declined.clone()), free()).await {
+        StepRun::Outcome(GuestOutcome::Refused { code, .. }) => assert_eq!(code, "card-declined"),
+        other => panic!("expected card-declined, got {other:?}"),
+    }
+    let flaky = json!({"account": "acct-1", "amount_cents": 1200, "card": "4242424242424242", "fail_capture_times": 2});
+    let auth = complete(rt.run_step(&kind, input("authorise", 1, flaky.clone()), free()).await);
+    for attempt in 1..=2 {
+        let mut capture = input("capture", attempt, flaky.clone());
+        capture.prior = vec![("authorise".into(), serde_json::to_vec(&auth).unwrap())];
+        match rt.run_step(&kind, capture, free()).await {
+            StepRun::Outcome(GuestOutcome::Retryable { code, .. }) => assert_eq!(code, "processor-unavailable"),
+            other => panic!("attempt {attempt}: expected retryable, got {other:?}"),
+        }
+    }
+    let mut capture = input("capture", 3, flaky.clone());
+    capture.prior = vec![("authorise".into(), serde_json::to_vec(&auth).unwrap())];
+    let captured = complete(rt.run_step(&kind, capture, free()).await);
+    let mut receipt = input("receipt", 1, flaky.clone());
+    receipt.prior = vec![
+        ("authorise".into(), serde_json::to_vec(&auth).unwrap()),
+        ("capture".into(), serde_json::to_vec(&captured).unwrap()),
+    ];
+    complete(rt.run_step(&kind, receipt, free()).await);
+
+    let summary = JobSummary {
+        job_id: "j".into(),
+        payload: serde_json::to_vec(&declined).unwrap(),
+        outputs: vec![],
+        failure: Some(("card-declined".into(), "declined".into())),
+    };
+    assert_eq!(rt.run_hook(&kind, Hook::OnFailure, summary).await, HookRun::Done);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn thumbnail_renders_resizes_and_encodes() {
+    let rt = runtime(test_sandbox());
+    let kind = load(&rt, "thumbnail").await;
+    let payload = json!({"width": 640, "height": 480, "max_edge": 64});
+    let rendered = complete(rt.run_step(&kind, input("render", 1, payload.clone()), free()).await);
+    let mut resize = input("resize", 1, payload.clone());
+    resize.prior = vec![("render".into(), serde_json::to_vec(&rendered).unwrap())];
+    let resized = complete(rt.run_step(&kind, resize, free()).await);
+    let mut encode = input("encode", 1, payload);
+    encode.prior = vec![
+        ("render".into(), serde_json::to_vec(&rendered).unwrap()),
+        ("resize".into(), serde_json::to_vec(&resized).unwrap()),
+    ];
+    let encoded = complete(rt.run_step(&kind, encode, free()).await);
+    assert!(encoded.to_string().contains("64"), "a 64-pixel edge is reported: {encoded}");
+}
+
+fn hostile_config() -> SandboxConfig {
+    SandboxConfig {
+        step_timeout: Duration::from_secs(2),
+        max_memory_bytes: 160 << 20,
+        max_output_bytes: 1 << 20,
+        max_stdio_bytes: 4 << 10,
+        ..test_sandbox()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_endless_loop_is_stopped_at_the_deadline_while_other_calls_are_served() {
+    let config = hostile_config();
+    let timeout = config.step_timeout;
+    let rt = runtime(config);
+    let kind = Arc::new(load(&rt, "hostile").await);
+    let spin_done = Arc::new(AtomicBool::new(false));
+    let spin = {
+        let (rt, kind, done) = (rt.clone(), kind.clone(), spin_done.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let run = rt.run_step(&kind, input("spin", 1, json!({})), Arc::new(Unsupervised)).await;
+            done.store(true, Ordering::SeqCst);
+            (run, started.elapsed())
+        })
+    };
+    // While the loop spins, other calls are served (the loop yields on every epoch tick).
+    for _ in 0..20 {
+        complete(rt.run_step(&kind, input("ok", 1, json!({})), free()).await);
+    }
+    assert!(!spin_done.load(Ordering::SeqCst), "the spinning step ended before the other calls were served");
+    let (run, elapsed) = spin.await.unwrap();
+    assert_eq!(fault(run), SandboxFault::Deadline);
+    assert!(elapsed < timeout + Duration::from_secs(5), "stopped after {elapsed:?}, deadline {timeout:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_guests_get_typed_faults_and_the_host_keeps_serving() {
+    let rt = runtime(hostile_config());
+    let kind = load(&rt, "hostile").await;
+    for (step, expected) in [
+        ("alloc", SandboxFault::MemoryLimit),
+        ("recurse-native", SandboxFault::StackOverflow),
+        ("recurse", SandboxFault::OutOfBounds),
+        ("panic", SandboxFault::Panic),
+        ("huge-output", SandboxFault::OutputTooLarge { bytes: 64 << 20, cap: 1 << 20 }),
+    ] {
+        assert_eq!(fault(rt.run_step(&kind, input(step, 1, json!({})), free()).await), expected, "{step}");
+        complete(rt.run_step(&kind, input("ok", 1, json!({})), free()).await);
+    }
+    // A flood of output is captured up to the cap; the step itself completes.
+    complete(rt.run_step(&kind, input("stdout-flood", 1, json!({})), free()).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn files_sockets_and_the_environment_are_out_of_reach() {
+    let rt = runtime(hostile_config());
+    let kind = load(&rt, "hostile").await;
+    for step in ["read-file", "write-file", "socket", "env"] {
+        let out = complete(rt.run_step(&kind, input(step, 1, json!({})), free()).await);
+        assert_eq!(out["denied"], json!(true), "{step}: {out}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fuel_bounds_instructions_when_configured() {
+    let rt = runtime(SandboxConfig { fuel: Some(50_000_000), step_timeout: Duration::from_secs(20), ..test_sandbox() });
+    let kind = load(&rt, "hostile").await;
+    assert_eq!(fault(rt.run_step(&kind, input("spin", 1, json!({})), free()).await), SandboxFault::OutOfFuel);
+    complete(rt.run_step(&kind, input("ok", 1, json!({})), free()).await);
+}
+
+/// Answers `proceed` a few times, then `stop-cancelled`.
+struct CancelAfter(AtomicU32);
+
+impl StepControl for CancelAfter {
+    fn heartbeat(&self, _: Option<Partial>) -> std::pin::Pin<Box<dyn Future<Output = HeartbeatReply> + Send + '_>> {
+        let n = self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move { if n < 3 { HeartbeatReply::Proceed } else { HeartbeatReply::StopCancelled } })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_step_stops_when_its_heartbeat_says_so() {
+    let rt = runtime(test_sandbox());
+    let kind = load(&rt, "scripted").await;
+    let control = Arc::new(CancelAfter(AtomicU32::new(0)));
+    let run = rt.run_step(&kind, input("first", 1, json!({"first": "wait-for-stop"})), control.clone()).await;
+    match run {
+        StepRun::Outcome(GuestOutcome::Retryable { code, .. }) => assert_eq!(code, "stopped"),
+        other => panic!("expected the step to stop, got {other:?}"),
+    }
+    assert_eq!(control.0.load(Ordering::SeqCst), 4, "three proceeds, then the stop");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn uploads_are_rejected_with_distinct_typed_errors() {
+    let rt = runtime(SandboxConfig { max_component_bytes: 4 << 20, ..test_sandbox() });
+    let noop = guest("noop");
+    let mut codes = Vec::new();
+    let other_world = rt.load(&guest("other-world")).await.unwrap_err();
+    assert!(matches!(other_world, LoadError::WrongWorld(_)), "{other_world}");
+    codes.push(other_world.code());
+    let core = rt.load(b"\0asm\x01\0\0\0").await.unwrap_err();
+    assert!(matches!(core, LoadError::CoreModule), "{core}");
+    codes.push(core.code());
+    let truncated = rt.load(&noop[..noop.len() / 2]).await.unwrap_err();
+    assert!(matches!(truncated, LoadError::Malformed(_)), "{truncated}");
+    codes.push(truncated.code());
+    let oversized = rt.load(&vec![0u8; (4 << 20) + 1]).await.unwrap_err();
+    assert!(matches!(oversized, LoadError::TooLarge { .. }), "{oversized}");
+    codes.push(oversized.code());
+    let garbage = rt.load(b"#!/bin/sh\necho hi\n").await.unwrap_err();
+    assert!(matches!(garbage, LoadError::NotWasm), "{garbage}");
+    codes.push(garbage.code());
+    let unique: std::collections::HashSet<_> = codes.iter().collect();
+    assert_eq!(unique.len(), codes.len(), "codes must be distinct: {codes:?}");
+    // The sandbox is unharmed.
+    load(&rt, "noop").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compiled_components_are_cached_on_disk_and_corruption_is_recompiled() {
+    let dir = std::env::temp_dir().join(format!("spindle-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = SandboxConfig { cache_dir: Some(dir.clone()), ..test_sandbox() };
+    let first = runtime(config.clone()).load(&guest("noop")).await.unwrap();
+    assert!(!first.from_cache);
+    let second = runtime(config.clone()).load(&guest("noop")).await.unwrap();
+    assert!(second.from_cache, "a new runtime loads the compiled artifact");
+    assert_eq!(first.digest, second.digest);
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let third = runtime(config).load(&guest("noop")).await.unwrap();
+    assert!(!third.from_cache, "a corrupted artifact is recompiled, never loaded");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,78 @@
+//! Support for Spindle's workspace-level tests: the built guest components, sandboxes
+//! with test limits, and real PostgreSQL servers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use spindle_runtime::{LoadedKind, Runtime, SandboxConfig, StepInput};
+
+pub mod postgres;
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_owned()
+}
+
+/// Path of a built guest component (`target/guests/<name>.wasm`).
+pub fn guest_path(name: &str) -> PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from);
+    dir.join("guests").join(format!("{name}.wasm"))
+}
+
+/// The bytes of a built guest component.
+pub fn guest(name: &str) -> Vec<u8> {
+    let path = guest_path(name);
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!("guest component {} is missing ({e}): run `cargo xtask guests` (or `cargo xtask test`)", path.display())
+    })
+}
+
+/// A sandbox with limits small enough for tests to hit quickly.
+pub fn test_sandbox() -> SandboxConfig {
+    SandboxConfig {
+        step_timeout: std::time::Duration::from_secs(10),
+        pool_slots: 64,
+        cache_dir: Some(shared_cache_dir()),
+        ..SandboxConfig::default()
+    }
+}
+
+/// One compiled-artifact cache for the whole test run, so each component compiles once.
+pub fn shared_cache_dir() -> PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+        .join("test-artifact-cache");
+    std::fs::create_dir_all(&dir).expect("create the test artifact cache");
+    dir
+}
+
+/// A runtime with `config`.
+pub fn runtime(config: SandboxConfig) -> Arc<Runtime> {
+    Arc::new(Runtime::new(config).expect("sandbox"))
+}
+
+/// Loads a guest by name.
+pub async fn load(runtime: &Runtime, name: &str) -> LoadedKind {
+    runtime.load(&guest(name)).await.unwrap_or_else(|e| panic!("loading {name}: {e}"))
+}
+
+/// Input for `step` of a job with `payload`.
+pub fn input(step: &str, attempt: u32, payload: serde_json::Value) -> StepInput {
+    StepInput {
+        job_id: "00000000-0000-7000-8000-000000000001".into(),
+        step: step.into(),
+        attempt,
+        idempotency_key: format!("00000000-0000-7000-8000-000000000001/{step}"),
+        payload: serde_json::to_vec(&payload).unwrap(),
+        prior: Vec::new(),
+        cursor: None,
+    }
+}
+
+/// Parses a step output as JSON.
+pub fn json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("output is not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
+}
