@@ -4,4 +4,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+/// Generates `sqlite::NAME` and `postgres::NAME` tests from `async fn NAME(Backend)`.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(spindle::store::Backend::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(spindle::store::Backend::Postgres).await
+                }
+            )*
+        }
+    };
+}
+
+mod engine;
 mod sandbox;

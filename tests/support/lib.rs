@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use spindle_runtime::{LoadedKind, Runtime, SandboxConfig, StepInput};
 
+pub mod harness;
 pub mod postgres;
 
 /// The workspace root.

@@ -65,6 +65,7 @@ fn start_private_server() -> String {
             .args(["-u", "postgres", "--"])
             .arg(bin.join(program))
             .args(args)
+            .stdout(std::process::Stdio::null())
             .status()
             .unwrap_or_else(|e| panic!("run {program}: {e}"));
         assert!(status.success(), "{program} failed: {status}");
@@ -93,6 +94,7 @@ fn start_private_server() -> String {
                 .args(["-D"])
                 .arg(data)
                 .args(["-m", "immediate", "stop"])
+                .stdout(std::process::Stdio::null())
                 .status();
         }
     }

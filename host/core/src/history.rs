@@ -136,6 +136,14 @@ pub enum HistoryEvent {
         /// The new job.
         successor: JobId,
     },
+    /// The engine ran one of the kind's hooks (the failure effect, the success
+    /// notification). Recorded by the engine, not by a transition.
+    EffectRan {
+        /// `failure_effect` or `notify_success`.
+        effect: String,
+        /// `None` when it succeeded; the safe failure code otherwise.
+        failed: Option<String>,
+    },
 }
 
 impl HistoryEvent {
@@ -166,6 +174,7 @@ impl HistoryEvent {
             Self::ProbeMissed { .. } => "probe_missed",
             Self::Reconciled { .. } => "reconciled",
             Self::RetriedAs { .. } => "retried_as",
+            Self::EffectRan { .. } => "effect_ran",
         }
     }
 }

@@ -254,7 +254,9 @@ pub struct Job {
     pub state: JobState,
     /// The pass number: 1, and one more for every restart.
     pub pass: u32,
-    /// The current pass's steps, in declaration order.
+    /// The current pass's steps, in declaration order. Not serialised with the job:
+    /// the store keeps each step in a row of its own.
+    #[serde(skip)]
     pub steps: Vec<Step>,
     /// The last fencing token issued (0: never claimed).
     pub fence: Fence,

@@ -183,7 +183,9 @@ pub struct Step {
     pub state: StepState,
     /// Every attempt so far, oldest first.
     pub attempts: Vec<Attempt>,
-    /// The output it completed with.
+    /// The output it completed with. Not serialised with the step: the store keeps it
+    /// in a column of its own.
+    #[serde(skip)]
     pub output: Option<Vec<u8>>,
     /// Why it was skipped.
     pub skip_reason: Option<String>,

@@ -1,0 +1,211 @@
+//! The dispatcher: finds ready work through the store's indexes, claims it in batches,
+//! runs each claimed step on a bounded pool, and keeps the queue moving (delayed jobs
+//! promoted when due, lapsed claims rescued, after-commit effects run).
+//!
+//! It wakes promptly on new work: the engine signals in-process submissions, and on
+//! PostgreSQL a `LISTEN spindle_ready` connection relays other hosts' commits. A poll
+//! interval is only the fallback.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spindle_core::job::{JobEvent, StepReport};
+use spindle_core::{Fence, JobId};
+use tokio::sync::{Mutex, Semaphore, watch};
+use tokio::task::JoinSet;
+
+use crate::engine::{Engine, Executed};
+use crate::store::sql::Db;
+
+/// Dispatcher settings.
+#[derive(Clone, Debug)]
+pub struct DispatcherConfig {
+    /// Steps run at once on this host (default 32). Bounded so the sandbox pool and the
+    /// database connections are never oversubscribed.
+    pub concurrency: usize,
+    /// Most jobs claimed per transaction (default 32).
+    pub claim_batch: u32,
+    /// Longest the dispatcher sleeps without a signal (default 1 s): the fallback that
+    /// catches a missed notification.
+    pub poll_interval: Duration,
+    /// How often lapsed claims are rescued and the outbox is drained (default 1 s).
+    pub maintenance_interval: Duration,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 32,
+            claim_batch: 32,
+            poll_interval: Duration::from_secs(1),
+            maintenance_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A running dispatcher.
+#[derive(Debug)]
+pub struct Dispatcher {
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+    in_flight: Arc<Mutex<HashMap<JobId, Fence>>>,
+    engine: Arc<Engine>,
+}
+
+impl Dispatcher {
+    /// Starts dispatching with `engine`. On PostgreSQL, `db` is listened on for other
+    /// hosts' ready signals.
+    pub fn start(engine: Arc<Engine>, config: DispatcherConfig, db: Option<Db>) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let in_flight = Arc::new(Mutex::new(HashMap::new()));
+        let mut tasks = JoinSet::new();
+        tasks.spawn(dispatch_loop(engine.clone(), config.clone(), stopped.clone(), in_flight.clone()));
+        tasks.spawn(maintenance_loop(engine.clone(), config, stopped.clone()));
+        if let Some(Db::Postgres(pool)) = db {
+            tasks.spawn(listen_loop(engine.clone(), pool, stopped));
+        }
+        Self { stop, tasks, in_flight, engine }
+    }
+
+    /// Stops claiming, lets running steps finish for up to `grace`, then hands back the
+    /// claims of those still running (they run again elsewhere, no attempt consumed).
+    pub async fn shutdown(mut self, grace: Duration) {
+        let _ = self.stop.send(true);
+        let drained = tokio::time::timeout(grace, async { while self.tasks.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            self.tasks.abort_all();
+            while self.tasks.join_next().await.is_some() {}
+        }
+        let left: Vec<(JobId, Fence)> = self.in_flight.lock().await.drain().collect();
+        for (id, fence) in left {
+            let result = self
+                .engine
+                .apply_holder(id, |record| {
+                    record
+                        .job
+                        .claim
+                        .as_ref()
+                        .filter(|c| c.fence == fence)
+                        .map(|_| JobEvent::Report { fence, report: StepReport::Release })
+                })
+                .await;
+            match result {
+                Ok(_) => tracing::info!(job = %id, %fence, "handed a running step back at shutdown"),
+                Err(e) => {
+                    tracing::warn!(job = %id, %fence, error = %e, "could not hand a step back; its claim will lapse")
+                }
+            }
+        }
+    }
+}
+
+async fn dispatch_loop(
+    engine: Arc<Engine>,
+    config: DispatcherConfig,
+    mut stopped: watch::Receiver<bool>,
+    in_flight: Arc<Mutex<HashMap<JobId, Fence>>>,
+) {
+    let permits = Arc::new(Semaphore::new(config.concurrency.max(1)));
+    let wake = engine.wake_signal();
+    let mut running: JoinSet<Executed> = JoinSet::new();
+    loop {
+        if *stopped.borrow() {
+            break;
+        }
+        while running.try_join_next().is_some() {}
+        let free = permits.available_permits();
+        let claimed = if free == 0 {
+            Vec::new()
+        } else {
+            let limit = u32::try_from(free).unwrap_or(u32::MAX).min(config.claim_batch);
+            match engine.claim(limit).await {
+                Ok(claimed) => claimed,
+                Err(e) => {
+                    tracing::error!(error = %e, "claiming failed");
+                    Vec::new()
+                }
+            }
+        };
+        let got = claimed.len();
+        for record in claimed {
+            let Ok(permit) = permits.clone().acquire_owned().await else { break };
+            let Some(fence) = record.job.claim.as_ref().map(|c| c.fence) else { continue };
+            let id = record.job.id;
+            in_flight.lock().await.insert(id, fence);
+            let (engine, in_flight) = (engine.clone(), in_flight.clone());
+            running.spawn(async move {
+                let executed = engine.execute(record).await;
+                in_flight.lock().await.remove(&id);
+                drop(permit);
+                executed
+            });
+        }
+        if got > 0 && permits.available_permits() > 0 {
+            continue;
+        }
+        // Nothing ready (or no room): sleep until signalled, a step ends, the next
+        // delayed job is due, or the poll interval passes.
+        let mut sleep_for = config.poll_interval;
+        if got == 0 {
+            match engine.promote_due().await {
+                Ok(n) if n > 0 => continue,
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "promoting due jobs failed"),
+            }
+            if let Ok(Some(due)) = engine.store().next_due().await {
+                sleep_for = sleep_for.min(due.since(engine.now()).max(Duration::from_millis(1)));
+            }
+        }
+        tokio::select! {
+            () = wake.notified() => {}
+            Some(_) = running.join_next(), if !running.is_empty() => {}
+            () = tokio::time::sleep(sleep_for) => {}
+            _ = stopped.changed() => {}
+        }
+    }
+    // Stopped: let what runs finish (the caller bounds how long by aborting).
+    while running.join_next().await.is_some() {}
+}
+
+async fn maintenance_loop(engine: Arc<Engine>, config: DispatcherConfig, mut stopped: watch::Receiver<bool>) {
+    loop {
+        if let Err(e) = engine.rescue_lapsed(256).await {
+            tracing::error!(error = %e, "rescuing lapsed claims failed");
+        }
+        if let Err(e) = engine.run_outbox(64).await {
+            tracing::error!(error = %e, "running after-commit effects failed");
+        }
+        tokio::select! {
+            () = tokio::time::sleep(config.maintenance_interval) => {}
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+async fn listen_loop(engine: Arc<Engine>, pool: sqlx::PgPool, mut stopped: watch::Receiver<bool>) {
+    loop {
+        let listener = async {
+            let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
+            listener.listen("spindle_ready").await?;
+            loop {
+                listener.recv().await?;
+                engine.wake_signal().notify_one();
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), sqlx::Error>(())
+        };
+        tokio::select! {
+            result = listener => {
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
+                }
+            }
+            _ = stopped.changed() => return,
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stopped.changed() => return,
+        }
+    }
+}

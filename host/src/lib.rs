@@ -1,0 +1,18 @@
+//! The Spindle host: everything durable around the pure core.
+//!
+//! - [`core`] (crate `spindle-core`): the state machines and policies, pure.
+//! - [`runtime`] (crate `spindle-runtime`): the wasmtime sandbox.
+//! - [`store`]: SQLite and PostgreSQL persistence behind one trait.
+//! - [`engine`]: load → core transition → version-checked write; runs claimed steps.
+//! - [`dispatcher`]: indexed discovery, batched claims, a bounded pool of running steps.
+//! - [`registry`]: deployed components and kind versions.
+
+pub mod clock;
+pub mod dispatcher;
+pub mod engine;
+pub mod registry;
+pub mod store;
+
+pub use spindle_core as core;
+pub use spindle_runtime as runtime;
+pub use sqlx;

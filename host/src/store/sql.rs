@@ -1,0 +1,387 @@
+//! A thin, dialect-neutral layer over sqlx's SQLite and PostgreSQL drivers, so the
+//! store's logic is written once.
+//!
+//! SQL is written with PostgreSQL's `$1` placeholders; for SQLite they become `?1`
+//! (SQLite's numbered parameters), which keeps reused and out-of-order parameters
+//! correct. Values cross as [`Value`]; rows come back decoded by a column [`Ty`] list.
+//! sqlx caches each distinct statement per connection, so repeated SQL is prepared once.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, Postgres, Row as _, Sqlite, Transaction};
+
+/// Which database a store runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// An embedded SQLite file (the default: one host).
+    Sqlite,
+    /// A PostgreSQL server (many hosts share it).
+    Postgres,
+}
+
+/// A value bound to or read from a statement. NULLs are typed: PostgreSQL checks a
+/// parameter's declared type even when it is NULL.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A 64-bit integer.
+    Int(Option<i64>),
+    /// Text.
+    Text(Option<String>),
+    /// Bytes.
+    Blob(Option<Vec<u8>>),
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Self::Int(Some(v))
+    }
+}
+impl From<Option<i64>> for Value {
+    fn from(v: Option<i64>) -> Self {
+        Self::Int(v)
+    }
+}
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Self::Int(Some(i64::from(v)))
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Self::Text(Some(v.to_owned()))
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Self::Text(Some(v))
+    }
+}
+impl From<Option<String>> for Value {
+    fn from(v: Option<String>) -> Self {
+        Self::Text(v)
+    }
+}
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Self::Blob(Some(v))
+    }
+}
+impl From<Option<Vec<u8>>> for Value {
+    fn from(v: Option<Vec<u8>>) -> Self {
+        Self::Blob(v)
+    }
+}
+
+/// The type a column is decoded as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    /// `BIGINT` / `INTEGER` (NULL allowed).
+    Int,
+    /// `TEXT` (NULL allowed).
+    Text,
+    /// `BYTEA` / `BLOB` (NULL allowed).
+    Blob,
+}
+
+/// A decoded row.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Row(pub Vec<Value>);
+
+impl Row {
+    /// Column `i` as an integer (0 for NULL).
+    pub fn int(&self, i: usize) -> i64 {
+        self.opt_int(i).unwrap_or(0)
+    }
+    /// Column `i` as an optional integer.
+    pub fn opt_int(&self, i: usize) -> Option<i64> {
+        match self.0.get(i) {
+            Some(Value::Int(v)) => *v,
+            _ => None,
+        }
+    }
+    /// Column `i` as text ("" for NULL).
+    pub fn text(&self, i: usize) -> String {
+        self.opt_text(i).unwrap_or_default()
+    }
+    /// Column `i` as optional text.
+    pub fn opt_text(&self, i: usize) -> Option<String> {
+        match self.0.get(i) {
+            Some(Value::Text(v)) => v.clone(),
+            _ => None,
+        }
+    }
+    /// Column `i` as bytes (empty for NULL).
+    pub fn blob(&self, i: usize) -> Vec<u8> {
+        self.opt_blob(i).unwrap_or_default()
+    }
+    /// Column `i` as optional bytes.
+    pub fn opt_blob(&self, i: usize) -> Option<Vec<u8>> {
+        match self.0.get(i) {
+            Some(Value::Blob(v)) => v.clone(),
+            _ => None,
+        }
+    }
+    /// Moves column `i` out as optional bytes (no copy).
+    pub fn take_blob(&mut self, i: usize) -> Option<Vec<u8>> {
+        match self.0.get_mut(i) {
+            Some(Value::Blob(v)) => v.take(),
+            _ => None,
+        }
+    }
+}
+
+/// A connection pool on either backend.
+#[derive(Clone, Debug)]
+pub enum Db {
+    /// SQLite: one writer connection (SQLite has one writer at a time; a single
+    /// connection avoids lock contention) and a pool of readers (WAL lets them run
+    /// beside the writer).
+    Sqlite {
+        /// The writer.
+        write: sqlx::SqlitePool,
+        /// The readers.
+        read: sqlx::SqlitePool,
+    },
+    /// PostgreSQL.
+    Postgres(sqlx::PgPool),
+}
+
+/// Connection settings.
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    /// `sqlite://path` (or a plain file path) or `postgres://…`.
+    pub url: String,
+    /// Most connections to PostgreSQL (default 16).
+    pub max_connections: u32,
+}
+
+impl Db {
+    /// Opens a pool for `options.url`.
+    pub async fn connect(options: &ConnectOptions) -> Result<Self, sqlx::Error> {
+        let url = options.url.as_str();
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let connect = PgConnectOptions::from_str(url)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(options.max_connections.max(2))
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(connect)
+                .await?;
+            return Ok(Self::Postgres(pool));
+        }
+        let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
+        // WAL with synchronous=NORMAL: a commit survives a process crash; an OS crash or
+        // power loss can lose the last commits (documented in docs/benchmarks.md).
+        let connect = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(false)
+            .pragma("temp_store", "memory")
+            .pragma("cache_size", "-65536");
+        let write = SqlitePoolOptions::new().max_connections(1).connect_with(connect.clone()).await?;
+        let read = SqlitePoolOptions::new().max_connections(4).connect_with(connect.read_only(false)).await?;
+        Ok(Self::Sqlite { write, read })
+    }
+
+    /// Which backend this is.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Self::Sqlite { .. } => Backend::Sqlite,
+            Self::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Begins a write transaction. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`), so a read-then-write transaction cannot fail to upgrade.
+    pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        Ok(match self {
+            Self::Sqlite { write, .. } => Tx::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?),
+            Self::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+        })
+    }
+
+    /// Runs a read-only query outside any transaction.
+    pub async fn fetch(&self, sql: &str, args: Vec<Value>, tys: &[Ty]) -> Result<Vec<Row>, sqlx::Error> {
+        match self {
+            Self::Sqlite { read, .. } => {
+                let rows = bind_sqlite(&sqlite_sql(sql), args).fetch_all(read).await?;
+                rows.iter().map(|r| decode_sqlite(r, tys)).collect()
+            }
+            Self::Postgres(pool) => {
+                let rows = bind_pg(sql, args).fetch_all(pool).await?;
+                rows.iter().map(|r| decode_pg(r, tys)).collect()
+            }
+        }
+    }
+
+    /// Runs one statement in a transaction of its own.
+    pub async fn execute(&self, sql: &str, args: Vec<Value>) -> Result<u64, sqlx::Error> {
+        let mut tx = self.begin().await?;
+        let n = tx.execute(sql, args).await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    /// Closes the pools.
+    pub async fn close(&self) {
+        match self {
+            Self::Sqlite { write, read } => {
+                write.close().await;
+                read.close().await;
+            }
+            Self::Postgres(pool) => pool.close().await,
+        }
+    }
+}
+
+/// A transaction on either backend.
+#[derive(Debug)]
+pub enum Tx {
+    /// SQLite.
+    Sqlite(Transaction<'static, Sqlite>),
+    /// PostgreSQL.
+    Postgres(Transaction<'static, Postgres>),
+}
+
+impl Tx {
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Self::Sqlite(_) => Backend::Sqlite,
+            Self::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Executes a statement; answers the rows affected.
+    pub async fn execute(&mut self, sql: &str, args: Vec<Value>) -> Result<u64, sqlx::Error> {
+        Ok(match self {
+            Self::Sqlite(tx) => bind_sqlite(&sqlite_sql(sql), args).execute(&mut **tx).await?.rows_affected(),
+            Self::Postgres(tx) => bind_pg(sql, args).execute(&mut **tx).await?.rows_affected(),
+        })
+    }
+
+    /// Runs a query; answers its rows decoded as `tys`.
+    pub async fn fetch(&mut self, sql: &str, args: Vec<Value>, tys: &[Ty]) -> Result<Vec<Row>, sqlx::Error> {
+        match self {
+            Self::Sqlite(tx) => {
+                let rows = bind_sqlite(&sqlite_sql(sql), args).fetch_all(&mut **tx).await?;
+                rows.iter().map(|r| decode_sqlite(r, tys)).collect()
+            }
+            Self::Postgres(tx) => {
+                let rows = bind_pg(sql, args).fetch_all(&mut **tx).await?;
+                rows.iter().map(|r| decode_pg(r, tys)).collect()
+            }
+        }
+    }
+
+    /// Commits.
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        match self {
+            Self::Sqlite(tx) => tx.commit().await,
+            Self::Postgres(tx) => tx.commit().await,
+        }
+    }
+}
+
+/// `$n` → `?n` for SQLite.
+fn sqlite_sql(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('?');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>;
+type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
+
+fn bind_sqlite<'q>(sql: &str, args: Vec<Value>) -> SqliteQuery<'q> {
+    let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
+    for arg in args {
+        q = match arg {
+            Value::Int(v) => q.bind(v),
+            Value::Text(v) => q.bind(v),
+            Value::Blob(v) => q.bind(v),
+        };
+    }
+    q
+}
+
+fn bind_pg<'q>(sql: &str, args: Vec<Value>) -> PgQuery<'q> {
+    let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
+    for arg in args {
+        q = match arg {
+            Value::Int(v) => q.bind(v),
+            Value::Text(v) => q.bind(v),
+            Value::Blob(v) => q.bind(v),
+        };
+    }
+    q
+}
+
+fn decode_sqlite(row: &SqliteRow, tys: &[Ty]) -> Result<Row, sqlx::Error> {
+    let mut out = Vec::with_capacity(tys.len());
+    for (i, ty) in tys.iter().enumerate() {
+        out.push(match ty {
+            Ty::Int => Value::Int(row.try_get::<Option<i64>, _>(i)?),
+            Ty::Text => Value::Text(row.try_get::<Option<String>, _>(i)?),
+            Ty::Blob => Value::Blob(row.try_get::<Option<Vec<u8>>, _>(i)?),
+        });
+    }
+    Ok(Row(out))
+}
+
+fn decode_pg(row: &PgRow, tys: &[Ty]) -> Result<Row, sqlx::Error> {
+    let mut out = Vec::with_capacity(tys.len());
+    for (i, ty) in tys.iter().enumerate() {
+        out.push(match ty {
+            Ty::Int => Value::Int(row.try_get::<Option<i64>, _>(i)?),
+            Ty::Text => Value::Text(row.try_get::<Option<String>, _>(i)?),
+            Ty::Blob => Value::Blob(row.try_get::<Option<Vec<u8>>, _>(i)?),
+        });
+    }
+    Ok(Row(out))
+}
+
+/// Placeholders `($a, $b, …)` for `rows` rows of `cols` columns, numbered from `first`.
+pub fn values_list(rows: usize, cols: usize, first: usize) -> String {
+    let mut out = String::new();
+    let mut n = first;
+    for r in 0..rows {
+        if r > 0 {
+            out.push(',');
+        }
+        out.push('(');
+        for c in 0..cols {
+            if c > 0 {
+                out.push(',');
+            }
+            out.push('$');
+            out.push_str(&n.to_string());
+            n += 1;
+        }
+        out.push(')');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_become_numbered_sqlite_parameters() {
+        assert_eq!(sqlite_sql("SELECT $2, $1, $10 WHERE a = '$x'"), "SELECT ?2, ?1, ?10 WHERE a = '$x'");
+        assert_eq!(values_list(2, 3, 4), "($4,$5,$6),($7,$8,$9)");
+    }
+}

@@ -1,0 +1,194 @@
+//! A host assembled for tests: a fresh store (SQLite file or PostgreSQL database), the
+//! shared sandbox, a registry, and engines and dispatchers on demand.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use spindle::clock::{Clock, SystemClock};
+use spindle::dispatcher::{Dispatcher, DispatcherConfig};
+use spindle::engine::{Engine, EngineConfig, SubmitRequest};
+use spindle::registry::Registry;
+use spindle::store::{Backend, ConnectOptions, JobRecord, KindVersion, SqlStore, Storage, TenantId};
+use spindle_core::JobId;
+use spindle_runtime::Runtime;
+
+use crate::{guest, runtime, test_sandbox};
+
+/// Which database a harness runs on.
+pub fn backends() -> [Backend; 2] {
+    [Backend::Sqlite, Backend::Postgres]
+}
+
+/// A fresh, migrated store on `backend`; answers it and its URL.
+pub async fn fresh_store(backend: Backend) -> (Arc<SqlStore>, String, Scratch) {
+    let scratch = Scratch::new();
+    let url = match backend {
+        Backend::Sqlite => format!("sqlite://{}", scratch.path.join("spindle.db").display()),
+        Backend::Postgres => crate::postgres::fresh_database().await,
+    };
+    let store = SqlStore::connect(&ConnectOptions { url: url.clone(), max_connections: 24 })
+        .await
+        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    (Arc::new(store), url, scratch)
+}
+
+/// A directory removed when dropped.
+#[derive(Debug)]
+pub struct Scratch {
+    /// Its path.
+    pub path: PathBuf,
+}
+
+impl Scratch {
+    /// A new, empty directory.
+    pub fn new() -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "spindle-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create a scratch directory");
+        Self { path }
+    }
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A host for tests.
+#[allow(missing_debug_implementations)]
+pub struct Harness {
+    /// The store.
+    pub store: Arc<SqlStore>,
+    /// Its URL.
+    pub url: String,
+    /// The sandbox.
+    pub runtime: Arc<Runtime>,
+    /// The registry.
+    pub registry: Arc<Registry>,
+    /// The tenant everything runs under.
+    pub tenant: TenantId,
+    /// Engines made so far (waits listen to all of them).
+    pub engines: std::sync::Mutex<Vec<Arc<Engine>>>,
+    _scratch: Scratch,
+}
+
+impl Harness {
+    /// A harness on `backend`.
+    pub async fn new(backend: Backend) -> Self {
+        let (store, url, scratch) = fresh_store(backend).await;
+        let runtime = runtime(test_sandbox());
+        let registry = Arc::new(Registry::new(store.clone(), runtime.clone()));
+        Self {
+            store,
+            url,
+            runtime,
+            registry,
+            tenant: TenantId::default_tenant(),
+            engines: std::sync::Mutex::new(Vec::new()),
+            _scratch: scratch,
+        }
+    }
+
+    /// An engine with the system clock and `config`.
+    pub fn engine_with(&self, config: EngineConfig) -> Arc<Engine> {
+        self.engine_clocked(config, Arc::new(SystemClock))
+    }
+
+    /// An engine with a given clock.
+    pub fn engine_clocked(&self, config: EngineConfig, clock: Arc<dyn Clock>) -> Arc<Engine> {
+        let engine = Arc::new(Engine::new(self.store.clone(), self.registry.clone(), clock, config));
+        self.engines.lock().expect("engines").push(engine.clone());
+        engine
+    }
+
+    /// An engine with test settings: fixed jitter seed, short leases.
+    pub fn engine(&self) -> Arc<Engine> {
+        self.engine_with(test_engine_config())
+    }
+
+    /// Starts a dispatcher for `engine`.
+    pub fn dispatch(&self, engine: &Arc<Engine>) -> Dispatcher {
+        let db = Some(self.store.db().clone());
+        Dispatcher::start(
+            engine.clone(),
+            DispatcherConfig { maintenance_interval: Duration::from_millis(200), ..DispatcherConfig::default() },
+            db,
+        )
+    }
+
+    /// Deploys the built guest `name` as kind `kind`.
+    pub async fn deploy_as(&self, kind: &str, name: &str) -> KindVersion {
+        let now = SystemClock.now();
+        self.registry
+            .deploy(&self.tenant, kind, &guest(name), now)
+            .await
+            .unwrap_or_else(|e| panic!("deploy {name}: {e}"))
+            .0
+    }
+
+    /// Deploys the built guest `name` under its own name.
+    pub async fn deploy(&self, name: &str) -> KindVersion {
+        self.deploy_as(name, name).await
+    }
+
+    /// Submits a job of `kind` with JSON `input`.
+    pub async fn submit(&self, engine: &Engine, kind: &str, input: serde_json::Value) -> JobId {
+        let request =
+            SubmitRequest { kind: kind.into(), input: serde_json::to_vec(&input).expect("json"), ..Default::default() };
+        engine.submit(&self.tenant, request).await.unwrap_or_else(|e| panic!("submit {kind}: {e}")).record().job.id
+    }
+
+    /// Waits until job `id` is final, woken by the engines' state-change signals (with
+    /// a slow re-check as a guard against a change made where no engine here saw it).
+    pub async fn wait_final(&self, id: JobId) -> JobRecord {
+        self.wait_for(id, |r| r.job.state.is_final()).await
+    }
+
+    /// Waits until `done(job)` holds.
+    pub async fn wait_for(&self, id: JobId, done: impl Fn(&JobRecord) -> bool) -> JobRecord {
+        let mut receivers: Vec<_> = self.engines.lock().expect("engines").iter().map(|e| e.subscribe()).collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let record = self.store.job(id).await.expect("load job").expect("job exists");
+            if done(&record) {
+                return record;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "job {id} never reached the awaited state: {:?}",
+                record.job.state
+            );
+            if receivers.is_empty() {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+            let any_change = futures_util::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.recv())));
+            let _ = tokio::time::timeout(Duration::from_millis(250), any_change).await;
+        }
+    }
+}
+
+/// Engine settings for tests: reproducible jitter, short leases, quick heartbeats.
+pub fn test_engine_config() -> EngineConfig {
+    EngineConfig {
+        lease_ttl: Duration::from_secs(30),
+        heartbeat_interval: Duration::from_millis(20),
+        rescue_backoff: Duration::from_millis(10),
+        rng_seed: Some(7),
+        ..EngineConfig::default()
+    }
+}
