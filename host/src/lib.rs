@@ -6,10 +6,17 @@
 //! - [`engine`]: load → core transition → version-checked write; runs claimed steps.
 //! - [`dispatcher`]: indexed discovery, batched claims, a bounded pool of running steps.
 //! - [`registry`]: deployed components and kind versions.
+//! - [`reconciler`]: settles silent jobs from execution evidence.
+//! - [`host`]: all of the above assembled; [`api`] and [`cli`] face users.
 
+pub mod api;
+pub mod cli;
 pub mod clock;
+pub mod config;
 pub mod dispatcher;
 pub mod engine;
+pub mod host;
+pub mod reconciler;
 pub mod registry;
 pub mod store;
 

@@ -26,5 +26,6 @@ macro_rules! on_both_backends {
     };
 }
 
+mod crash;
 mod engine;
 mod sandbox;

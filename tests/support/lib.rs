@@ -77,3 +77,13 @@ pub fn json(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes)
         .unwrap_or_else(|e| panic!("output is not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
 }
+
+/// The `spindle` binary of this build (`target/<profile>/spindle`), built by
+/// `cargo build -p spindle` (`cargo xtask test` builds it before the tests).
+pub fn spindle_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> → target/<profile>/spindle
+    let bin = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>").join("spindle");
+    assert!(bin.exists(), "{} is missing: run `cargo build -p spindle` (or `cargo xtask test`)", bin.display());
+    bin
+}

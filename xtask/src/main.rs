@@ -1,15 +1,22 @@
-//! `cargo xtask <command>`: the project's build chores, in Rust so they run wherever
-//! cargo does.
+//! `cargo xtask <command>`: the project's commands, in Rust so they run wherever cargo
+//! does. The README's two commands are `cargo xtask demo` and `cargo xtask test`.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, ensure};
 
 mod guests;
+mod postgres;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
+  demo      build the example kinds, start a host on a SQLite file, deploy them, run a
+            batch of jobs through every outcome and show the results
+  test      the whole test suite: guests, PostgreSQL (installed when missing), fmt,
+            clippy, and every test on SQLite and PostgreSQL
   guests    build every guest crate for wasm32-wasip2 into target/guests/<kind>.wasm
   help      show this message";
 
@@ -18,6 +25,8 @@ fn main() -> ExitCode {
     let root = workspace_root();
     let result = match args.first().map(String::as_str) {
         Some("guests") => guests::build_guests(&root).map(drop),
+        Some("test") => test(&root, &args[1..]),
+        Some("demo") => demo(&root, &args[1..]),
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             Ok(())
@@ -44,4 +53,65 @@ fn main() -> ExitCode {
 fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf()
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+fn run(mut command: Command, what: &str) -> anyhow::Result<()> {
+    eprintln!("==> {what}");
+    let status = command.status().with_context(|| format!("running {what}"))?;
+    ensure!(status.success(), "{what} failed ({status})");
+    Ok(())
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
+/// The whole test suite. Extra arguments go to `cargo test` (e.g. a test name filter).
+fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
+    guests::build_guests(root)?;
+    let server = postgres::Server::start(&target_dir(root).join("test-postgres"))?;
+    eprintln!("PostgreSQL for the tests: {}", server.url);
+    let mut fmt = cargo();
+    fmt.current_dir(root).args(["fmt", "--all", "--", "--check"]);
+    run(fmt, "cargo fmt --check")?;
+    let mut clippy = cargo();
+    clippy.current_dir(root).args(["clippy", "--all-targets", "--", "-D", "warnings"]);
+    run(clippy, "cargo clippy (host crates)")?;
+    let mut clippy_guests = cargo();
+    clippy_guests.current_dir(root).args([
+        "clippy",
+        "--target",
+        guests::GUEST_TARGET,
+        "--workspace",
+        "--exclude",
+        "spindle",
+    ]);
+    for excluded in ["spindle-core", "spindle-runtime", "spindle-tests", "xtask"] {
+        clippy_guests.args(["--exclude", excluded]);
+    }
+    clippy_guests.args(["--", "-D", "warnings"]);
+    run(clippy_guests, "cargo clippy (guests, wasm32-wasip2)")?;
+    let mut build = cargo();
+    build.current_dir(root).args(["build", "-p", "spindle", "--bin", "spindle"]);
+    run(build, "cargo build -p spindle (for the tests that start `spindle serve`)")?;
+    let mut tests = cargo();
+    tests.current_dir(root).args(["test", "--workspace"]).args(extra).env("SPINDLE_TEST_DATABASE_URL", &server.url);
+    run(tests, "cargo test --workspace (SQLite and PostgreSQL)")
+}
+
+/// Builds the guests and the `spindle` binary, then runs `spindle demo`.
+fn demo(root: &Path, extra: &[String]) -> anyhow::Result<()> {
+    let guests = guests::build_guests(root)?;
+    let mut build = cargo();
+    build.current_dir(root).args(["build", "--quiet", "-p", "spindle", "--bin", "spindle"]);
+    run(build, "cargo build -p spindle")?;
+    let bin = target_dir(root).join("debug").join("spindle");
+    let data = target_dir(root).join("demo");
+    let mut demo = Command::new(bin);
+    demo.arg("demo").arg("--guests").arg(&guests).arg("--data-dir").arg(&data).args(extra);
+    run(demo, "spindle demo")
 }

@@ -417,7 +417,7 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn next_due(&self) -> Result<Option<Timestamp>, StoreError>;
     /// Jobs whose claim has lapsed.
     async fn lapsed_claims(&self, now: Timestamp, limit: u32) -> Result<Vec<JobId>, StoreError>;
-    /// Open jobs silent since before `before`, oldest first.
+    /// Open jobs whose last activity is at or before `before`, oldest first.
     async fn silent_jobs(&self, before: Timestamp, limit: u32) -> Result<Vec<JobId>, StoreError>;
     /// A job's history, oldest first.
     async fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>, StoreError>;

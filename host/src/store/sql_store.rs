@@ -845,7 +845,7 @@ impl Storage for SqlStore {
         let rows = self
             .db
             .fetch(
-                "SELECT id FROM jobs WHERE state IN ('pending', 'running') AND last_activity_at < $1 \
+                "SELECT id FROM jobs WHERE state IN ('pending', 'running') AND last_activity_at <= $1 \
                  ORDER BY last_activity_at LIMIT $2",
                 vec![Value::from(before.as_micros()), Value::from(i64::from(limit))],
                 &[Ty::Text],

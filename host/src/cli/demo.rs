@@ -1,0 +1,337 @@
+//! `spindle demo`: Spindle's main job on the embedded default. Starts a host on a
+//! SQLite file, deploys the example kinds, runs a batch of jobs through every outcome
+//! (complete, skip, retry, refusal with its failure effect, checkpoints, snooze, cancel,
+//! pause and resume, a retry job) and shows progress as it goes, then the results.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde_json::json;
+use spindle_core::step::StepState;
+use spindle_core::{JobId, JobState};
+
+use crate::engine::{Command, SubmitRequest};
+use crate::host::{Host, HostConfig};
+use crate::store::{JobRecord, Storage, TenantId};
+
+/// `spindle demo` flags.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Directory with the built example components (`cargo xtask guests`).
+    #[arg(long, default_value = "target/guests")]
+    pub guests: PathBuf,
+    /// Directory for the demo's SQLite file (emptied first).
+    #[arg(long, default_value = "target/demo")]
+    pub data_dir: PathBuf,
+    /// How many small jobs (`noop3`) to run beside the showcase jobs.
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+}
+
+/// One job of the showcase, and what it demonstrates.
+struct Showcase {
+    label: &'static str,
+    kind: &'static str,
+    input: serde_json::Value,
+    /// A run-control action the demo takes once the job runs.
+    action: Option<Action>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    CancelWhileRunning,
+    PauseThenResume,
+    RetryWhenFailed,
+}
+
+fn showcase() -> Vec<Showcase> {
+    vec![
+        Showcase {
+            label: "import 200k CSV rows in slices",
+            kind: "csv-import",
+            input: json!({"generate_rows": 200_000, "slice": 4_000}),
+            action: None,
+        },
+        Showcase {
+            label: "payment: retry a flaky capture",
+            kind: "payment-saga",
+            input: json!({"account": "acct-1", "amount_cents": 1200, "card": "4242424242424242", "fail_capture_times": 2}),
+            action: None,
+        },
+        Showcase {
+            label: "payment: card declined (refusal)",
+            kind: "payment-saga",
+            input: json!({"account": "acct-2", "amount_cents": 990, "card": "4000000000000002"}),
+            action: None,
+        },
+        Showcase {
+            label: "thumbnail a 1024x768 image",
+            kind: "thumbnail",
+            input: json!({"width": 1024, "height": 768, "max_edge": 64}),
+            action: None,
+        },
+        Showcase {
+            label: "skip, retry, checkpoint",
+            kind: "scripted",
+            input: json!({"first": "skip", "second": ["retryable", "complete"], "third": "more:5"}),
+            action: None,
+        },
+        Showcase { label: "snooze for a second", kind: "scripted", input: json!({"second": "snooze:1"}), action: None },
+        Showcase {
+            label: "cancel mid-step (heartbeat)",
+            kind: "scripted",
+            input: json!({"second": "wait-for-stop"}),
+            action: Some(Action::CancelWhileRunning),
+        },
+        Showcase {
+            label: "pause, then resume",
+            kind: "scripted",
+            input: json!({"first": "more:40"}),
+            action: Some(Action::PauseThenResume),
+        },
+        Showcase {
+            label: "refused, then retried",
+            kind: "scripted",
+            input: json!({"third": "refused"}),
+            action: Some(Action::RetryWhenFailed),
+        },
+    ]
+}
+
+/// Runs the demo.
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    if args.data_dir.exists() {
+        std::fs::remove_dir_all(&args.data_dir).with_context(|| format!("emptying {}", args.data_dir.display()))?;
+    }
+    let mut config = HostConfig::in_dir(&args.data_dir);
+    config.reconcile.interval = Duration::from_secs(60);
+    let mut host = Host::open(config).await.context("starting the host")?;
+    println!("Spindle demo: a host on {}\n", host.config().database_url());
+    let tenant = TenantId::default_tenant();
+
+    println!("Deploying the example kinds (validated, compiled, stored, versioned):");
+    for kind in ["csv-import", "payment-saga", "thumbnail", "scripted", "noop3"] {
+        let path = args.guests.join(format!("{kind}.wasm"));
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("reading {} (run `cargo xtask guests`)", path.display()))?;
+        let t = Instant::now();
+        let (version, spec) = host.registry.deploy(&tenant, kind, &bytes, host.engine.now()).await?;
+        let steps: Vec<&str> = spec.steps.iter().map(|s| s.key.as_str()).collect();
+        println!(
+            "  {kind:<13} v{} {:>7} bytes  sha256 {}…  steps {}  ({} ms)",
+            version.version,
+            bytes.len(),
+            &version.digest[..12],
+            steps.join(" → "),
+            t.elapsed().as_millis()
+        );
+    }
+    host.start();
+
+    let jobs = showcase();
+    let mut ids = Vec::new();
+    for job in &jobs {
+        let request =
+            SubmitRequest { kind: job.kind.into(), input: serde_json::to_vec(&job.input)?, ..Default::default() };
+        ids.push(host.engine.submit(&tenant, request).await?.record().job.id);
+    }
+    let batch: Vec<SubmitRequest> = (0..args.batch)
+        .map(|i| SubmitRequest {
+            kind: "noop3".into(),
+            input: serde_json::to_vec(&json!({ "n": i })).unwrap_or_default(),
+            ..Default::default()
+        })
+        .collect();
+    let batch_started = Instant::now();
+    let batch_ids: Vec<JobId> =
+        host.engine.submit_many(&tenant, batch).await?.iter().map(|i| i.record().job.id).collect();
+    println!("\nRunning {} showcase jobs and a batch of {} three-step jobs:\n", jobs.len(), batch_ids.len());
+
+    let bars = MultiProgress::new();
+    let style = ProgressStyle::with_template("  {prefix:<34} [{bar:30}] {pos:>3}% {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    let showcase_bars: Vec<ProgressBar> = jobs
+        .iter()
+        .map(|job| {
+            let bar = bars.add(ProgressBar::new(100));
+            bar.set_style(style.clone());
+            bar.set_prefix(job.label);
+            bar
+        })
+        .collect();
+    let batch_bar = bars.add(ProgressBar::new(u64::try_from(batch_ids.len()).unwrap_or(0)));
+    batch_bar.set_style(
+        ProgressStyle::with_template("  {prefix:<34} [{bar:30}] {pos}/{len} jobs {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    batch_bar.set_prefix("batch of noop3 jobs");
+
+    // Without a terminal (a CI log) the bars are hidden: print each change instead.
+    let plain = !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut last_seen: Vec<String> = vec![String::new(); jobs.len()];
+    let mut acted = vec![false; jobs.len()];
+    let mut retries: BTreeMap<usize, JobId> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut batch_done_at = None;
+    loop {
+        let mut all_final = true;
+        for (i, job) in jobs.iter().enumerate() {
+            let current = retries.get(&i).copied().unwrap_or(ids[i]);
+            let record = host.engine.job(&tenant, current).await?;
+            show(&showcase_bars[i], &record, retries.contains_key(&i));
+            if plain {
+                let line = format!("{:>3}% {}", record.job.progress, showcase_bars[i].message());
+                if line != last_seen[i] {
+                    println!("  {:<34} {line}", job.label);
+                    last_seen[i] = line;
+                }
+            }
+            if !acted[i] && act(&host, &tenant, job.action, &record, &mut retries, i).await? {
+                acted[i] = true;
+            }
+            let waiting_for_retry = job.action == Some(Action::RetryWhenFailed) && !retries.contains_key(&i);
+            all_final &= record.job.state.is_final() && !waiting_for_retry;
+        }
+        let done = count_final(&host, &batch_ids).await?;
+        batch_bar.set_position(done);
+        if done == u64::try_from(batch_ids.len()).unwrap_or(0) && batch_done_at.is_none() {
+            batch_done_at = Some(batch_started.elapsed());
+            batch_bar.finish_with_message("all succeeded");
+        }
+        if all_final && batch_done_at.is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the demo's jobs did not finish within five minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for bar in &showcase_bars {
+        bar.finish();
+    }
+
+    println!("\nResults:\n");
+    println!("  {:<34} {:<13} {:<10} {:>4}  {:<34} steps", "job", "kind", "state", "%", "why");
+    for (i, job) in jobs.iter().enumerate() {
+        for id in std::iter::once(ids[i]).chain(retries.get(&i).copied()) {
+            let record = host.engine.job(&tenant, id).await?;
+            let label = if Some(id) == retries.get(&i).copied() { "  ↳ its retry job" } else { job.label };
+            let why = record.job.failure.as_ref().map(|f| f.code.clone()).unwrap_or_default();
+            println!(
+                "  {label:<34} {:<13} {:<10} {:>4}  {why:<34} {}",
+                job.kind,
+                record.job.state.as_str(),
+                record.job.progress,
+                steps_summary(&record)
+            );
+        }
+    }
+    if let Some(took) = batch_done_at {
+        let steps = batch_ids.len() * 3;
+        println!(
+            "\n  batch: {} jobs ({steps} sandboxed steps) settled in {:.2} s — {:.0} jobs/s on one SQLite file",
+            batch_ids.len(),
+            took.as_secs_f64(),
+            batch_ids.len() as f64 / took.as_secs_f64().max(1e-6)
+        );
+    }
+    let declined = ids[2];
+    println!("\nHistory of \"{}\" ({declined}):", jobs[2].label);
+    for entry in host.store.history(declined).await? {
+        println!("  {}", serde_json::to_string(&entry.event)?);
+    }
+    println!("\nDone in {:.1} s. The database is {}.", started.elapsed().as_secs_f64(), host.config().database_url());
+    host.shutdown(Duration::from_secs(10)).await;
+    Ok(())
+}
+
+fn show(bar: &ProgressBar, record: &JobRecord, retried: bool) {
+    bar.set_position(u64::from(record.job.progress));
+    let step = record
+        .job
+        .steps
+        .iter()
+        .find(|s| !s.state.is_final())
+        .map(|s| format!("{} {}", s.key, s.state.as_str()))
+        .unwrap_or_default();
+    let prefix = if retried { "retry: " } else { "" };
+    let message = match record.job.state {
+        JobState::Running | JobState::Pending => format!("{prefix}{} {step}", record.job.state.as_str()),
+        state => format!("{prefix}{}", state.as_str()),
+    };
+    bar.set_message(message);
+}
+
+/// Takes the showcase job's run-control action when its moment comes; answers whether
+/// it is done with it.
+async fn act(
+    host: &Host,
+    tenant: &TenantId,
+    action: Option<Action>,
+    record: &JobRecord,
+    retries: &mut BTreeMap<usize, JobId>,
+    index: usize,
+) -> anyhow::Result<bool> {
+    let id = record.job.id;
+    match action {
+        None => Ok(true),
+        Some(Action::CancelWhileRunning) => {
+            if record.job.steps.get(1).is_some_and(|s| s.state == StepState::Running) {
+                host.engine
+                    .command(tenant, id, Command::Cancel { reason: "the demo changed its mind".into() }, "demo")
+                    .await?;
+                return Ok(true);
+            }
+            Ok(record.job.state.is_final())
+        }
+        Some(Action::PauseThenResume) => {
+            if record.job.state == JobState::Paused {
+                host.engine.command(tenant, id, Command::Resume, "demo").await?;
+                return Ok(true);
+            }
+            if record.job.progress >= 10 && record.job.requests.pause.is_none() && !record.job.state.is_final() {
+                let _ = host.engine.command(tenant, id, Command::Pause, "demo").await;
+            }
+            Ok(record.job.state.is_final())
+        }
+        Some(Action::RetryWhenFailed) => {
+            if record.job.state == JobState::Failed {
+                let failed = host.engine.command(tenant, id, Command::Retry, "demo").await?;
+                if let Some(successor) = failed.job.successor {
+                    retries.insert(index, successor);
+                }
+                return Ok(true);
+            }
+            Ok(false)
+        }
+    }
+}
+
+/// How many of the batch's jobs are final: those not counted among open `noop3` jobs.
+async fn count_final(host: &Host, ids: &[JobId]) -> anyhow::Result<u64> {
+    let open: i64 = host.store.depths().await?.iter().filter(|d| d.kind == "noop3").map(|d| d.count).sum();
+    Ok(u64::try_from(i64::try_from(ids.len()).unwrap_or(0) - open).unwrap_or(0))
+}
+
+fn steps_summary(record: &JobRecord) -> String {
+    record
+        .job
+        .steps
+        .iter()
+        .map(|s| {
+            let attempts = s.attempts.len();
+            let mark = match s.state {
+                StepState::Completed if s.carried => "carried".to_owned(),
+                state => state.as_str().to_owned(),
+            };
+            if attempts > 1 { format!("{}:{mark}×{attempts}", s.key) } else { format!("{}:{mark}", s.key) }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

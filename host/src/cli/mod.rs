@@ -1,0 +1,4 @@
+//! The `spindle` command: `serve` runs a host; the other commands are clients of one.
+
+pub mod demo;
+pub mod serve;

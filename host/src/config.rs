@@ -1,0 +1,225 @@
+//! `spindle serve`'s configuration: defaults, overridden by a TOML file, overridden by
+//! `SPINDLE_*` environment variables, overridden by flags. Every default is stated on
+//! its flag and in `docs/configuration.md`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+use crate::host::HostConfig;
+
+/// `spindle serve` flags. Each also reads `SPINDLE_<NAME>` and the TOML key `<name>`
+/// (with underscores).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ServeArgs {
+    /// TOML configuration file [env: SPINDLE_CONFIG] (default: none).
+    #[arg(long, env = "SPINDLE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Directory for the embedded database, compiled components and the operator token
+    /// (default: ./.spindle).
+    #[arg(long, env = "SPINDLE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Database: `sqlite://FILE` or `postgres://…` (default: sqlite://DATA_DIR/spindle.db).
+    #[arg(long, env = "SPINDLE_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Address the HTTP API listens on (default: 127.0.0.1:7464, loopback only).
+    #[arg(long, env = "SPINDLE_LISTEN")]
+    pub listen: Option<String>,
+    /// Steps run at once on this host (default: 32).
+    #[arg(long, env = "SPINDLE_CONCURRENCY")]
+    pub concurrency: Option<usize>,
+    /// Most PostgreSQL connections (default: 16).
+    #[arg(long, env = "SPINDLE_MAX_CONNECTIONS")]
+    pub max_connections: Option<u32>,
+    /// How long a claim lasts without renewal, e.g. `60s` (default: 60s).
+    #[arg(long, env = "SPINDLE_LEASE_TTL")]
+    pub lease_ttl: Option<String>,
+    /// Wall-clock budget of one step call, e.g. `30s` (default: 30s).
+    #[arg(long, env = "SPINDLE_STEP_TIMEOUT")]
+    pub step_timeout: Option<String>,
+    /// Largest guest linear memory in MiB (default: 64).
+    #[arg(long, env = "SPINDLE_MAX_MEMORY_MIB")]
+    pub max_memory_mib: Option<usize>,
+    /// Instruction fuel per step call (default: none, the wall clock alone bounds it).
+    #[arg(long, env = "SPINDLE_FUEL")]
+    pub fuel: Option<u64>,
+    /// Largest job input in bytes (default: 1048576).
+    #[arg(long, env = "SPINDLE_MAX_PAYLOAD_BYTES")]
+    pub max_payload_bytes: Option<usize>,
+    /// Largest component upload in bytes (default: 33554432).
+    #[arg(long, env = "SPINDLE_MAX_COMPONENT_BYTES")]
+    pub max_component_bytes: Option<usize>,
+    /// Time between reconciliation passes (default: 5m).
+    #[arg(long, env = "SPINDLE_RECONCILE_INTERVAL")]
+    pub reconcile_interval: Option<String>,
+    /// Silence after which a job is a reconciliation candidate (default: 15m).
+    #[arg(long, env = "SPINDLE_RECONCILE_SILENCE")]
+    pub reconcile_silence: Option<String>,
+    /// Trailing probe misses that settle a job with no execution (default: 3).
+    #[arg(long, env = "SPINDLE_RECONCILE_MISSES")]
+    pub reconcile_misses: Option<u32>,
+    /// This host's name in claims and leases (default: host-<random>).
+    #[arg(long, env = "SPINDLE_HOST_ID")]
+    pub host_id: Option<String>,
+    /// How long shutdown waits for running steps before handing them back (default: 30s).
+    #[arg(long, env = "SPINDLE_SHUTDOWN_GRACE")]
+    pub shutdown_grace: Option<String>,
+}
+
+/// The same settings in a TOML file.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    data_dir: Option<PathBuf>,
+    database_url: Option<String>,
+    listen: Option<String>,
+    concurrency: Option<usize>,
+    max_connections: Option<u32>,
+    lease_ttl: Option<String>,
+    step_timeout: Option<String>,
+    max_memory_mib: Option<usize>,
+    fuel: Option<u64>,
+    max_payload_bytes: Option<usize>,
+    max_component_bytes: Option<usize>,
+    reconcile_interval: Option<String>,
+    reconcile_silence: Option<String>,
+    reconcile_misses: Option<u32>,
+    host_id: Option<String>,
+    shutdown_grace: Option<String>,
+}
+
+/// The resolved configuration.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// The host's settings.
+    pub host: HostConfig,
+    /// Where the API listens.
+    pub listen: String,
+    /// Shutdown grace.
+    pub shutdown_grace: Duration,
+}
+
+/// Parses `500ms`, `30s`, `5m`, `2h` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().with_context(|| format!("invalid duration {text:?}"))?;
+    let seconds = match unit.trim() {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => bail!("invalid duration unit {other:?} in {text:?} (use ms, s, m or h)"),
+    };
+    if !seconds.is_finite() || seconds < 0.0 {
+        bail!("invalid duration {text:?}");
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+impl ServeConfig {
+    /// Resolves flags and environment (already merged by clap) over the TOML file over
+    /// the defaults.
+    pub fn resolve(args: ServeArgs) -> anyhow::Result<Self> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                toml::from_str::<FileConfig>(&text).with_context(|| format!("parsing {}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let data_dir = args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from(".spindle"));
+        let mut host = HostConfig::in_dir(data_dir);
+        host.database_url = args.database_url.or(file.database_url);
+        if let Some(n) = args.max_connections.or(file.max_connections) {
+            host.max_connections = n;
+        }
+        if let Some(n) = args.concurrency.or(file.concurrency) {
+            if n == 0 {
+                bail!("concurrency must be at least 1");
+            }
+            host.dispatcher.concurrency = n;
+            host.sandbox.pool_slots =
+                host.sandbox.pool_slots.max(u32::try_from(n).unwrap_or(u32::MAX).saturating_add(8));
+        }
+        if let Some(text) = args.step_timeout.or(file.step_timeout) {
+            host.sandbox.step_timeout = parse_duration(&text)?;
+        }
+        match args.lease_ttl.or(file.lease_ttl) {
+            Some(text) => host.engine.lease_ttl = parse_duration(&text)?,
+            // A step that never heartbeats must still commit before its claim lapses.
+            None => {
+                host.engine.lease_ttl = host.engine.lease_ttl.max(host.sandbox.step_timeout + Duration::from_secs(30))
+            }
+        }
+        if host.engine.lease_ttl <= host.sandbox.step_timeout {
+            bail!(
+                "lease TTL ({:?}) must exceed the step timeout ({:?}), or steps that do not heartbeat lose their claim mid-call",
+                host.engine.lease_ttl,
+                host.sandbox.step_timeout
+            );
+        }
+        if let Some(mib) = args.max_memory_mib.or(file.max_memory_mib) {
+            host.sandbox.max_memory_bytes = mib << 20;
+        }
+        host.sandbox.fuel = args.fuel.or(file.fuel);
+        if let Some(n) = args.max_payload_bytes.or(file.max_payload_bytes) {
+            host.engine.max_payload_bytes = n;
+        }
+        if let Some(n) = args.max_component_bytes.or(file.max_component_bytes) {
+            host.sandbox.max_component_bytes = n;
+        }
+        if let Some(text) = args.reconcile_interval.or(file.reconcile_interval) {
+            host.reconcile.interval = parse_duration(&text)?;
+        }
+        if let Some(text) = args.reconcile_silence.or(file.reconcile_silence) {
+            host.reconcile.silence = parse_duration(&text)?;
+        }
+        if let Some(n) = args.reconcile_misses.or(file.reconcile_misses) {
+            host.reconcile.required_misses = n.max(1);
+        }
+        if let Some(id) = args.host_id.or(file.host_id) {
+            host.engine.host_id = id;
+        }
+        let shutdown_grace = match args.shutdown_grace.or(file.shutdown_grace) {
+            Some(text) => parse_duration(&text)?,
+            None => Duration::from_secs(30),
+        };
+        let listen = args.listen.or(file.listen).unwrap_or_else(|| "127.0.0.1:7464".to_owned());
+        Ok(Self { host, listen, shutdown_grace })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("500ms").ok(), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30").ok(), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m").ok(), Some(Duration::from_secs(300)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() {
+        let dir = std::env::temp_dir().join(format!("spindle-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok();
+        let file = dir.join("spindle.toml");
+        std::fs::write(&file, "concurrency = 4\nstep_timeout = \"10s\"\nlisten = \"127.0.0.1:9000\"\n").ok();
+        let args = ServeArgs { config: Some(file), concurrency: Some(8), ..ServeArgs::default() };
+        let config = ServeConfig::resolve(args).expect("resolves");
+        assert_eq!(config.host.dispatcher.concurrency, 8, "the flag wins");
+        assert_eq!(config.host.sandbox.step_timeout, Duration::from_secs(10), "the file wins over the default");
+        assert_eq!(config.listen, "127.0.0.1:9000");
+        assert_eq!(config.host.engine.lease_ttl, Duration::from_secs(60));
+        let bad = ServeArgs { lease_ttl: Some("5s".into()), step_timeout: Some("10s".into()), ..ServeArgs::default() };
+        assert!(ServeConfig::resolve(bad).is_err(), "a lease shorter than a step is refused");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -1,0 +1,142 @@
+//! A host assembled: store, sandbox, registry, engine and the background loops. Used by
+//! `spindle serve`, the demo, the benchmarks and the tests alike.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spindle_core::ReconcilePolicy;
+use spindle_runtime::{Runtime, SandboxConfig};
+
+use crate::clock::{Clock, SystemClock};
+use crate::dispatcher::{Dispatcher, DispatcherConfig};
+use crate::engine::{Engine, EngineConfig};
+use crate::reconciler::Reconciler;
+use crate::registry::Registry;
+use crate::store::{ConnectOptions, SqlStore, Storage, StoreError, TenantId};
+
+/// Everything a host needs to know.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// Where the embedded database, the compiled-component cache and the operator
+    /// token live.
+    pub data_dir: PathBuf,
+    /// `sqlite://…` or `postgres://…`; `None`: `sqlite://<data_dir>/spindle.db`.
+    pub database_url: Option<String>,
+    /// Most PostgreSQL connections.
+    pub max_connections: u32,
+    /// The sandbox's limits.
+    pub sandbox: SandboxConfig,
+    /// The engine's settings.
+    pub engine: EngineConfig,
+    /// The dispatcher's settings.
+    pub dispatcher: DispatcherConfig,
+    /// The reconciler's thresholds.
+    pub reconcile: ReconcilePolicy,
+}
+
+impl HostConfig {
+    /// A configuration with every default, keeping its files in `data_dir`.
+    pub fn in_dir(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            database_url: None,
+            max_connections: 16,
+            sandbox: SandboxConfig::default(),
+            engine: EngineConfig::default(),
+            dispatcher: DispatcherConfig::default(),
+            reconcile: ReconcilePolicy::default(),
+        }
+    }
+
+    /// The database URL in force.
+    pub fn database_url(&self) -> String {
+        self.database_url.clone().unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("spindle.db").display()))
+    }
+}
+
+/// Why a host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The data directory could not be made.
+    #[error("data directory {0}: {1}")]
+    DataDir(PathBuf, std::io::Error),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The sandbox failed.
+    #[error(transparent)]
+    Sandbox(#[from] spindle_runtime::SetupError),
+}
+
+/// A running host.
+#[derive(Debug)]
+pub struct Host {
+    /// The store.
+    pub store: Arc<SqlStore>,
+    /// The registry (and through it, the sandbox).
+    pub registry: Arc<Registry>,
+    /// The engine.
+    pub engine: Arc<Engine>,
+    dispatcher: Option<Dispatcher>,
+    reconciler: Option<Reconciler>,
+    config: HostConfig,
+}
+
+impl Host {
+    /// Opens the store (migrating it), sets up the sandbox and the engine. Nothing runs
+    /// until [`start`](Self::start).
+    pub async fn open(config: HostConfig) -> Result<Self, HostError> {
+        Self::open_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// [`open`](Self::open) with an injected clock.
+    pub async fn open_with_clock(mut config: HostConfig, clock: Arc<dyn Clock>) -> Result<Self, HostError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| HostError::DataDir(config.data_dir.clone(), e))?;
+        if config.sandbox.cache_dir.is_none() {
+            config.sandbox.cache_dir = Some(config.data_dir.join("artifacts"));
+        }
+        let store = Arc::new(
+            SqlStore::connect(&ConnectOptions { url: config.database_url(), max_connections: config.max_connections })
+                .await?,
+        );
+        if store.tenant(&TenantId::default_tenant()).await?.is_none() {
+            match store.create_tenant(&TenantId::default_tenant().0, clock.now()).await {
+                Ok(_) | Err(StoreError::Duplicate(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let runtime = Arc::new(Runtime::new(config.sandbox.clone())?);
+        let registry = Arc::new(Registry::new(store.clone(), runtime));
+        let engine = Arc::new(Engine::new(store.clone(), registry.clone(), clock, config.engine.clone()));
+        Ok(Self { store, registry, engine, dispatcher: None, reconciler: None, config })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// Starts dispatching and reconciling.
+    pub fn start(&mut self) {
+        if self.dispatcher.is_none() {
+            let db = Some(self.store.db().clone());
+            self.dispatcher = Some(Dispatcher::start(self.engine.clone(), self.config.dispatcher.clone(), db));
+        }
+        if self.reconciler.is_none() {
+            self.reconciler = Some(Reconciler::start(self.engine.clone(), self.config.reconcile));
+        }
+    }
+
+    /// Stops claiming, lets running steps finish for up to `grace` (then hands them
+    /// back), stops the reconciler and closes the store.
+    pub async fn shutdown(mut self, grace: Duration) {
+        if let Some(reconciler) = self.reconciler.take() {
+            reconciler.stop().await;
+        }
+        if let Some(dispatcher) = self.dispatcher.take() {
+            dispatcher.shutdown(grace).await;
+        }
+        self.store.db().close().await;
+    }
+}

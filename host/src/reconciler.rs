@@ -1,0 +1,136 @@
+//! The reconciler (seed 001): settles jobs that went silent from execution evidence.
+//!
+//! Every `interval` (default 5 min) the host that holds the `reconciler` singleton lease
+//! (one host at a time across all hosts sharing the database; the lease, not an
+//! election, decides) selects open jobs silent for the threshold (default 15 min)
+//! through an index, probes each one's execution and hands the evidence to the job
+//! machine, which decides: reset the trailing misses, count one, or settle.
+//!
+//! Evidence, from what the store records of the execution:
+//!
+//! | the job | evidence |
+//! |---|---|
+//! | a live claim | alive |
+//! | a lapsed claim (its host stopped renewing) | missing |
+//! | no claim; its pinned component loads | alive (queued, waiting for capacity) |
+//! | no claim; its pinned component is gone or does not load | missing (nothing can run it) |
+//! | a failed step, job still open | failed |
+//! | its last step completed, job still open | succeeded |
+
+use std::sync::Arc;
+
+use spindle_core::job::JobEvent;
+use spindle_core::step::StepState;
+use spindle_core::{Evidence, JobState, ReconcilePolicy};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::engine::{Engine, EngineError, Writer};
+use crate::store::JobRecord;
+
+/// The singleton lease's name.
+pub const LEASE: &str = "reconciler";
+
+/// What one pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// Candidates examined.
+    pub examined: usize,
+    /// Jobs settled (failed, succeeded or cancelled).
+    pub settled: usize,
+    /// Probes that found no execution but did not settle yet.
+    pub misses: usize,
+}
+
+/// A running reconciler loop.
+#[derive(Debug)]
+pub struct Reconciler {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Reconciler {
+    /// Starts reconciling every `policy.interval`.
+    pub fn start(engine: Arc<Engine>, policy: ReconcilePolicy) -> Self {
+        let (stop, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            loop {
+                match reconcile_once(&engine, &policy).await {
+                    Ok(Some(report)) if report.settled > 0 || report.misses > 0 => {
+                        tracing::info!(?report, "reconciliation pass");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = %e, "reconciliation pass failed"),
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(policy.interval) => {}
+                    _ = stopped.changed() => break,
+                }
+            }
+            let _ = engine.store().release_singleton(LEASE, &engine.config().host_id).await;
+        });
+        Self { stop, task }
+    }
+
+    /// Stops the loop and gives up the lease.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Runs one pass if this host holds (or can take) the reconciler lease; `None` when
+/// another host holds it.
+pub async fn reconcile_once(engine: &Engine, policy: &ReconcilePolicy) -> Result<Option<PassReport>, EngineError> {
+    let now = engine.now();
+    // The lease outlives a pass and the gap to the next, so the holder keeps it while
+    // it runs; a host that dies loses it within two intervals.
+    let ttl = i64::try_from((policy.interval * 2).as_micros()).unwrap_or(i64::MAX);
+    if engine.store().singleton(LEASE, &engine.config().host_id, ttl, now).await?.is_none() {
+        return Ok(None);
+    }
+    let mut report = PassReport::default();
+    let candidates = engine.store().silent_jobs(now.minus(policy.silence), policy.batch).await?;
+    for id in candidates {
+        report.examined += 1;
+        let Some(record) = engine.store().job(id).await? else { continue };
+        if record.job.state == JobState::Paused {
+            continue;
+        }
+        let evidence = probe(engine, &record).await;
+        let before = record.job.probe_misses;
+        let result =
+            engine.apply(None, id, &Writer::Other, |_| Some(JobEvent::Reconcile { evidence, policy: *policy })).await;
+        match result {
+            Ok(after) if after.job.state.is_final() => report.settled += 1,
+            Ok(after) if after.job.probe_misses > before => report.misses += 1,
+            Ok(_) => {}
+            // The job moved on (it reported, or is no longer silent): nothing to do.
+            Err(EngineError::Refused { .. } | EngineError::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(report))
+}
+
+/// What the store records of a job's execution.
+async fn probe(engine: &Engine, record: &JobRecord) -> Evidence {
+    let job = &record.job;
+    let now = engine.now();
+    if let Some(claim) = &job.claim {
+        return if claim.expires_at > now { Evidence::Alive } else { Evidence::Missing };
+    }
+    if job.steps.iter().any(|s| s.state == StepState::Failed) {
+        return Evidence::Failed;
+    }
+    if job.steps.last().is_some_and(|s| s.state == StepState::Completed) {
+        return Evidence::Succeeded;
+    }
+    match engine.registry().version(&record.tenant, &record.kind, record.kind_version).await {
+        Ok(_) => Evidence::Alive,
+        Err(e) => {
+            tracing::warn!(job = %job.id, kind = %record.kind, version = record.kind_version, error = %e, "no execution can run this job");
+            Evidence::Missing
+        }
+    }
+}
