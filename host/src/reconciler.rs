@@ -12,7 +12,8 @@
 //! |---|---|
 //! | a live claim | alive |
 //! | a lapsed claim (its host stopped renewing) | missing |
-//! | no claim; its pinned component loads | alive (queued, waiting for capacity) |
+//! | no claim, in the dispatch queue, its pinned component loads | alive (waiting its turn) |
+//! | no claim and not in the dispatch queue (a lost dispatch) | missing |
 //! | no claim; its pinned component is gone or does not load | missing (nothing can run it) |
 //! | a failed step, job still open | failed |
 //! | its last step completed, job still open | succeeded |
@@ -99,8 +100,9 @@ pub async fn reconcile_once(engine: &Engine, policy: &ReconcilePolicy) -> Result
         }
         let evidence = probe(engine, &record).await;
         let before = record.job.probe_misses;
-        let result =
-            engine.apply(None, id, &Writer::Other, |_| Some(JobEvent::Reconcile { evidence, policy: *policy })).await;
+        let result = engine
+            .apply(None, id, &Writer::Reconciler, |_| Some(JobEvent::Reconcile { evidence, policy: *policy }))
+            .await;
         match result {
             Ok(after) if after.job.state.is_final() => report.settled += 1,
             Ok(after) if after.job.probe_misses > before => report.misses += 1,
@@ -125,6 +127,10 @@ async fn probe(engine: &Engine, record: &JobRecord) -> Evidence {
     }
     if job.steps.last().is_some_and(|s| s.state == StepState::Completed) {
         return Evidence::Succeeded;
+    }
+    if !record.queued {
+        tracing::warn!(job = %job.id, "an open job is missing from the dispatch queue");
+        return Evidence::Missing;
     }
     match engine.registry().version(&record.tenant, &record.kind, record.kind_version).await {
         Ok(_) => Evidence::Alive,

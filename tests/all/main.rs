@@ -28,4 +28,6 @@ macro_rules! on_both_backends {
 
 mod crash;
 mod engine;
+mod reconciler;
+mod run_control;
 mod sandbox;

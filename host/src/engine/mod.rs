@@ -26,7 +26,7 @@ use tokio::sync::{Notify, broadcast};
 
 use crate::clock::{Clock, new_job_id};
 use crate::registry::{Registry, RegistryError};
-use crate::store::{HistoryEntry, Inserted, JobRecord, NewJob, Storage, StoreError, TenantId, WriteOutcome};
+use crate::store::{HistoryEntry, Inserted, JobRecord, NewJob, Storage, StoreError, TenantId, Updated, WriteOutcome};
 
 pub use execute::{Executed, Outcome};
 pub(crate) use plan::{Actor as Writer, Plan, plan};
@@ -376,9 +376,81 @@ impl Engine {
     pub(crate) async fn apply_holder(
         &self,
         id: JobId,
-        event_for: impl Fn(&JobRecord) -> Option<JobEvent>,
+        event_for: impl Fn(&JobRecord) -> Option<JobEvent> + Send + Sync,
     ) -> Result<JobRecord, EngineError> {
         self.apply(None, id, &Writer::Holder, event_for).await
+    }
+
+    /// [`apply`](Self::apply) under the row lock: for writers that never run a hook
+    /// before committing (API commands, the rescuer), so a busy job cannot starve them.
+    async fn apply_locked(
+        &self,
+        tenant: Option<&TenantId>,
+        id: JobId,
+        event_for: impl Fn(&JobRecord) -> Option<JobEvent> + Send + Sync,
+    ) -> Result<JobRecord, EngineError> {
+        let now = self.now();
+        let refused = std::sync::Mutex::new(None);
+        let before = std::sync::Mutex::new(None);
+        let foreign = std::sync::atomic::AtomicBool::new(false);
+        let derive = |record: &JobRecord| -> Option<crate::store::JobWrite> {
+            if tenant.is_some_and(|t| *t != record.tenant) {
+                foreign.store(true, Ordering::Relaxed);
+                return None;
+            }
+            let event = event_for(record)?;
+            if let Ok(mut slot) = before.lock() {
+                *slot = Some(record.job.state);
+            }
+            match transition(&record.job, &event, now) {
+                Err(refusal) => {
+                    if let Ok(mut slot) = refused.lock() {
+                        *slot = Some((refusal, record.job.state));
+                    }
+                    None
+                }
+                Ok(t) if t.is_noop(&record.job) => None,
+                Ok(t) => match plan(record, t, &Writer::Other, now) {
+                    Ok(mut plan) => {
+                        if plan.failure_effect_first {
+                            // No hook runs inside a transaction: this writer's events do
+                            // not fail jobs, but if one ever did, the effect still runs.
+                            plan.write.outbox.push(crate::store::OutboxEffect::FailureEffect);
+                        }
+                        Some(plan.write)
+                    }
+                    Err(refusal) => {
+                        if let Ok(mut slot) = refused.lock() {
+                            *slot = Some((refusal, record.job.state));
+                        }
+                        None
+                    }
+                },
+            }
+        };
+        let updated = self.store.update_job(id, now, &derive).await?;
+        if foreign.load(Ordering::Relaxed) {
+            return Err(EngineError::NotFound);
+        }
+        if let Some((refusal, state)) = refused.into_inner().ok().flatten() {
+            return Err(EngineError::Refused { refusal, state });
+        }
+        match updated {
+            Updated::Missing => Err(EngineError::NotFound),
+            Updated::Skipped(record) => Ok(record),
+            Updated::Wrote(record, WriteOutcome::Written { .. }) => {
+                self.wake.notify_one();
+                if let Some(from) = before.into_inner().ok().flatten()
+                    && from != record.job.state
+                {
+                    let _ = self.changes.send(StateChange { job: id, from, to: record.job.state });
+                }
+                Ok(record)
+            }
+            Updated::Wrote(_, outcome) => {
+                Err(EngineError::Store(StoreError::Corrupt(format!("a locked write did not commit: {outcome:?}"))))
+            }
+        }
     }
 
     /// Loads `id`, derives `event_for(record)` with the core, writes it; rereads and
@@ -389,8 +461,11 @@ impl Engine {
         tenant: Option<&TenantId>,
         id: JobId,
         writer: &Writer,
-        event_for: impl Fn(&JobRecord) -> Option<JobEvent>,
+        event_for: impl Fn(&JobRecord) -> Option<JobEvent> + Send + Sync,
     ) -> Result<JobRecord, EngineError> {
+        if *writer == Writer::Other {
+            return self.apply_locked(tenant, id, event_for).await;
+        }
         for _ in 0..=self.config.conflict_retries {
             let record = match self.store.job(id).await? {
                 Some(r) if tenant.is_none_or(|t| *t == r.tenant) => r,
@@ -480,7 +555,7 @@ impl Engine {
         for id in self.store.lapsed_claims(now, limit).await? {
             let backoff = self.config.rescue_backoff;
             let result = self
-                .apply(None, id, &Writer::Other, |r| {
+                .apply(None, id, &Writer::Rescuer, |r| {
                     r.job.claim.as_ref().filter(|c| c.expires_at <= now).map(|_| JobEvent::Rescue { backoff })
                 })
                 .await;

@@ -28,7 +28,11 @@ pub(crate) enum Actor {
         /// The claiming host.
         owner: String,
     },
-    /// Anyone else (an API call, the rescuer, the reconciler).
+    /// The reconciler probing the job.
+    Reconciler,
+    /// The rescuer taking back a lapsed claim.
+    Rescuer,
+    /// Anyone else (an API call, the rescuer).
     Other,
 }
 
@@ -80,6 +84,7 @@ pub(crate) fn plan(before: &JobRecord, transition: Transition, actor: &Actor, no
         _ => {}
     }
     let previous_pass = previous_pass.map(|steps| (before.job.pass, steps));
+    let preserve_queue = *actor == Actor::Reconciler && !job.state.is_final();
     let mut record = before.clone();
     record.job = job;
     Ok(Plan {
@@ -92,6 +97,7 @@ pub(crate) fn plan(before: &JobRecord, transition: Transition, actor: &Actor, no
             leases,
             outbox,
             spawn,
+            preserve_queue,
         },
         failure_effect_first,
         wake,

@@ -121,6 +121,9 @@ pub struct JobRecord {
     pub idempotency_key: Option<String>,
     /// Exclusive lease keys its claims take.
     pub lease_keys: Vec<String>,
+    /// Whether the row is in the dispatch queue (ready, delayed or blocked) as read.
+    /// An open, unclaimed, unpaused job outside it has lost its dispatch.
+    pub queued: bool,
 }
 
 /// A job to insert.
@@ -256,6 +259,9 @@ pub struct JobWrite {
     pub outbox: Vec<OutboxEffect>,
     /// A retry job to create with it.
     pub spawn: Option<NewJob>,
+    /// Leave the row's dispatch-queue membership as it is (a reconciliation probe that
+    /// observes a job must not repair what it is observing).
+    pub preserve_queue: bool,
 }
 
 /// How one write of a batch ended.
@@ -336,6 +342,17 @@ pub enum StoreError {
 /// A claim request: how many ready jobs to take and how to derive each claim.
 pub type Derive<'a> = &'a (dyn Fn(&JobRecord) -> Option<JobWrite> + Send + Sync);
 
+/// How a locked read-modify-write ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Updated {
+    /// No such job.
+    Missing,
+    /// The derivation wrote nothing; the job as read.
+    Skipped(JobRecord),
+    /// The derivation's write and how it ended.
+    Wrote(JobRecord, WriteOutcome),
+}
+
 /// The store's operations. Implemented by [`SqlStore`] over both backends; wrappers (a
 /// fault injector in tests) can stand in.
 #[async_trait]
@@ -406,6 +423,10 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn insert_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError>;
     /// A job by id.
     async fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError>;
+    /// Reads a job with its row locked (PostgreSQL `FOR UPDATE`; SQLite's write lock),
+    /// derives a write from it and commits it in the same transaction: no concurrent
+    /// writer can slip in between, so a busy job never starves the caller.
+    async fn update_job(&self, id: JobId, now: Timestamp, derive: Derive<'_>) -> Result<Updated, StoreError>;
     /// Commits writes in one transaction; each is checked against its version.
     async fn write(&self, writes: Vec<JobWrite>, now: Timestamp) -> Result<Vec<WriteOutcome>, StoreError>;
     /// Takes up to `limit` ready jobs, best first (priority, then sequence), deriving

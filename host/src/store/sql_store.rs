@@ -10,7 +10,7 @@ use spindle_core::{HistoryEvent, Job, JobId, JobState, Timestamp};
 use super::sql::{Backend, ConnectOptions, Db, Row, Tx, Ty, Value, values_list};
 use super::{
     Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobWrite, KindEntry, KindVersion, LeaseOp, NewJob,
-    OutboxEffect, OutboxItem, Role, Storage, StoreError, Tenant, TenantId, WriteOutcome,
+    OutboxEffect, OutboxItem, Role, Storage, StoreError, Tenant, TenantId, Updated, WriteOutcome,
 };
 
 /// The SQL store.
@@ -35,9 +35,21 @@ mod queue {
 const MAX_PARAMS: usize = 4_000;
 
 const JOB_COLS: &str =
-    "seq, id, tenant_id, kind, kind_version, priority, payload, idempotency_key, lease_keys, version, machine";
-const JOB_TYS: &[Ty] =
-    &[Ty::Int, Ty::Text, Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Blob, Ty::Text, Ty::Text, Ty::Int, Ty::Text];
+    "seq, id, tenant_id, kind, kind_version, priority, payload, idempotency_key, lease_keys, version, machine, queue";
+const JOB_TYS: &[Ty] = &[
+    Ty::Int,
+    Ty::Text,
+    Ty::Text,
+    Ty::Text,
+    Ty::Int,
+    Ty::Int,
+    Ty::Blob,
+    Ty::Text,
+    Ty::Text,
+    Ty::Int,
+    Ty::Text,
+    Ty::Int,
+];
 
 fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
@@ -97,6 +109,7 @@ fn job_from_row(mut row: Row) -> Result<JobRecord, StoreError> {
         payload: row.take_blob(6).unwrap_or_default(),
         idempotency_key: row.opt_text(7),
         lease_keys,
+        queued: row.int(11) != queue::IDLE,
     })
 }
 
@@ -300,9 +313,9 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
         }
         let updated = tx
             .execute(
-                "UPDATE jobs SET state = $1, queue = $2, run_at = $3, claim_expires_at = $4, blocked_on = NULL, \
-                 last_activity_at = $5, settled_at = $6, progress = $7, successor = $8, version = version + 1, \
-                 machine = $9 WHERE id = $10 AND version = $11",
+                "UPDATE jobs SET state = $1, queue = CASE WHEN $12 = 1 THEN queue ELSE $2 END, run_at = $3, \
+                 claim_expires_at = $4, blocked_on = NULL, last_activity_at = $5, settled_at = $6, progress = $7, \
+                 successor = $8, version = version + 1, machine = $9 WHERE id = $10 AND version = $11",
                 vec![
                     Value::from(job.state.as_str()),
                     Value::from(queue_of(job, now)),
@@ -315,6 +328,7 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
                     Value::from(machine_json(job)?),
                     Value::from(id.as_str()),
                     Value::from(w.expected_version),
+                    Value::from(w.preserve_queue),
                 ],
             )
             .await?;
@@ -668,7 +682,8 @@ impl Storage for SqlStore {
             }
             match insert_job(&mut tx, &new, now).await? {
                 Some(seq) => {
-                    any_ready |= queue_of(&new.job, now) == queue::READY;
+                    let queue = queue_of(&new.job, now);
+                    any_ready |= queue == queue::READY;
                     out.push(Inserted::Created(JobRecord {
                         job: new.job,
                         version: 1,
@@ -680,6 +695,7 @@ impl Storage for SqlStore {
                         payload: new.payload,
                         idempotency_key: new.idempotency_key,
                         lease_keys: new.lease_keys,
+                        queued: queue != queue::IDLE,
                     }));
                 }
                 None => {
@@ -721,6 +737,31 @@ impl Storage for SqlStore {
             record.job.steps.push(step);
         }
         Ok(Some(record))
+    }
+
+    async fn update_job(&self, id: JobId, now: Timestamp, derive: Derive<'_>) -> Result<Updated, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let lock = match self.db.backend() {
+            Backend::Sqlite => "",
+            Backend::Postgres => " FOR UPDATE",
+        };
+        let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1{lock}");
+        let rows = tx.fetch(&sql, vec![Value::from(id.to_string())], JOB_TYS).await?;
+        let mut records = rows.into_iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
+        attach_steps(&mut tx, &mut records).await?;
+        let Some(record) = records.pop() else { return Ok(Updated::Missing) };
+        let Some(write) = derive(&record) else { return Ok(Updated::Skipped(record)) };
+        let ready = queue_of(&write.record.job, now) == queue::READY || write.spawn.is_some();
+        let mut new_record = write.record.clone();
+        let outcome = apply_writes(&mut tx, vec![write], now).await?.pop().unwrap_or(WriteOutcome::Conflict);
+        if let WriteOutcome::Written { version } = outcome {
+            new_record.version = version;
+            if ready {
+                notify_ready(&mut tx).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(Updated::Wrote(new_record, outcome))
     }
 
     async fn write(&self, writes: Vec<JobWrite>, now: Timestamp) -> Result<Vec<WriteOutcome>, StoreError> {
