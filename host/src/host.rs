@@ -78,8 +78,8 @@ pub struct Host {
     pub registry: Arc<Registry>,
     /// The engine.
     pub engine: Arc<Engine>,
-    dispatcher: Option<Dispatcher>,
-    reconciler: Option<Reconciler>,
+    dispatcher: tokio::sync::Mutex<Option<Dispatcher>>,
+    reconciler: tokio::sync::Mutex<Option<Reconciler>>,
     config: HostConfig,
 }
 
@@ -109,7 +109,14 @@ impl Host {
         let runtime = Arc::new(Runtime::new(config.sandbox.clone())?);
         let registry = Arc::new(Registry::new(store.clone(), runtime));
         let engine = Arc::new(Engine::new(store.clone(), registry.clone(), clock, config.engine.clone()));
-        Ok(Self { store, registry, engine, dispatcher: None, reconciler: None, config })
+        Ok(Self {
+            store,
+            registry,
+            engine,
+            dispatcher: tokio::sync::Mutex::new(None),
+            reconciler: tokio::sync::Mutex::new(None),
+            config,
+        })
     }
 
     /// The configuration in force.
@@ -118,23 +125,25 @@ impl Host {
     }
 
     /// Starts dispatching and reconciling.
-    pub fn start(&mut self) {
-        if self.dispatcher.is_none() {
+    pub async fn start(&self) {
+        let mut dispatcher = self.dispatcher.lock().await;
+        if dispatcher.is_none() {
             let db = Some(self.store.db().clone());
-            self.dispatcher = Some(Dispatcher::start(self.engine.clone(), self.config.dispatcher.clone(), db));
+            *dispatcher = Some(Dispatcher::start(self.engine.clone(), self.config.dispatcher.clone(), db));
         }
-        if self.reconciler.is_none() {
-            self.reconciler = Some(Reconciler::start(self.engine.clone(), self.config.reconcile));
+        let mut reconciler = self.reconciler.lock().await;
+        if reconciler.is_none() {
+            *reconciler = Some(Reconciler::start(self.engine.clone(), self.config.reconcile));
         }
     }
 
     /// Stops claiming, lets running steps finish for up to `grace` (then hands them
     /// back), stops the reconciler and closes the store.
-    pub async fn shutdown(mut self, grace: Duration) {
-        if let Some(reconciler) = self.reconciler.take() {
+    pub async fn shutdown(&self, grace: Duration) {
+        if let Some(reconciler) = self.reconciler.lock().await.take() {
             reconciler.stop().await;
         }
-        if let Some(dispatcher) = self.dispatcher.take() {
+        if let Some(dispatcher) = self.dispatcher.lock().await.take() {
             dispatcher.shutdown(grace).await;
         }
         self.store.db().close().await;

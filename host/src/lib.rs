@@ -19,6 +19,7 @@ pub mod host;
 pub mod reconciler;
 pub mod registry;
 pub mod store;
+pub mod tokens;
 
 pub use spindle_core as core;
 pub use spindle_runtime as runtime;

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use spindle::cli::client::{ClientArgs, ClientCommand};
 use spindle::config::ServeArgs;
 
 /// Spindle: durable workflows and background jobs whose steps run as sandboxed
@@ -12,21 +13,26 @@ use spindle::config::ServeArgs;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a host: dispatcher, sandbox, reconciler and the HTTP API.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Spindle's main job on the embedded default: deploy the examples and run jobs
     /// through every outcome on a SQLite file (see `cargo xtask demo`).
     Demo(spindle::cli::demo::DemoArgs),
+    #[command(flatten)]
+    Client(ClientCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The demo draws progress bars: only errors may interleave with them.
-    let default_level = if matches!(cli.command, Command::Demo(_)) { "error" } else { "info" };
+    // The demo draws progress bars and clients print results: only problems may
+    // interleave with them. A host logs at info.
+    let default_level = if matches!(cli.command, Command::Serve(_)) { "info" } else { "error" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPINDLE_LOG").unwrap_or_else(|_| default_level.into());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -38,14 +44,15 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve(args) => spindle::cli::serve::run(args).await,
-            Command::Demo(args) => spindle::cli::demo::run(args).await,
+            Command::Serve(args) => spindle::cli::serve::run(*args).await.map(|()| 0),
+            Command::Demo(args) => spindle::cli::demo::run(args).await.map(|()| 0),
+            Command::Client(command) => spindle::cli::client::run(cli.client, command).await,
         }
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", spindle::cli::client::describe_error(&e));
             ExitCode::FAILURE
         }
     }

@@ -27,6 +27,7 @@ macro_rules! on_both_backends {
 }
 
 mod crash;
+mod e2e;
 mod engine;
 mod reconciler;
 mod run_control;

@@ -57,14 +57,17 @@ impl Scratch {
 }
 
 impl Default for Scratch {
+    /// An empty placeholder that owns no directory.
     fn default() -> Self {
-        Self::new()
+        Self { path: PathBuf::new() }
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        if !self.path.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 

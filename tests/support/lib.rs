@@ -10,6 +10,7 @@ use spindle_runtime::{LoadedKind, Runtime, SandboxConfig, StepInput};
 
 pub mod harness;
 pub mod postgres;
+pub mod served;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {

@@ -62,6 +62,7 @@ fn start_private_server() -> String {
     let port = free_port();
     let as_postgres = |program: &str, args: &[&str]| {
         let status = Command::new("runuser")
+            .current_dir("/")
             .args(["-u", "postgres", "--"])
             .arg(bin.join(program))
             .args(args)
@@ -89,6 +90,7 @@ fn start_private_server() -> String {
     extern "C" fn stop_at_exit() {
         if let Some((bin, data)) = STOP.get() {
             let _ = Command::new("runuser")
+                .current_dir("/")
                 .args(["-u", "postgres", "--"])
                 .arg(bin)
                 .args(["-D"])

@@ -73,7 +73,10 @@ fn target_dir(root: &Path) -> PathBuf {
 /// The whole test suite. Extra arguments go to `cargo test` (e.g. a test name filter).
 fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
     guests::build_guests(root)?;
-    let server = postgres::Server::start(&target_dir(root).join("test-postgres"))?;
+    // Under the system temp directory: the `postgres` user must reach it, and a clone's
+    // own directory (made by `mktemp -d`, mode 0700) may be closed to it.
+    let pg_dir = std::env::temp_dir().join(format!("spindle-test-postgres-{}", std::process::id()));
+    let server = postgres::Server::start(&pg_dir)?;
     eprintln!("PostgreSQL for the tests: {}", server.url);
     let mut fmt = cargo();
     fmt.current_dir(root).args(["fmt", "--all", "--", "--check"]);

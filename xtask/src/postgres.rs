@@ -62,6 +62,7 @@ fn free_port() -> anyhow::Result<u16> {
 
 fn as_postgres(bin: &Path, program: &str, args: &[&str]) -> anyhow::Result<()> {
     let status = Command::new("runuser")
+        .current_dir("/")
         .args(["-u", "postgres", "--"])
         .arg(bin.join(program))
         .args(args)
@@ -108,5 +109,6 @@ impl Drop for Server {
         if let Some(data) = data.to_str() {
             let _ = as_postgres(&self.bin, "pg_ctl", &["-D", data, "-m", "fast", "-w", "stop"]);
         }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -109,7 +109,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     let mut config = HostConfig::in_dir(&args.data_dir);
     config.reconcile.interval = Duration::from_secs(60);
-    let mut host = Host::open(config).await.context("starting the host")?;
+    let host = Host::open(config).await.context("starting the host")?;
     println!("Spindle demo: a host on {}\n", host.config().database_url());
     let tenant = TenantId::default_tenant();
 
@@ -130,7 +130,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             t.elapsed().as_millis()
         );
     }
-    host.start();
+    host.start().await;
 
     let jobs = showcase();
     let mut ids = Vec::new();

@@ -1,4 +1,5 @@
 //! The `spindle` command: `serve` runs a host; the other commands are clients of one.
 
+pub mod client;
 pub mod demo;
 pub mod serve;

@@ -7,13 +7,15 @@ use anyhow::Context;
 use crate::api::{ApiState, router};
 use crate::config::{ServeArgs, ServeConfig};
 use crate::host::Host;
+use crate::store::Storage;
 
 /// Runs a host until SIGINT or SIGTERM, then shuts down gracefully: stop claiming, let
 /// running steps finish within the grace period, hand back the rest.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = ServeConfig::resolve(args)?;
-    let mut host = Host::open(config.host.clone()).await.context("opening the host")?;
-    host.start();
+    let host = Host::open(config.host.clone()).await.context("opening the host")?;
+    ensure_operator_token(&host).await?;
+    host.start().await;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
@@ -24,9 +26,37 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let app = router(ApiState { host: host.clone() });
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving the API")?;
     tracing::info!("shutting down");
-    match Arc::try_unwrap(host) {
-        Ok(host) => host.shutdown(config.shutdown_grace).await,
-        Err(_) => tracing::warn!("the host is still shared at shutdown; leaving its claims to lapse"),
+    host.shutdown(config.shutdown_grace).await;
+    Ok(())
+}
+
+/// The operator token: `SPINDLE_OPERATOR_TOKEN`, or the one in the data directory, or a
+/// new one written there (owner-only permissions) on first start. Only its hash is
+/// stored in the database.
+async fn ensure_operator_token(host: &Host) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = host.config().data_dir.join("operator-token");
+    let token = match std::env::var("SPINDLE_OPERATOR_TOKEN") {
+        Ok(token) if !token.trim().is_empty() => token.trim().to_owned(),
+        _ => match std::fs::read_to_string(&path) {
+            Ok(token) => token.trim().to_owned(),
+            Err(_) => {
+                let token = crate::tokens::generate();
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&path)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                std::io::Write::write_all(&mut file, format!("{token}\n").as_bytes())?;
+                println!("a new operator token was written to {}", path.display());
+                token
+            }
+        },
+    };
+    let hash = crate::tokens::hash(&token);
+    if host.store.token(&hash).await?.is_none() {
+        host.store.add_token(&hash, None, crate::store::Role::Operator, "operator", host.engine.now()).await?;
     }
     Ok(())
 }

@@ -122,8 +122,7 @@ impl Engine {
         };
         let started = Instant::now();
         let run = self.registry.runtime().run_step(&resolved.kind, input, supervisor).await;
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.counters.step_micros.fetch_add(micros, Ordering::Relaxed);
+        self.counters.observe_step(started.elapsed());
         let attempt = step.attempts_made().max(1);
         match run {
             StepRun::Outcome(GuestOutcome::Complete(output)) => StepReport::Complete { output },

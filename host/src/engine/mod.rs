@@ -180,6 +180,28 @@ pub struct Counters {
     pub stale_commits: AtomicU64,
     /// Sum of step call durations, microseconds.
     pub step_micros: AtomicU64,
+    /// Step call durations: how many fell at or under each of [`STEP_BUCKETS`].
+    pub step_buckets: [AtomicU64; STEP_BUCKETS.len()],
+    /// Step calls measured.
+    pub step_calls: AtomicU64,
+}
+
+/// Upper bounds (seconds) of the step-duration histogram's buckets.
+pub const STEP_BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, f64::INFINITY];
+
+impl Counters {
+    /// Records one step call's duration.
+    pub fn observe_step(&self, took: Duration) {
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.step_micros.fetch_add(micros, Ordering::Relaxed);
+        self.step_calls.fetch_add(1, Ordering::Relaxed);
+        let secs = took.as_secs_f64();
+        for (bound, bucket) in STEP_BUCKETS.iter().zip(&self.step_buckets) {
+            if secs <= *bound {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// The engine.

@@ -1,0 +1,86 @@
+//! Prometheus metrics (text exposition format), for the operator token.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+use super::{ApiError, ApiState, OperatorAuth};
+use crate::engine::STEP_BUCKETS;
+use crate::store::Storage;
+
+fn label(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// `GET /metrics`.
+pub async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Result<impl IntoResponse, ApiError> {
+    let store = &state.host.store;
+    let counters = state.host.engine.counters();
+    let mut out = String::new();
+    let _ = writeln!(out, "# HELP spindle_jobs Open jobs by tenant, kind and state.\n# TYPE spindle_jobs gauge");
+    let depths = store.depths().await?;
+    for d in &depths {
+        let _ = writeln!(
+            out,
+            "spindle_jobs{{tenant=\"{}\",kind=\"{}\",state=\"{}\"}} {}",
+            label(&d.tenant.0),
+            label(&d.kind),
+            d.state,
+            d.count
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP spindle_queue_depth Jobs waiting to run (pending) by tenant and kind.\n# TYPE spindle_queue_depth gauge"
+    );
+    for d in depths.iter().filter(|d| d.state == "pending") {
+        let _ = writeln!(
+            out,
+            "spindle_queue_depth{{tenant=\"{}\",kind=\"{}\"}} {}",
+            label(&d.tenant.0),
+            label(&d.kind),
+            d.count
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP spindle_sandbox_faults_total Guest faults by code, all hosts.\n# TYPE spindle_sandbox_faults_total counter"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP spindle_alerts_total Operational alerts by code, all hosts.\n# TYPE spindle_alerts_total counter"
+    );
+    for (name, value) in store.counters().await? {
+        if let Some(code) = name.strip_prefix("fault.") {
+            let _ = writeln!(out, "spindle_sandbox_faults_total{{code=\"{}\"}} {value}", label(code));
+        } else if let Some(code) = name.strip_prefix("alert.") {
+            let _ = writeln!(out, "spindle_alerts_total{{code=\"{}\"}} {value}", label(code));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP spindle_step_duration_seconds Step call durations on this host.\n# TYPE spindle_step_duration_seconds histogram"
+    );
+    for (bound, bucket) in STEP_BUCKETS.iter().zip(&counters.step_buckets) {
+        let le = if bound.is_infinite() { "+Inf".to_owned() } else { bound.to_string() };
+        let _ = writeln!(out, "spindle_step_duration_seconds_bucket{{le=\"{le}\"}} {}", bucket.load(Ordering::Relaxed));
+    }
+    let sum = counters.step_micros.load(Ordering::Relaxed) as f64 / 1e6;
+    let _ = writeln!(out, "spindle_step_duration_seconds_sum {sum}");
+    let _ = writeln!(out, "spindle_step_duration_seconds_count {}", counters.step_calls.load(Ordering::Relaxed));
+    for (name, help, value) in [
+        ("spindle_steps_settled_total", "Step outcomes committed by this host.", &counters.steps_settled),
+        (
+            "spindle_write_conflicts_total",
+            "Writes that lost a version race and were derived again.",
+            &counters.conflicts,
+        ),
+        ("spindle_stale_commits_total", "Outcomes refused because their claim was stale.", &counters.stale_commits),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
+    }
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out))
+}

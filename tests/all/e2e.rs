@@ -1,0 +1,246 @@
+//! End to end: a real `spindle serve` process on a free loopback port (SQLite and
+//! PostgreSQL), components deployed over HTTP, jobs submitted and watched with the
+//! `spindle` CLI; hot deploys and rollback; tenant isolation; bad inputs.
+
+use serde_json::{Value, json};
+use spindle::store::Backend;
+use spindle_tests::guest_path;
+use spindle_tests::harness::fresh_store;
+use spindle_tests::served::Served;
+
+on_both_backends!(
+    deploy_submit_and_wait_through_the_cli,
+    a_new_version_serves_new_jobs_while_running_jobs_finish_on_theirs,
+    tenants_cannot_reach_each_others_work,
+    bad_inputs_answer_typed_errors_and_change_nothing,
+    shutdown_hands_running_steps_back,
+);
+
+/// A fresh database and a `spindle serve` on it.
+async fn serve(backend: Backend, extra: &[&str]) -> (Served, spindle_tests::harness::Scratch) {
+    let (store, url, scratch) = fresh_store(backend).await;
+    drop(store);
+    (Served::start(&url, extra), scratch)
+}
+
+fn wasm(name: &str) -> String {
+    guest_path(name).to_string_lossy().into_owned()
+}
+
+async fn deploy_submit_and_wait_through_the_cli(backend: Backend) {
+    let (host, _db) = serve(backend, &[]).await;
+    let token = host.tenant("acme");
+    let token = Some(token.as_str());
+    let deployed = host.cli(token, &["deploy", "scripted", &wasm("scripted")]);
+    assert_eq!(deployed.code, 0, "{}", deployed.stderr);
+    assert!(deployed.stdout.contains("deployed scripted version 1"), "{}", deployed.stdout);
+
+    let submitted = host.cli(token, &["submit", "scripted", "--input", r#"{"second": ["retryable", "complete"]}"#]);
+    assert_eq!(submitted.code, 0, "{}", submitted.stderr);
+    let id = submitted.stdout.trim().to_owned();
+    let waited = host.cli(token, &["wait", &id]);
+    assert_eq!(waited.code, 0, "wait exits 0 on success: {} {}", waited.stdout, waited.stderr);
+    assert!(waited.stdout.contains("succeeded"));
+
+    let job = host.cli(token, &["job", &id, "--json"]).json();
+    assert_eq!(job["state"], "succeeded");
+    assert_eq!(job["progress"], 100);
+    assert_eq!(job["steps"][1]["attempts"].as_array().unwrap().len(), 2, "the retry is visible");
+    assert!(job["history"].as_array().unwrap().iter().any(|e| e["event"] == "step_retrying"));
+    let human = host.cli(token, &["job", &id]);
+    assert!(human.stdout.contains("second") && human.stdout.contains("history"), "{}", human.stdout);
+
+    let refused =
+        host.cli(token, &["submit", "scripted", "--input", r#"{"first": "refused"}"#]).stdout.trim().to_owned();
+    let waited = host.cli(token, &["wait", &refused]);
+    assert_eq!(waited.code, 1, "wait exits non-zero when the job failed");
+    let dead = host.cli(token, &["dead-letters", "--json"]).json();
+    assert_eq!(dead["jobs"].as_array().unwrap().len(), 1);
+    let retried = host.cli(token, &["retry", &refused, "--json"]);
+    assert_eq!(retried.code, 0, "{}", retried.stderr);
+    assert_eq!(retried.json()["predecessor"], refused.as_str());
+
+    let listed = host.cli(token, &["jobs", "--state", "succeeded", "--json"]).json();
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 1);
+    let watched = host.cli(token, &["watch", &id]);
+    assert_eq!(watched.code, 0);
+}
+
+async fn a_new_version_serves_new_jobs_while_running_jobs_finish_on_theirs(backend: Backend) {
+    let (host, _db) = serve(backend, &[]).await;
+    let token = host.tenant("acme");
+    let token = Some(token.as_str());
+    assert_eq!(host.cli(token, &["deploy", "versioned", &wasm("versioned-v1")]).code, 0);
+    let slow = r#"{"spins": 120}"#;
+    let v1: Vec<String> =
+        (0..4).map(|_| host.cli(token, &["submit", "versioned", "--input", slow]).stdout.trim().to_owned()).collect();
+    // Version 2 arrives while version-1 jobs are still running; no restart.
+    let running = host.cli(token, &["job", &v1[0], "--json"]).json();
+    assert!(!["succeeded", "failed"].contains(&running["state"].as_str().unwrap()), "v1 jobs must still be in flight");
+    let deployed = host.cli(token, &["deploy", "versioned", &wasm("versioned-v2")]);
+    assert!(deployed.stdout.contains("version 2"), "{}", deployed.stdout);
+    let v2: Vec<String> = (0..4)
+        .map(|_| host.cli(token, &["submit", "versioned", "--input", r#"{"spins": 2}"#]).stdout.trim().to_owned())
+        .collect();
+    for (ids, version) in [(&v1, 1), (&v2, 2)] {
+        for id in ids {
+            assert_eq!(host.cli(token, &["wait", id]).code, 0);
+            let job = host.cli(token, &["job", id, "--json"]).json();
+            assert_eq!(job["kind_version"], version, "job {id} is pinned to its version");
+            assert_eq!(job["steps"][0]["output"]["version"], version, "job {id} ran on its own version");
+        }
+    }
+    // Roll back: new jobs run version 1 again.
+    let rolled = host.cli(token, &["rollback", "versioned", "1"]);
+    assert_eq!(rolled.code, 0, "{}", rolled.stderr);
+    let id = host.cli(token, &["submit", "versioned", "--input", "{}"]).stdout.trim().to_owned();
+    assert_eq!(host.cli(token, &["wait", &id]).code, 0);
+    let job = host.cli(token, &["job", &id, "--json"]).json();
+    assert_eq!(job["kind_version"], 1);
+    assert_eq!(job["steps"][0]["output"]["version"], 1);
+    let kind = host.cli(token, &["kinds", "versioned", "--json"]).json();
+    assert_eq!(kind["current_version"], 1);
+    assert_eq!(kind["latest_version"], 2);
+}
+
+async fn tenants_cannot_reach_each_others_work(backend: Backend) {
+    let (host, _db) = serve(backend, &[]).await;
+    let alice = host.tenant("alice");
+    let bob = host.tenant("bob");
+    let (alice, bob) = (Some(alice.as_str()), Some(bob.as_str()));
+    assert_eq!(host.cli(alice, &["deploy", "scripted", &wasm("scripted")]).code, 0);
+    let job = host.cli(alice, &["submit", "scripted", "--input", r#"{"first": "refused"}"#]).stdout.trim().to_owned();
+    assert_eq!(host.cli(alice, &["wait", &job]).code, 1);
+
+    let listed = host.cli(bob, &["jobs", "--json"]).json();
+    assert!(listed["jobs"].as_array().unwrap().is_empty(), "bob lists none of alice's jobs");
+    assert!(host.cli(bob, &["dead-letters", "--json"]).json()["jobs"].as_array().unwrap().is_empty());
+    for args in [
+        vec!["job", job.as_str()],
+        vec!["cancel", job.as_str(), "--reason", "x"],
+        vec!["retry", job.as_str()],
+        vec!["pause", job.as_str()],
+    ] {
+        let ran = host.cli(bob, &args);
+        assert_ne!(ran.code, 0, "{args:?} must fail for bob");
+        assert!(ran.stderr.contains("not-found"), "{args:?}: another tenant's job is not found: {}", ran.stderr);
+        assert!(!ran.stderr.contains("scripted"), "no data of alice's job leaks: {}", ran.stderr);
+    }
+    // Bob submitting alice's kind finds no such kind; deploying under the same name makes
+    // his own kind and leaves alice's alone.
+    let submitted = host.cli(bob, &["submit", "scripted"]);
+    assert!(submitted.stderr.contains("unknown-kind"), "{}", submitted.stderr);
+    assert_eq!(host.cli(bob, &["deploy", "scripted", &wasm("noop")]).code, 0);
+    let alices = host.cli(alice, &["kinds", "scripted", "--json"]).json();
+    assert_eq!(alices["latest_version"], 1, "bob did not deploy over alice's kind");
+    assert_eq!(alices["versions"].as_array().unwrap().len(), 1);
+    let still = host.cli(alice, &["job", &job, "--json"]).json();
+    assert_eq!(still["state"], "failed");
+    assert!(still["successor"].is_null(), "bob's retry changed nothing");
+    // The operator token manages tenants, not their jobs; no token gets nothing.
+    let operator = host.cli(Some(&host.operator), &["jobs"]);
+    assert!(operator.stderr.contains("forbidden"), "{}", operator.stderr);
+    let anonymous = host.cli(None, &["jobs"]);
+    assert!(anonymous.stderr.contains("unauthorised"), "{}", anonymous.stderr);
+    let forged = host.cli(Some("spt_forged"), &["jobs"]);
+    assert!(forged.stderr.contains("unauthorised"), "{}", forged.stderr);
+}
+
+async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
+    let (host, _db) = serve(backend, &["--max-component-bytes", "200000"]).await;
+    let token = host.tenant("acme");
+    let http = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", host.url);
+    let error_of = |v: &Value| {
+        (v["error"]["code"].as_str().unwrap_or("").to_owned(), v["error"]["message"].as_str().unwrap_or("").to_owned())
+    };
+    assert_eq!(host.cli(Some(&token), &["deploy", "scripted", &wasm("scripted")]).code, 0);
+    let done = host.cli(Some(&token), &["submit", "scripted"]).stdout.trim().to_owned();
+    assert_eq!(host.cli(Some(&token), &["wait", &done]).code, 0);
+    let jobs_before = host.cli(Some(&token), &["jobs", "--json"]).json()["jobs"].as_array().unwrap().len();
+
+    let post = |path: &str, body: Vec<u8>| {
+        http.post(url(path)).bearer_auth(&token).header("content-type", "application/json").body(body).send()
+    };
+    let malformed = post("/v1/jobs", b"{\"kind\": \"scripted\", ".to_vec()).await.unwrap();
+    assert_eq!(malformed.status(), 400);
+    assert_eq!(error_of(&malformed.json().await.unwrap()).0, "invalid-request");
+
+    let huge_body = serde_json::to_vec(&json!({"kind": "scripted", "input": "x".repeat(3 << 20)})).unwrap();
+    let oversized = post("/v1/jobs", huge_body).await.unwrap();
+    assert_eq!(oversized.status(), 413);
+    assert_eq!(error_of(&oversized.json().await.unwrap()).0, "payload-too-large");
+    let big_input = serde_json::to_vec(&json!({"kind": "scripted", "input": "x".repeat((1 << 20) + 10)})).unwrap();
+    let over_cap = post("/v1/jobs", big_input).await.unwrap();
+    assert_eq!(over_cap.status(), 413, "an input over the input cap in a body under the body cap");
+    assert_eq!(error_of(&over_cap.json().await.unwrap()).0, "payload-too-large");
+
+    let unknown = post("/v1/jobs", br#"{"kind": "nope"}"#.to_vec()).await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert_eq!(error_of(&unknown.json().await.unwrap()).0, "unknown-kind");
+
+    let put =
+        |kind: &str, body: Vec<u8>| http.put(url(&format!("/v1/kinds/{kind}"))).bearer_auth(&token).body(body).send();
+    let core = put("bad", b"\0asm\x01\0\0\0".to_vec()).await.unwrap();
+    assert_eq!(core.status(), 422);
+    let (code, message) = error_of(&core.json().await.unwrap());
+    assert_eq!(code, "invalid-component");
+    assert!(message.contains("component.core-module"), "{message}");
+    let other_world = put("bad", std::fs::read(guest_path("other-world")).unwrap()).await.unwrap();
+    assert_eq!(other_world.status(), 422);
+    assert!(error_of(&other_world.json().await.unwrap()).1.contains("component.wrong-world"));
+    let too_big = put("bad", std::fs::read(guest_path("thumbnail")).unwrap()).await.unwrap();
+    assert_eq!(too_big.status(), 413, "a component over --max-component-bytes");
+    let kinds = host.cli(Some(&token), &["kinds", "--json"]).json();
+    assert_eq!(kinds["kinds"].as_array().unwrap().len(), 1, "no invalid component was stored");
+
+    let cancel = post(&format!("/v1/jobs/{done}/cancel"), br#"{"reason": "too late"}"#.to_vec()).await.unwrap();
+    assert_eq!(cancel.status(), 409);
+    let body: Value = cancel.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "illegal-transition");
+    assert_eq!(body["error"]["state"], "succeeded", "the error names the current state");
+    let job = host.cli(Some(&token), &["job", &done, "--json"]).json();
+    assert_eq!(job["state"], "succeeded");
+    let jobs_after = host.cli(Some(&token), &["jobs", "--json"]).json()["jobs"].as_array().unwrap().len();
+    assert_eq!(jobs_before, jobs_after, "no bad request created a job");
+
+    // The API describes itself, and every described route answers (not the fallback).
+    let spec: Value = http.get(url("/v1/openapi.json")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(spec["openapi"], "3.1.0");
+    for (method, path) in spindle::api::openapi::ROUTES {
+        let concrete = path.replace("{id}", &done).replace("{kind}", "scripted").replace("{name}", "acme");
+        let request = match *method {
+            "get" => http.get(url(&concrete)),
+            "put" => http.put(url(&concrete)),
+            _ => http.post(url(&concrete)),
+        };
+        let response = request.bearer_auth("spt_nobody").send().await.unwrap();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert_ne!(body["error"]["message"], "no such route", "{method} {path} is not routed");
+    }
+    let metrics = http.get(url("/metrics")).bearer_auth(&host.operator).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("spindle_step_duration_seconds_count") && metrics.contains("spindle_jobs"), "{metrics}");
+}
+
+async fn shutdown_hands_running_steps_back(backend: Backend) {
+    let (store, url, _db) = fresh_store(backend).await;
+    drop(store);
+    let host = Served::start(&url, &["--shutdown-grace", "100ms"]);
+    let token = host.tenant("acme");
+    let token = Some(token.as_str());
+    assert_eq!(host.cli(token, &["deploy", "versioned", &wasm("versioned-v1")]).code, 0);
+    let id = host.cli(token, &["submit", "versioned", "--input", r#"{"spins": 400}"#]).stdout.trim().to_owned();
+    loop {
+        let job = host.cli(token, &["job", &id, "--json"]).json();
+        if job["claimed"] == true {
+            break;
+        }
+    }
+    let (code, data) = host.terminate();
+    assert_eq!(code, 0, "a graceful shutdown exits cleanly");
+    // The step was handed back (no attempt consumed), so a restarted host runs it at once.
+    let host = Served::start_in(data, &url, &[]);
+    let job = host.cli(token, &["job", &id, "--json"]).json();
+    assert!(job["history"].as_array().unwrap().iter().any(|e| e["event"] == "released"), "{job}");
+    assert_eq!(host.cli(token, &["wait", &id]).code, 0);
+}

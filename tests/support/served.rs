@@ -1,0 +1,114 @@
+//! A real `spindle serve` process on a free loopback port, and the `spindle` CLI
+//! pointed at it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use crate::harness::Scratch;
+use crate::spindle_bin;
+
+/// A running `spindle serve`; killed when dropped.
+#[derive(Debug)]
+pub struct Served {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// The operator token it was started with.
+    pub operator: String,
+    /// Its data directory.
+    pub data: Scratch,
+}
+
+/// What a CLI run printed and how it exited.
+#[derive(Debug)]
+pub struct Ran {
+    /// Exit code.
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Ran {
+    /// Standard output parsed as JSON (for `--json` runs).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+}
+
+impl Served {
+    /// Starts `spindle serve` on `database_url` with extra flags.
+    pub fn start(database_url: &str, extra: &[&str]) -> Self {
+        Self::start_in(Scratch::new(), database_url, extra)
+    }
+
+    /// Starts it with a given data directory (to restart on the same one).
+    pub fn start_in(data: Scratch, database_url: &str, extra: &[&str]) -> Self {
+        let operator = "spt_test_operator_token".to_owned();
+        let mut child = Command::new(spindle_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", database_url])
+            .arg("--data-dir")
+            .arg(&data.path)
+            .args(extra)
+            .env("SPINDLE_OPERATOR_TOKEN", &operator)
+            .env("SPINDLE_LOG", "error")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start spindle serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(url) = line.strip_prefix("spindle listening on ") {
+                        break url.trim().to_owned();
+                    }
+                }
+                _ => panic!("spindle serve exited before listening: {:?}", child.try_wait()),
+            }
+        };
+        // Keep draining its output so it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Self { child, url, operator, data }
+    }
+
+    /// Runs the CLI against this host with `token`.
+    pub fn cli(&self, token: Option<&str>, args: &[&str]) -> Ran {
+        let mut command = Command::new(spindle_bin());
+        command.args(args).env("SPINDLE_SERVER", &self.url).env_remove("SPINDLE_TOKEN");
+        if let Some(token) = token {
+            command.env("SPINDLE_TOKEN", token);
+        }
+        let output = command.output().expect("run the spindle CLI");
+        Ran {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Creates a tenant with the CLI; answers its token.
+    pub fn tenant(&self, name: &str) -> String {
+        let ran = self.cli(Some(&self.operator), &["tenant", "create", name, "--json"]);
+        assert_eq!(ran.code, 0, "tenant create: {}", ran.stderr);
+        ran.json()["token"].as_str().expect("a token").to_owned()
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; answers its exit code.
+    pub fn terminate(mut self) -> (i32, Scratch) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let status = self.child.wait().expect("wait for spindle serve");
+        let data = std::mem::take(&mut self.data);
+        (status.code().unwrap_or(-1), data)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
