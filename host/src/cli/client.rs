@@ -254,7 +254,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                         .unwrap_or_default();
                     println!(
                         "  {:<8} {:<14} {:<28} {}",
-                        version["version"],
+                        int(&version["version"]),
                         version["digest"].as_str().unwrap_or("").chars().take(12).collect::<String>(),
                         version["created_at"].as_str().unwrap_or(""),
                         steps.join(" → ")
@@ -270,8 +270,8 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                     println!(
                         "{:<24} {:>8} {:>8}",
                         k["kind"].as_str().unwrap_or(""),
-                        k["current_version"],
-                        k["latest_version"]
+                        int(&k["current_version"]),
+                        int(&k["latest_version"])
                     );
                 }
             });
@@ -388,6 +388,11 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
     Ok(0)
 }
 
+/// A JSON number for a width-aligned column.
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
 /// A note when a request is recorded but waits.
 fn pending(v: &Value, flag: &str, note: &str) -> String {
     if v[flag].as_bool() == Some(true) { format!(" ({note})") } else { String::new() }
@@ -416,9 +421,9 @@ fn print_page(v: &Value) {
             "{:<38} {:<16} {:>3} {:<10} {:>4}  {:<28} {}",
             job["id"].as_str().unwrap_or(""),
             job["kind"].as_str().unwrap_or(""),
-            job["kind_version"],
+            int(&job["kind_version"]),
             job["state"].as_str().unwrap_or(""),
-            job["progress"],
+            int(&job["progress"]),
             job["created_at"].as_str().unwrap_or(""),
             job["failure_code"].as_str().unwrap_or("")
         );
