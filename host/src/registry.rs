@@ -57,13 +57,22 @@ pub struct Registry {
     store: Arc<dyn Storage>,
     runtime: Arc<Runtime>,
     loaded: RwLock<HashMap<String, Arc<LoadedKind>>>,
+    /// Resolved versions: a version's row never changes once deployed, so each is read
+    /// from the store once, not on every step.
+    versions: RwLock<HashMap<(TenantId, String, i64), Resolved>>,
     loading: Mutex<()>,
 }
 
 impl Registry {
     /// A registry over `store`, loading into `runtime`.
     pub fn new(store: Arc<dyn Storage>, runtime: Arc<Runtime>) -> Self {
-        Self { store, runtime, loaded: RwLock::new(HashMap::new()), loading: Mutex::new(()) }
+        Self {
+            store,
+            runtime,
+            loaded: RwLock::new(HashMap::new()),
+            versions: RwLock::new(HashMap::new()),
+            loading: Mutex::new(()),
+        }
     }
 
     /// The sandbox.
@@ -102,13 +111,19 @@ impl Registry {
 
     /// A specific version of `kind`, loaded.
     pub async fn version(&self, tenant: &TenantId, kind: &str, version: i64) -> Result<Resolved, RegistryError> {
+        let key = (tenant.clone(), kind.to_owned(), version);
+        if let Some(resolved) = self.versions.read().await.get(&key) {
+            return Ok(resolved.clone());
+        }
         let found = self
             .store
             .kind_version(tenant, kind, version)
             .await?
             .ok_or_else(|| RegistryError::UnknownVersion { kind: kind.to_owned(), version })?;
         let loaded = self.load(&found.digest).await?;
-        Ok(Resolved { version: found, kind: loaded })
+        let resolved = Resolved { version: found, kind: loaded };
+        self.versions.write().await.insert(key, resolved.clone());
+        Ok(resolved)
     }
 
     /// Makes an earlier (or later) version current.

@@ -100,6 +100,7 @@ impl From<EngineError> for ApiError {
             EngineError::Contention => Self::new(StatusCode::SERVICE_UNAVAILABLE, "contention", e.to_string()),
             EngineError::Registry(e) => e.into(),
             EngineError::Store(e) => Self::internal(e),
+            EngineError::StoreShared(e) => Self::internal(e),
         }
     }
 }

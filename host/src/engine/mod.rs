@@ -8,6 +8,7 @@
 //! - [`Engine::rescue_lapsed`], [`Engine::run_outbox`]: recovery and after-commit effects.
 
 mod execute;
+mod group_commit;
 mod plan;
 
 use std::sync::Arc;
@@ -109,6 +110,9 @@ pub enum EngineError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The store failed a group commit this write was part of.
+    #[error(transparent)]
+    StoreShared(Arc<StoreError>),
 }
 
 impl EngineError {
@@ -125,7 +129,7 @@ impl EngineError {
             Self::Registry(RegistryError::UnknownVersion { .. }) => "unknown-version",
             Self::Registry(RegistryError::InvalidName(_)) => "invalid-request",
             Self::Registry(RegistryError::Invalid(_)) => "invalid-component",
-            Self::Registry(RegistryError::Store(_)) | Self::Store(_) => "internal",
+            Self::Registry(RegistryError::Store(_)) | Self::Store(_) | Self::StoreShared(_) => "internal",
         }
     }
 }
@@ -215,6 +219,7 @@ pub struct Engine {
     wake: Arc<Notify>,
     changes: broadcast::Sender<StateChange>,
     counters: Counters,
+    group: group_commit::GroupCommit,
 }
 
 /// A job changed state (sent after the change committed).
@@ -241,6 +246,7 @@ impl Engine {
             wake: Arc::new(Notify::new()),
             changes: broadcast::channel(4096).0,
             counters: Counters::default(),
+            group: group_commit::GroupCommit::default(),
         }
     }
 
@@ -531,7 +537,12 @@ impl Engine {
             self.failure_effect_before(&mut write).await;
         }
         let new_record = write.record.clone();
-        let outcome = self.store.write(vec![write], now).await?.pop();
+        let outcome = if *writer == Writer::Holder {
+            // Step outcomes and heartbeats share transactions under load.
+            Some(self.group.write(self.store.as_ref(), write, || self.now()).await.map_err(EngineError::StoreShared)?)
+        } else {
+            self.store.write(vec![write], now).await?.pop()
+        };
         match outcome {
             Some(WriteOutcome::Written { version }) => {
                 if wake {
