@@ -189,19 +189,24 @@ fn machine_json(job: &Job) -> Result<String, StoreError> {
     serde_json::to_string(job).map_err(|e| corrupt(format!("encode job: {e}")))
 }
 
+/// Columns of one row of the batched job INSERT.
+const INSERT_COLS: usize = 15;
+
 /// Inserts one job; `None` when its idempotency key is taken.
 async fn insert_job(tx: &mut Tx, new: &NewJob, now: Timestamp) -> Result<Option<i64>, StoreError> {
-    let job = &new.job;
-    let id = job.id.to_string();
-    let rows = tx
-        .fetch(
-            "INSERT INTO jobs (id, tenant_id, kind, kind_version, state, queue, priority, run_at, claim_expires_at, \
-             blocked_on, last_activity_at, created_at, settled_at, progress, successor, payload, idempotency_key, \
-             lease_keys, version, machine) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, NULL, $9, $10, NULL, $11, NULL, $12, $13, $14, 1, $15) \
-             ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq",
-            vec![
-                Value::from(id.as_str()),
+    Ok(insert_new_jobs(tx, &[new], now).await?.pop().flatten())
+}
+
+/// Inserts jobs with multi-row statements (jobs, then their steps and history); answers
+/// each one's sequence number, `None` where its idempotency key was taken.
+async fn insert_new_jobs(tx: &mut Tx, jobs: &[&NewJob], now: Timestamp) -> Result<Vec<Option<i64>>, StoreError> {
+    let mut seqs: HashMap<String, i64> = HashMap::with_capacity(jobs.len());
+    for chunk in jobs.chunks(MAX_PARAMS / INSERT_COLS) {
+        let mut args = Vec::with_capacity(chunk.len() * INSERT_COLS);
+        for new in chunk {
+            let job = &new.job;
+            args.extend([
+                Value::from(job.id.to_string()),
                 Value::from(new.tenant.0.as_str()),
                 Value::from(new.kind.as_str()),
                 Value::from(new.kind_version),
@@ -216,19 +221,38 @@ async fn insert_job(tx: &mut Tx, new: &NewJob, now: Timestamp) -> Result<Option<
                 Value::from(new.idempotency_key.clone()),
                 Value::from(serde_json::to_string(&new.lease_keys).map_err(corrupt)?),
                 Value::from(machine_json(job)?),
-            ],
-            &[Ty::Int],
-        )
-        .await?;
-    let Some(seq) = rows.first().map(|r| r.int(0)) else { return Ok(None) };
-    let mut steps = Vec::with_capacity(job.steps.len());
-    for (i, step) in job.steps.iter().enumerate() {
-        steps.push(step_row(&id, job.pass, i, step)?);
+            ]);
+        }
+        let sql = format!(
+            "INSERT INTO jobs (id, tenant_id, kind, kind_version, state, queue, priority, run_at, last_activity_at, \
+             created_at, progress, payload, idempotency_key, lease_keys, machine, version) \
+             SELECT column1, column2, column3, column4, column5, column6, column7, column8, column9, column10, \
+             column11, column12, column13, column14, column15, 1 FROM (VALUES {}) AS v WHERE true \
+             ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq, id",
+            values_list(chunk.len(), INSERT_COLS, 1)
+        );
+        for row in tx.fetch(&sql, args, &[Ty::Int, Ty::Text]).await? {
+            seqs.insert(row.text(1), row.int(0));
+        }
+    }
+    let mut steps = Vec::new();
+    let mut history = Vec::new();
+    let mut out = Vec::with_capacity(jobs.len());
+    for new in jobs {
+        let job = &new.job;
+        let id = job.id.to_string();
+        let seq = seqs.get(&id).copied();
+        if seq.is_some() {
+            for (i, step) in job.steps.iter().enumerate() {
+                steps.push(step_row(&id, job.pass, i, step)?);
+            }
+            history.extend(history_rows(&id, now, &new.history)?);
+        }
+        out.push(seq);
     }
     insert_rows(tx, "INSERT INTO steps (job_id, pass, position, key, state, body, output)", "", 7, steps).await?;
-    insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history_rows(&id, now, &new.history)?)
-        .await?;
-    Ok(Some(seq))
+    insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
+    Ok(out)
 }
 
 async fn job_by_key(tx: &mut Tx, tenant: &TenantId, key: &str) -> Result<Option<JobRecord>, StoreError> {
@@ -279,20 +303,20 @@ async fn acquire_keys(
     Ok(None)
 }
 
-/// Applies version-checked writes inside `tx`.
+/// Applies version-checked writes inside `tx`: lease checks per write, then one
+/// batched UPDATE for all job rows (each row still checked against its own version),
+/// then the steps, history, outbox rows and spawned jobs of the writes that landed, in
+/// a few multi-row statements.
 async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Result<Vec<WriteOutcome>, StoreError> {
-    let mut outcomes = Vec::with_capacity(writes.len());
-    let mut steps = Vec::new();
-    let mut history = Vec::new();
-    let mut outbox = Vec::new();
-    let mut spawns = Vec::new();
-    for w in writes {
-        let job = &w.record.job;
-        let id = job.id.to_string();
+    let mut outcomes: Vec<Option<WriteOutcome>> = vec![None; writes.len()];
+    // 1. Lease checks and acquisitions, which only writes with exclusive keys need.
+    for (i, w) in writes.iter().enumerate() {
         let keys = &w.record.lease_keys;
-        if let LeaseOp::Release { fence, verify: true } = w.leases
-            && !keys.is_empty()
-        {
+        if keys.is_empty() {
+            continue;
+        }
+        let id = w.record.job.id.to_string();
+        if let LeaseOp::Release { fence, verify: true } = w.leases {
             let held = tx
                 .fetch(
                     "SELECT COUNT(*) FROM leases WHERE job_id = $1 AND holder_fence = $2",
@@ -301,46 +325,41 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
                 )
                 .await?;
             if held.first().map_or(0, |r| r.int(0)) < i64::try_from(keys.len()).unwrap_or(i64::MAX) {
-                outcomes.push(WriteOutcome::LeaseLost);
-                continue;
+                outcomes[i] = Some(WriteOutcome::LeaseLost);
             }
         }
         if let LeaseOp::Acquire { fence, ref owner, expires_at } = w.leases
             && let Some(key) = acquire_keys(tx, &w.record, fence, owner, expires_at, now).await?
         {
-            outcomes.push(WriteOutcome::LeaseBusy { key });
+            outcomes[i] = Some(WriteOutcome::LeaseBusy { key });
+        }
+    }
+    // 2. The job rows, version-checked, in batched UPDATEs.
+    let pending: Vec<usize> = (0..writes.len()).filter(|i| outcomes[*i].is_none()).collect();
+    let landed = update_jobs(tx, &writes, &pending, now).await?;
+    // 3. What goes with each write that landed; undo the leases of those that did not.
+    let mut steps = Vec::new();
+    let mut history = Vec::new();
+    let mut outbox = Vec::new();
+    let mut spawns = Vec::new();
+    for (i, w) in writes.into_iter().enumerate() {
+        if outcomes[i].is_some() {
             continue;
         }
-        let updated = tx
-            .execute(
-                "UPDATE jobs SET state = $1, queue = CASE WHEN $12 = 1 THEN queue ELSE $2 END, run_at = $3, \
-                 claim_expires_at = $4, blocked_on = NULL, last_activity_at = $5, settled_at = $6, progress = $7, \
-                 successor = $8, version = version + 1, machine = $9 WHERE id = $10 AND version = $11",
-                vec![
-                    Value::from(job.state.as_str()),
-                    Value::from(queue_of(job, now)),
-                    Value::from(job.run_at.as_micros()),
-                    Value::from(job.claim.as_ref().map(|c| c.expires_at.as_micros())),
-                    Value::from(job.last_activity_at.as_micros()),
-                    Value::from(job.settled_at.map(Timestamp::as_micros)),
-                    Value::from(i64::from(job.progress)),
-                    Value::from(job.successor.map(|s| s.to_string())),
-                    Value::from(machine_json(job)?),
-                    Value::from(id.as_str()),
-                    Value::from(w.expected_version),
-                    Value::from(w.preserve_queue),
-                ],
-            )
-            .await?;
-        if updated == 0 {
-            if let LeaseOp::Acquire { fence, .. } = w.leases {
+        let job = &w.record.job;
+        let id = job.id.to_string();
+        let keys = &w.record.lease_keys;
+        if !landed.contains(&i) {
+            if let LeaseOp::Acquire { fence, .. } = w.leases
+                && !keys.is_empty()
+            {
                 tx.execute(
                     "DELETE FROM leases WHERE job_id = $1 AND holder_fence = $2",
                     vec![Value::from(id.as_str()), Value::from(fence)],
                 )
                 .await?;
             }
-            outcomes.push(WriteOutcome::Conflict);
+            outcomes[i] = Some(WriteOutcome::Conflict);
             continue;
         }
         match w.leases {
@@ -361,14 +380,14 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
             }
             _ => {}
         }
-        for &i in &w.steps_changed {
-            if let Some(step) = job.steps.get(i) {
-                steps.push(step_row(&id, job.pass, i, step)?);
+        for &s in &w.steps_changed {
+            if let Some(step) = job.steps.get(s) {
+                steps.push(step_row(&id, job.pass, s, step)?);
             }
         }
         if let Some((pass, old)) = &w.previous_pass {
-            for (i, step) in old.iter().enumerate() {
-                steps.push(step_row(&id, *pass, i, step)?);
+            for (s, step) in old.iter().enumerate() {
+                steps.push(step_row(&id, *pass, s, step)?);
             }
         }
         history.extend(history_rows(&id, now, &w.history)?);
@@ -384,7 +403,7 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
         if let Some(spawn) = w.spawn {
             spawns.push(spawn);
         }
-        outcomes.push(WriteOutcome::Written { version: w.expected_version + 1 });
+        outcomes[i] = Some(WriteOutcome::Written { version: w.expected_version + 1 });
     }
     insert_rows(
         tx,
@@ -400,7 +419,68 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
     for spawn in &spawns {
         insert_job(tx, spawn, now).await?;
     }
-    Ok(outcomes)
+    Ok(outcomes.into_iter().map(|o| o.unwrap_or(WriteOutcome::Conflict)).collect())
+}
+
+/// Columns of one row of the batched job UPDATE.
+const UPDATE_COLS: usize = 12;
+
+/// Writes the job rows of `writes[pending]` with one UPDATE per chunk, each row guarded by
+/// its expected version; answers the indexes whose row was written.
+async fn update_jobs(
+    tx: &mut Tx,
+    writes: &[JobWrite],
+    pending: &[usize],
+    now: Timestamp,
+) -> Result<std::collections::HashSet<usize>, StoreError> {
+    let mut landed = std::collections::HashSet::with_capacity(pending.len());
+    // A job written twice in one batch would make the returned ids ambiguous: such
+    // repeats go one by one after the first.
+    let mut seen = std::collections::HashSet::new();
+    let (unique, repeats): (Vec<usize>, Vec<usize>) =
+        pending.iter().partition(|i| seen.insert(writes[**i].record.job.id));
+    for chunk in unique.chunks(MAX_PARAMS / UPDATE_COLS).chain(repeats.chunks(1)) {
+        if chunk.is_empty() {
+            continue;
+        }
+        let mut args = Vec::with_capacity(chunk.len() * UPDATE_COLS);
+        let mut by_id = HashMap::with_capacity(chunk.len());
+        for &i in chunk {
+            let w = &writes[i];
+            let job = &w.record.job;
+            let id = job.id.to_string();
+            by_id.insert(id.clone(), i);
+            args.extend([
+                Value::from(id),
+                Value::from(w.expected_version),
+                Value::from(job.state.as_str()),
+                Value::from(queue_of(job, now)),
+                Value::from(w.preserve_queue),
+                Value::from(job.run_at.as_micros()),
+                Value::from(job.claim.as_ref().map(|c| c.expires_at.as_micros())),
+                Value::from(job.last_activity_at.as_micros()),
+                Value::from(job.settled_at.map(Timestamp::as_micros)),
+                Value::from(i64::from(job.progress)),
+                Value::from(job.successor.map(|s| s.to_string())),
+                Value::from(machine_json(job)?),
+            ]);
+        }
+        let sql = format!(
+            "UPDATE jobs SET state = v.column3, \
+             queue = CASE WHEN v.column5 = 1 THEN jobs.queue ELSE v.column4 END, \
+             run_at = v.column6, claim_expires_at = CAST(v.column7 AS BIGINT), blocked_on = NULL, \
+             last_activity_at = v.column8, settled_at = CAST(v.column9 AS BIGINT), progress = v.column10, \
+             successor = CAST(v.column11 AS TEXT), version = jobs.version + 1, machine = v.column12 \
+             FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.version = v.column2 RETURNING jobs.id",
+            values_list(chunk.len(), UPDATE_COLS, 1)
+        );
+        for row in tx.fetch(&sql, args, &[Ty::Text]).await? {
+            if let Some(&i) = by_id.get(&row.text(0)) {
+                landed.insert(i);
+            }
+        }
+    }
+    Ok(landed)
 }
 
 /// Makes jobs blocked on any of `keys` ready again.
@@ -671,19 +751,26 @@ impl Storage for SqlStore {
 
     async fn insert_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError> {
         let mut tx = self.db.begin().await?;
+        // Jobs whose idempotency key already names a job answer that job.
+        let mut existing: Vec<Option<JobRecord>> = Vec::with_capacity(jobs.len());
+        for new in &jobs {
+            existing.push(match &new.idempotency_key {
+                Some(key) => job_by_key(&mut tx, &new.tenant, key).await?,
+                None => None,
+            });
+        }
+        let fresh: Vec<&NewJob> = jobs.iter().zip(&existing).filter(|(_, e)| e.is_none()).map(|(j, _)| j).collect();
+        let any_ready = fresh.iter().any(|j| queue_of(&j.job, now) == queue::READY);
+        let mut seqs = insert_new_jobs(&mut tx, &fresh, now).await?.into_iter();
         let mut out = Vec::with_capacity(jobs.len());
-        let mut any_ready = false;
-        for new in jobs {
-            if let Some(key) = &new.idempotency_key
-                && let Some(existing) = job_by_key(&mut tx, &new.tenant, key).await?
-            {
-                out.push(Inserted::Existing(existing));
+        for (new, found) in jobs.into_iter().zip(existing) {
+            if let Some(found) = found {
+                out.push(Inserted::Existing(found));
                 continue;
             }
-            match insert_job(&mut tx, &new, now).await? {
+            match seqs.next().flatten() {
                 Some(seq) => {
-                    let queue = queue_of(&new.job, now);
-                    any_ready |= queue == queue::READY;
+                    let queued = queue_of(&new.job, now) != queue::IDLE;
                     out.push(Inserted::Created(JobRecord {
                         job: new.job,
                         version: 1,
@@ -695,16 +782,16 @@ impl Storage for SqlStore {
                         payload: new.payload,
                         idempotency_key: new.idempotency_key,
                         lease_keys: new.lease_keys,
-                        queued: queue != queue::IDLE,
+                        queued,
                     }));
                 }
                 None => {
-                    // A concurrent submission took the key first.
+                    // Another submission (concurrent, or earlier in this batch) took the key.
                     let key = new.idempotency_key.as_deref().unwrap_or_default();
-                    let existing = job_by_key(&mut tx, &new.tenant, key)
+                    let found = job_by_key(&mut tx, &new.tenant, key)
                         .await?
                         .ok_or_else(|| corrupt("idempotency conflict without a job"))?;
-                    out.push(Inserted::Existing(existing));
+                    out.push(Inserted::Existing(found));
                 }
             }
         }
