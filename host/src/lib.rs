@@ -8,8 +8,10 @@
 //! - [`registry`]: deployed components and kind versions.
 //! - [`reconciler`]: settles silent jobs from execution evidence.
 //! - [`host`]: all of the above assembled; [`api`] and [`cli`] face users.
+//! - [`bench`]: the benchmark harness behind `spindle bench`.
 
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -24,6 +24,9 @@ enum Command {
     /// Spindle's main job on the embedded default: deploy the examples and run jobs
     /// through every outcome on a SQLite file (see `cargo xtask demo`).
     Demo(spindle::cli::demo::DemoArgs),
+    /// Measure throughput, latency, sandbox overhead, memory and claim latency on a
+    /// fresh database (SQLite or PostgreSQL); see docs/benchmarks.md.
+    Bench(spindle::cli::bench::BenchArgs),
     #[command(flatten)]
     Client(ClientCommand),
 }
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => spindle::cli::serve::run(*args).await.map(|()| 0),
             Command::Demo(args) => spindle::cli::demo::run(args).await.map(|()| 0),
+            Command::Bench(args) => spindle::cli::bench::run(args).await.map(|()| 0),
             Command::Client(command) => spindle::cli::client::run(cli.client, command).await,
         }
     });

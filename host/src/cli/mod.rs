@@ -1,5 +1,6 @@
 //! The `spindle` command: `serve` runs a host; the other commands are clients of one.
 
+pub mod bench;
 pub mod client;
 pub mod demo;
 pub mod serve;

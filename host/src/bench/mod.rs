@@ -1,0 +1,308 @@
+//! `spindle bench`: what a host does per second and per job, measured against a fresh
+//! database for every scenario, on SQLite or PostgreSQL.
+//!
+//! Each section measures one thing and returns plain figures; [`report`] prints them
+//! (a table, or JSON) and checks them against the targets. Nothing here changes how the
+//! engine, store, dispatcher or sandbox behave: the harness drives a real [`Host`]
+//! through its public API and reads what it stores.
+//!
+//! | section | what it measures |
+//! |---|---|
+//! | [`throughput`] | jobs/s of one-step (`throughput1`) and three-step (`throughput3`) no-op jobs |
+//! | [`latency`] | enqueue→start p50/p99 at a steady rate, from the stored `created_at` and `started_at` |
+//! | [`sandbox`] | instantiate + call of a no-op step, pooling on and off |
+//! | [`compile`] | compile time and cache-load time of each example component |
+//! | [`memory`] | resident memory with 10,000 queued and 100 running jobs |
+//! | [`claim`] | time to claim the next job with 1,000 vs 1,000,000 queued |
+//! | [`phases`] | where one job's time goes: claim, sandbox, settle, one worker |
+
+pub mod claim;
+pub mod compile;
+pub mod database;
+pub mod latency;
+pub mod machine;
+pub mod memory;
+pub mod phases;
+pub mod progress;
+pub mod report;
+pub mod sandbox;
+pub mod stats;
+pub mod throughput;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde::Serialize;
+use spindle_core::JobState;
+
+use crate::dispatcher::Dispatcher;
+use crate::engine::{Engine, SubmitRequest};
+use crate::host::{Host, HostConfig};
+use crate::reconciler::Reconciler;
+use crate::store::sql::{Ty, Value};
+use crate::store::{Backend, TenantId};
+use database::{Databases, Fresh};
+use progress::{Progress, Task};
+use report::Report;
+
+/// A part of the benchmark, for `--only`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Section {
+    /// Resident memory with 10,000 queued and 100 running jobs. Runs first, before the
+    /// other sections have grown the process's heap.
+    Memory,
+    /// Per-step sandbox overhead, pooling on and off.
+    Sandbox,
+    /// Compile and cache-load time of each example component.
+    Compile,
+    /// Where one job's time goes (claim, sandbox, settle), one worker.
+    Phases,
+    /// Throughput of one-step no-op jobs.
+    Throughput1,
+    /// Throughput of three-step no-op jobs.
+    Throughput3,
+    /// Enqueue→start latency at a steady rate.
+    Latency,
+    /// Claim latency with few and many queued jobs.
+    Claim,
+}
+
+impl Section {
+    /// Every section, in the order they run.
+    pub fn all() -> Vec<Self> {
+        vec![
+            Self::Memory,
+            Self::Sandbox,
+            Self::Compile,
+            Self::Phases,
+            Self::Throughput1,
+            Self::Throughput3,
+            Self::Latency,
+            Self::Claim,
+        ]
+    }
+}
+
+/// What to measure and how hard.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    /// The store's backend.
+    #[serde(serialize_with = "report::backend_name")]
+    pub backend: Backend,
+    /// PostgreSQL: the admin URL fresh databases are created through.
+    #[serde(skip)]
+    pub database_url: Option<String>,
+    /// Jobs per throughput run.
+    pub jobs: usize,
+    /// The dispatcher's concurrency (steps running at once).
+    pub concurrency: usize,
+    /// Jobs per `submit_many` call (one transaction) when submitting in bulk.
+    pub submit_batch: usize,
+    /// Jobs per second of the latency probe.
+    pub latency_rate: u32,
+    /// Seconds the latency probe measures.
+    pub latency_secs: u64,
+    /// Seconds of warm-up before it measures.
+    pub warmup_secs: u64,
+    /// Queue depths the claim section measures at.
+    pub queued: Vec<u64>,
+    /// Sections to run.
+    pub sections: Vec<Section>,
+    /// Where the built guest components are.
+    pub guests: PathBuf,
+    /// Where scenario directories go (SQLite files, caches).
+    pub work_dir: PathBuf,
+}
+
+/// What every section shares: the settings, the databases, a compiled-component cache.
+#[derive(Debug)]
+pub struct Context {
+    /// The settings.
+    pub settings: Settings,
+    /// Fresh databases.
+    pub databases: Databases,
+    /// The compiled-component cache the scenarios' hosts share (so a scenario does not
+    /// recompile `noop`; compile time is the `compile` section's business).
+    cache_dir: PathBuf,
+    /// The tenant jobs run under.
+    pub tenant: TenantId,
+    /// Progress output.
+    pub progress: Progress,
+}
+
+/// A host on a fresh database.
+///
+/// The scenario starts and stops the host's background loops itself, exactly as
+/// [`Host`] does (a [`Dispatcher`] with the host's dispatcher settings and its database
+/// for `LISTEN`, a [`Reconciler`] with its policy), so that a section can start them at
+/// the moment it chooses and the harness depends only on their public constructors.
+#[derive(Debug)]
+pub struct Scenario {
+    /// The host (its loops not started).
+    pub host: Host,
+    fresh: Fresh,
+    dispatcher: Option<Dispatcher>,
+    reconciler: Option<Reconciler>,
+}
+
+impl Scenario {
+    /// Starts dispatching and reconciling (what `Host::start` does).
+    pub fn start(&mut self) {
+        let config = self.host.config();
+        if self.dispatcher.is_none() {
+            let db = Some(self.host.store.db().clone());
+            self.dispatcher = Some(Dispatcher::start(self.host.engine.clone(), config.dispatcher.clone(), db));
+        }
+        if self.reconciler.is_none() {
+            self.reconciler = Some(Reconciler::start(self.host.engine.clone(), config.reconcile));
+        }
+    }
+}
+
+impl Context {
+    /// A host with the default configuration but `concurrency`, on a fresh database.
+    pub async fn open(&self, label: &str, concurrency: usize) -> anyhow::Result<Scenario> {
+        let fresh = self.databases.fresh(label).await?;
+        let mut config = HostConfig::in_dir(&fresh.dir);
+        config.database_url = Some(fresh.url.clone());
+        config.dispatcher.concurrency = concurrency;
+        config.sandbox.cache_dir = Some(self.cache_dir.clone());
+        let host = Host::open(config).await.with_context(|| format!("opening a host on {}", fresh.url))?;
+        Ok(Scenario { host, fresh, dispatcher: None, reconciler: None })
+    }
+
+    /// Deploys the example kind `kind` from the guests directory.
+    pub async fn deploy(&self, scenario: &Scenario, kind: &str) -> anyhow::Result<()> {
+        let bytes = self.guest_bytes(kind)?;
+        let now = scenario.host.engine.now();
+        scenario
+            .host
+            .registry
+            .deploy(&self.tenant, kind, &bytes, now)
+            .await
+            .with_context(|| format!("deploying {kind}"))?;
+        Ok(())
+    }
+
+    /// The built component of `kind`.
+    pub fn guest_bytes(&self, kind: &str) -> anyhow::Result<Vec<u8>> {
+        let path = self.settings.guests.join(format!("{kind}.wasm"));
+        std::fs::read(&path).with_context(|| format!("reading {} (build it with `cargo xtask guests`)", path.display()))
+    }
+
+    /// Shuts the scenario's host down (handing back what still runs after `grace`) and
+    /// drops its database.
+    pub async fn close(&self, scenario: Scenario, grace: Duration) {
+        // What `Host::shutdown` does: the reconciler, then the dispatcher, then the store.
+        if let Some(reconciler) = scenario.reconciler {
+            reconciler.stop().await;
+        }
+        if let Some(dispatcher) = scenario.dispatcher {
+            dispatcher.shutdown(grace).await;
+        }
+        scenario.host.store.db().close().await;
+        drop(scenario.host);
+        self.databases.drop_fresh(scenario.fresh).await;
+    }
+}
+
+/// `n` submissions of `kind` with input `input`.
+pub fn requests(kind: &str, input: &[u8], n: usize) -> Vec<SubmitRequest> {
+    (0..n).map(|_| SubmitRequest { kind: kind.into(), input: input.to_vec(), ..Default::default() }).collect()
+}
+
+/// Submits `n` jobs of `kind` with `input`, in transactions of the settings'
+/// `submit_batch` jobs one after the other, updating `task` with `progress_of()` between
+/// transactions.
+pub async fn submit_bulk(
+    ctx: &Context,
+    engine: &Engine,
+    kind: &str,
+    input: &[u8],
+    n: usize,
+    task: &Task,
+    progress_of: impl Fn() -> u64,
+) -> anyhow::Result<()> {
+    let mut left = n;
+    while left > 0 {
+        let take = left.min(ctx.settings.submit_batch.max(1));
+        engine.submit_many(&ctx.tenant, requests(kind, input, take)).await.context("submitting")?;
+        left -= take;
+        task.set(progress_of());
+    }
+    Ok(())
+}
+
+/// Waits until the engine has settled `target` step outcomes, polling its counter every
+/// millisecond; fails after `timeout`.
+pub async fn wait_settled(engine: &Arc<Engine>, target: u64, timeout: Duration, task: &Task) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        let settled = engine.counters().steps_settled.load(std::sync::atomic::Ordering::Relaxed);
+        task.set(settled);
+        if settled >= target {
+            return Ok(());
+        }
+        if started.elapsed() > timeout {
+            anyhow::bail!("only {settled} of {target} step outcomes settled within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// How many jobs are in `state`.
+pub async fn count_in_state(host: &Host, state: JobState) -> anyhow::Result<i64> {
+    let rows = host
+        .store
+        .db()
+        .fetch("SELECT COUNT(*) FROM jobs WHERE state = $1", vec![Value::from(state.as_str())], &[Ty::Int])
+        .await?;
+    Ok(rows.first().map_or(0, |r| r.int(0)))
+}
+
+/// Runs the sections `settings` asks for and gathers their figures.
+pub async fn run(settings: Settings, progress: Progress) -> anyhow::Result<Report> {
+    let databases = Databases::new(settings.backend, settings.database_url.clone(), &settings.work_dir)?;
+    let cache_dir = settings.work_dir.join("artifacts");
+    let ctx = Context { settings, databases, cache_dir, tenant: TenantId::default_tenant(), progress };
+    let result = run_sections(&ctx).await;
+    ctx.databases.cleanup().await;
+    let _ = std::fs::remove_dir_all(&ctx.cache_dir);
+    result
+}
+
+async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
+    let mut report = Report::new(ctx.settings.clone(), machine::Machine::current());
+    {
+        // The durability in force, as the database reports it.
+        let probe = ctx.open("settings", 1).await?;
+        let (durability, server) = database::durability(probe.host.store.db()).await?;
+        report.durability = durability;
+        report.server = server;
+        ctx.close(probe, Duration::ZERO).await;
+    }
+    let mut sections = ctx.settings.sections.clone();
+    sections.sort();
+    sections.dedup();
+    for section in sections {
+        // Each section's peak is its own: the kernel's high-water mark starts again here.
+        let reset = stats::reset_peak();
+        match section {
+            Section::Memory => report.memory = Some(memory::measure(ctx).await?),
+            Section::Sandbox => report.sandbox = sandbox::measure(ctx).await?,
+            Section::Compile => report.compile = compile::measure(ctx).await?,
+            Section::Phases => report.phases = Some(phases::measure(ctx).await?),
+            Section::Throughput1 => report.throughput1 = Some(throughput::measure(ctx, "noop", 1).await?),
+            Section::Throughput3 => report.throughput3 = Some(throughput::measure(ctx, "noop3", 3).await?),
+            Section::Latency => report.latency = Some(latency::measure(ctx).await?),
+            Section::Claim => report.claim = claim::measure(ctx).await?,
+        }
+        if let Some(peak) = stats::peak_rss_mib() {
+            report.peaks.push(report::SectionPeak { section, peak_rss_mib: peak, since_section_start: reset });
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,395 @@
+//! The benchmark's results: gathered by the sections, checked against the targets,
+//! printed as a table (people) or JSON (machines). Nothing here measures.
+
+use std::fmt::Write as _;
+
+use serde::{Serialize, Serializer};
+
+use super::claim::ClaimLatency;
+use super::compile::CompileTime;
+use super::latency::Latency;
+use super::machine::Machine;
+use super::memory::Memory;
+use super::phases::Phases;
+use super::sandbox::SandboxOverhead;
+use super::throughput::Throughput;
+use super::{Section, Settings};
+use crate::store::Backend;
+
+/// Everything one `spindle bench` run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// What was asked for.
+    pub settings: Settings,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The database server or library and its version.
+    pub server: String,
+    /// The durability settings in force, as the database reports them.
+    pub durability: String,
+    /// `throughput1`.
+    pub throughput1: Option<Throughput>,
+    /// `throughput3`.
+    pub throughput3: Option<Throughput>,
+    /// `latency`.
+    pub latency: Option<Latency>,
+    /// `sandbox`: pooling on, then off.
+    pub sandbox: Vec<SandboxOverhead>,
+    /// `compile`.
+    pub compile: Vec<CompileTime>,
+    /// `memory`.
+    pub memory: Option<Memory>,
+    /// `claim`, one entry per depth.
+    pub claim: Vec<ClaimLatency>,
+    /// `phases`.
+    pub phases: Option<Phases>,
+    /// Each section's peak resident memory.
+    pub peaks: Vec<SectionPeak>,
+    /// The targets, checked.
+    pub targets: Vec<TargetCheck>,
+}
+
+/// A section's peak resident memory.
+#[derive(Clone, Debug, Serialize)]
+pub struct SectionPeak {
+    /// The section.
+    pub section: Section,
+    /// Its peak, MiB (`VmHWM`).
+    pub peak_rss_mib: f64,
+    /// Whether the mark was reset when the section began (else: since the process began).
+    pub since_section_start: bool,
+}
+
+/// One target and how the run did against it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TargetCheck {
+    /// What is measured.
+    pub what: String,
+    /// The target, as written in the issue.
+    pub target: String,
+    /// The figure measured.
+    pub measured: String,
+    /// Met?
+    pub met: bool,
+}
+
+/// Serialises a backend as `sqlite` / `postgres`.
+pub fn backend_name<S: Serializer>(backend: &Backend, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(name(*backend))
+}
+
+fn name(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    }
+}
+
+impl Report {
+    /// An empty report.
+    pub fn new(settings: Settings, machine: Machine) -> Self {
+        Self {
+            settings,
+            machine,
+            server: String::new(),
+            durability: String::new(),
+            throughput1: None,
+            throughput3: None,
+            latency: None,
+            sandbox: Vec::new(),
+            compile: Vec::new(),
+            memory: None,
+            claim: Vec::new(),
+            phases: None,
+            peaks: Vec::new(),
+            targets: Vec::new(),
+        }
+    }
+
+    /// The highest section peak, MiB.
+    pub fn peak_rss_mib(&self) -> Option<f64> {
+        self.peaks.iter().map(|p| p.peak_rss_mib).max_by(f64::total_cmp)
+    }
+
+    /// Checks what was measured against the issue's targets (figures printed, not test
+    /// assertions).
+    pub fn check_targets(&mut self) {
+        let mut out = Vec::new();
+        if let Some(t) = &self.throughput1 {
+            let goal = match self.settings.backend {
+                Backend::Sqlite => 15_000.0,
+                Backend::Postgres => 10_000.0,
+            };
+            out.push(TargetCheck {
+                what: "trivial one-step jobs, end to end".into(),
+                target: format!("≥ {goal:.0} jobs/s"),
+                measured: format!("{:.0} jobs/s", t.live.jobs_per_sec),
+                met: t.live.jobs_per_sec >= goal,
+            });
+        }
+        if let Some(l) = &self.latency {
+            out.push(TargetCheck {
+                what: format!("enqueue→start p50 at {}/s", l.rate),
+                target: "≤ 1.2 ms".into(),
+                measured: format!("{:.2} ms", l.start_ms.p50),
+                met: l.start_ms.p50 <= 1.2,
+            });
+            out.push(TargetCheck {
+                what: format!("enqueue→start p99 at {}/s", l.rate),
+                target: "≤ 4 ms".into(),
+                measured: format!("{:.2} ms", l.start_ms.p99),
+                met: l.start_ms.p99 <= 4.0,
+            });
+        }
+        if let Some(s) = self.sandbox.iter().find(|s| s.pooling) {
+            out.push(TargetCheck {
+                what: "per-step sandbox overhead (pooling, median)".into(),
+                target: "≤ 30 µs".into(),
+                measured: format!("{:.1} µs", s.call_us.p50),
+                met: s.call_us.p50 <= 30.0,
+            });
+        }
+        if let (Some(few), Some(many)) =
+            (self.claim.iter().min_by_key(|c| c.queued), self.claim.iter().max_by_key(|c| c.queued))
+            && many.queued > few.queued
+        {
+            let ratio = many.one_ms.p50 / few.one_ms.p50.max(1e-9);
+            out.push(TargetCheck {
+                what: format!("claim p50 at {} queued vs {}", many.queued, few.queued),
+                target: "≤ 1.5×".into(),
+                measured: format!("{ratio:.2}× ({:.2} vs {:.2} ms)", many.one_ms.p50, few.one_ms.p50),
+                met: ratio <= 1.5,
+            });
+        }
+        if let Some(m) = &self.memory {
+            out.push(TargetCheck {
+                what: format!("host memory, {} queued + {} running", m.queued, m.running),
+                target: "≤ 200 MiB".into(),
+                measured: format!("{:.0} MiB", m.steady_rss_mib),
+                met: m.steady_rss_mib <= 200.0,
+            });
+        }
+        self.targets = out;
+    }
+
+    /// The report as one pretty JSON document.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// The report as a table.
+    pub fn to_table(&self) -> String {
+        let mut t = Table::default();
+        let s = &self.settings;
+        let m = &self.machine;
+        t.title(&format!("Spindle benchmark — {} ({})", name(s.backend), self.server));
+        t.line(&format!("durability: {}", self.durability));
+        t.line(&format!("machine:    {} CPUs, {}, {:.1} GiB, Linux {}", m.cpus, m.cpu_model, m.memory_gib, m.kernel));
+        t.line(&format!(
+            "settings:   {} jobs per run, concurrency {}, submitted {} per transaction",
+            s.jobs, s.concurrency, s.submit_batch
+        ));
+        for (label, run) in
+            [("one-step jobs (noop)", &self.throughput1), ("three-step jobs (noop3)", &self.throughput3)]
+        {
+            let Some(r) = run else { continue };
+            t.section(&format!("Throughput: {label}, {} jobs", r.jobs));
+            t.row(
+                "bulk submission → all settled",
+                &format!(
+                    "{:.0} jobs/s  ({:.0} steps/s; submitted in {:.2} s, settled in {:.2} s)",
+                    r.live.jobs_per_sec,
+                    r.live.jobs_per_sec * r.steps_per_job as f64,
+                    r.live.submit_secs,
+                    r.live.total_secs
+                ),
+            );
+            t.row(
+                "  sandbox per step; host CPU",
+                &format!(
+                    "{:.0} µs; {}",
+                    r.live.sandbox_us_per_step,
+                    r.live.host_cpu_percent.map_or("n/a".into(), |c| format!("{c:.0}% of one core"))
+                ),
+            );
+            t.row("enqueue only (host stopped)", &format!("{:.0} jobs/s", r.drain.enqueue_jobs_per_sec));
+            t.row(
+                "drain (host started after)",
+                &format!(
+                    "{:.0} jobs/s  (end to end {:.0} jobs/s)",
+                    r.drain.drain_jobs_per_sec, r.drain.end_to_end_jobs_per_sec
+                ),
+            );
+        }
+        if let Some(l) = &self.latency {
+            t.section(&format!(
+                "Latency: noop at {}/s for {} s after {} s warm-up ({:.0}/s achieved)",
+                l.rate, l.secs, l.warmup_secs, l.achieved_rate
+            ));
+            t.row("enqueue → start (claimed)", &ms_summary(&l.start_ms));
+            t.row("enqueue → settled (committed)", &ms_summary(&l.settled_ms));
+        }
+        if let Some(p) = &self.phases {
+            t.section(&format!("Phases: one worker, {} noop jobs, nothing else running", p.jobs));
+            t.row("submit (bulk)", &format!("{:.0} µs/job", p.submit_us_per_job));
+            t.row("claim (batches of 32)", &format!("{:.0} µs/job", p.claim_us_per_job));
+            t.row(
+                "execute (lookup + sandbox + settle)",
+                &format!(
+                    "mean {:.0} µs, p50 {:.0} µs, p99 {:.0} µs",
+                    p.execute_us.mean, p.execute_us.p50, p.execute_us.p99
+                ),
+            );
+            t.row("  of which sandbox", &format!("{:.0} µs", p.sandbox_us));
+            t.row("  of which kind-version lookup", &format!("{:.0} µs (p50)", p.kind_lookup_us.p50));
+            t.row(
+                "  so settle (one transaction) ≈",
+                &format!("{:.0} µs", (p.execute_us.mean - p.sandbox_us - p.kind_lookup_us.mean).max(0.0)),
+            );
+            t.row("one worker in sequence", &format!("{:.0} jobs/s", p.sequential_jobs_per_sec));
+        }
+        if !self.sandbox.is_empty() {
+            t.section("Sandbox: noop step, fresh store + instantiate + call");
+            for s in &self.sandbox {
+                t.row(
+                    &format!("pooling {}", if s.pooling { "on " } else { "off" }),
+                    &format!(
+                        "median {:.1} µs, mean {:.1} µs, p99 {:.1} µs ({} calls)",
+                        s.call_us.p50, s.call_us.mean, s.call_us.p99, s.call_us.count
+                    ),
+                );
+            }
+        }
+        if !self.compile.is_empty() {
+            t.section("Components: Runtime::load without cache / from a warm cache (median of 3)");
+            for c in &self.compile {
+                t.row(
+                    &format!("{} ({} KiB)", c.kind, c.bytes / 1024),
+                    &format!("compile {:.1} ms, cache load {:.2} ms", c.compile_ms, c.cache_load_ms),
+                );
+            }
+        }
+        if !self.claim.is_empty() {
+            t.section("Claim: the next job, host idle");
+            for c in &self.claim {
+                t.row(
+                    &format!("{} queued (seeded in {:.1} s)", c.queued, c.seed_secs),
+                    &format!(
+                        "one: p50 {:.2} ms, p99 {:.2} ms; batch of 32: p50 {:.2} ms",
+                        c.one_ms.p50, c.one_ms.p99, c.batch_ms.p50
+                    ),
+                );
+            }
+        }
+        if self.memory.is_some() || !self.peaks.is_empty() {
+            t.section("Memory: resident set of the whole process");
+            if let Some(mem) = &self.memory {
+                t.row(
+                    &format!("{} queued + {} running", mem.queued, mem.running),
+                    &format!(
+                        "{:.0} MiB steady (section peak {})",
+                        mem.steady_rss_mib,
+                        mem.section_peak_rss_mib.map_or("n/a".into(), |p| format!("{p:.0} MiB"))
+                    ),
+                );
+            }
+            for p in &self.peaks {
+                let since = if p.since_section_start { "" } else { " (since start)" };
+                t.row(
+                    &format!("peak during {:?}", p.section).to_lowercase(),
+                    &format!("{:.0} MiB{since}", p.peak_rss_mib),
+                );
+            }
+        }
+        if !self.targets.is_empty() {
+            t.section("Targets (2-core machine; figures, not assertions)");
+            for c in &self.targets {
+                let mark = if c.met { "met   " } else { "MISSED" };
+                t.row(&format!("{mark} {}", c.what), &format!("{} (target {})", c.measured, c.target));
+            }
+        }
+        t.out
+    }
+}
+
+fn ms_summary(s: &super::stats::Summary) -> String {
+    format!("p50 {:.2} ms, p99 {:.2} ms, mean {:.2} ms, max {:.2} ms ({} jobs)", s.p50, s.p99, s.mean, s.max, s.count)
+}
+
+/// A plain-text table: a label column and a value column, grouped in sections.
+#[derive(Default)]
+struct Table {
+    out: String,
+}
+
+impl Table {
+    const LABEL: usize = 44;
+
+    fn title(&mut self, text: &str) {
+        let _ = writeln!(self.out, "{text}");
+    }
+
+    fn line(&mut self, text: &str) {
+        let _ = writeln!(self.out, "  {text}");
+    }
+
+    fn section(&mut self, text: &str) {
+        let _ = writeln!(self.out, "\n{text}");
+    }
+
+    fn row(&mut self, label: &str, value: &str) {
+        let _ = writeln!(self.out, "  {label:<width$} {value}", width = Self::LABEL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::stats::Summary;
+
+    fn summary(p50: f64, p99: f64) -> Summary {
+        Summary { count: 10, mean: p50, p50, p99, max: p99 }
+    }
+
+    fn report() -> Report {
+        let settings = Settings {
+            backend: Backend::Sqlite,
+            database_url: None,
+            jobs: 100,
+            concurrency: 32,
+            submit_batch: 1000,
+            latency_rate: 200,
+            latency_secs: 10,
+            warmup_secs: 2,
+            queued: vec![1_000, 1_000_000],
+            sections: Section::all(),
+            guests: "target/guests".into(),
+            work_dir: "/tmp".into(),
+        };
+        let machine = Machine {
+            cpus: 2,
+            cpu_model: "test".into(),
+            memory_gib: 1.0,
+            kernel: "6".into(),
+            load_average: "0.00 0.00 0.00".into(),
+        };
+        Report::new(settings, machine)
+    }
+
+    #[test]
+    fn targets_are_checked_against_what_was_measured() {
+        let mut r = report();
+        r.claim = vec![
+            ClaimLatency { queued: 1_000, seed_secs: 0.1, one_ms: summary(1.0, 2.0), batch_ms: summary(2.0, 3.0) },
+            ClaimLatency { queued: 1_000_000, seed_secs: 9.0, one_ms: summary(1.6, 2.0), batch_ms: summary(2.0, 3.0) },
+        ];
+        r.sandbox = vec![SandboxOverhead { pooling: true, call_us: summary(20.0, 40.0) }];
+        r.check_targets();
+        assert_eq!(r.targets.len(), 2);
+        assert!(r.targets.iter().any(|t| t.what.starts_with("per-step sandbox") && t.met));
+        assert!(r.targets.iter().any(|t| t.what.starts_with("claim") && !t.met && t.measured.starts_with("1.60×")));
+        let table = r.to_table();
+        assert!(table.contains("MISSED claim p50 at 1000000 queued vs 1000"), "{table}");
+        assert!(r.to_json().contains("\"backend\": \"sqlite\""));
+    }
+}

@@ -1,0 +1,158 @@
+//! End-to-end throughput of trivial jobs: `noop` (one step) or `noop3` (three steps).
+//!
+//! Two runs on fresh databases, both durable (the backend's settings as reported):
+//!
+//! - **live**: the host runs; the clock starts, `jobs` are submitted in bulk
+//!   (`submit_many`, `submit_batch` jobs per transaction) while the dispatcher already
+//!   works, and the clock stops when the last step outcome has committed. This is the
+//!   headline figure: jobs/s from bulk submission to all settled.
+//! - **drain**: the jobs are submitted with the host stopped (timed: the enqueue rate),
+//!   then the host starts and the clock runs until all have settled (the drain rate,
+//!   the figure graphile-worker's own performance test reports).
+//!
+//! "Settled" is read from the engine's `steps_settled` counter, which it bumps after each
+//! outcome commits; the run then checks in the database that every job succeeded.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::ensure;
+use serde::Serialize;
+use spindle_core::JobState;
+
+use super::{Context, count_in_state, stats, submit_bulk, wait_settled};
+
+/// One throughput measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct Throughput {
+    /// The kind (`noop` or `noop3`).
+    pub kind: String,
+    /// Steps per job.
+    pub steps_per_job: u64,
+    /// Jobs per run.
+    pub jobs: usize,
+    /// The dispatcher's concurrency.
+    pub concurrency: usize,
+    /// Submission while the host runs.
+    pub live: LiveRun,
+    /// Submission first, then drain.
+    pub drain: DrainRun,
+}
+
+/// The live run.
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveRun {
+    /// Seconds until the last submission committed.
+    pub submit_secs: f64,
+    /// Seconds until the last outcome committed.
+    pub total_secs: f64,
+    /// Jobs per second, bulk submission to all settled.
+    pub jobs_per_sec: f64,
+    /// Mean time inside the sandbox per step during the run, µs (the engine's counter).
+    pub sandbox_us_per_step: f64,
+    /// CPU the host process used, in percent of one core (100 = one core busy).
+    pub host_cpu_percent: Option<f64>,
+}
+
+/// The drain run.
+#[derive(Clone, Debug, Serialize)]
+pub struct DrainRun {
+    /// Seconds to submit every job (host stopped).
+    pub enqueue_secs: f64,
+    /// Jobs submitted per second.
+    pub enqueue_jobs_per_sec: f64,
+    /// Seconds from starting the host to all settled.
+    pub drain_secs: f64,
+    /// Jobs settled per second while draining.
+    pub drain_jobs_per_sec: f64,
+    /// Jobs per second, submission start to all settled.
+    pub end_to_end_jobs_per_sec: f64,
+}
+
+/// Measures `kind`, whose jobs have `steps_per_job` steps.
+pub async fn measure(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::Result<Throughput> {
+    let live = live(ctx, kind, steps_per_job).await?;
+    let drain = drain(ctx, kind, steps_per_job).await?;
+    Ok(Throughput {
+        kind: kind.into(),
+        steps_per_job,
+        jobs: ctx.settings.jobs,
+        concurrency: ctx.settings.concurrency,
+        live,
+        drain,
+    })
+}
+
+/// A generous bound: at 100 steps/s the run would still finish.
+fn timeout(steps: u64) -> Duration {
+    Duration::from_secs(60 + steps / 100)
+}
+
+async fn live(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::Result<LiveRun> {
+    let jobs = ctx.settings.jobs;
+    let target = jobs as u64 * steps_per_job;
+    let mut scenario = ctx.open(&format!("{kind}-live"), ctx.settings.concurrency).await?;
+    ctx.deploy(&scenario, kind).await?;
+    scenario.start();
+    let engine = scenario.host.engine.clone();
+    let task = ctx.progress.task(format!("{kind} × {jobs}: live"), Some(target));
+    let cpu_before = stats::process_cpu_secs();
+    let started = Instant::now();
+    let settled = || engine.counters().steps_settled.load(Ordering::Relaxed);
+    submit_bulk(ctx, &engine, kind, b"{}", jobs, &task, settled).await?;
+    let submit_secs = started.elapsed().as_secs_f64();
+    wait_settled(&engine, target, timeout(target), &task).await?;
+    let total_secs = started.elapsed().as_secs_f64();
+    let cpu = stats::process_cpu_secs().zip(cpu_before).map(|(after, before)| (after - before) / total_secs * 100.0);
+    let counters = engine.counters();
+    let sandbox_us_per_step = counters.step_micros.load(Ordering::Relaxed) as f64
+        / counters.steps_settled.load(Ordering::Relaxed).max(1) as f64;
+    let succeeded = count_in_state(&scenario.host, JobState::Succeeded).await?;
+    ensure!(succeeded == jobs as i64, "{succeeded} of {jobs} {kind} jobs succeeded");
+    let run = LiveRun {
+        submit_secs,
+        total_secs,
+        jobs_per_sec: jobs as f64 / total_secs,
+        sandbox_us_per_step,
+        host_cpu_percent: cpu,
+    };
+    task.finish(&format!("{:.0} jobs/s", run.jobs_per_sec));
+    ctx.close(scenario, Duration::from_secs(5)).await;
+    Ok(run)
+}
+
+async fn drain(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::Result<DrainRun> {
+    let jobs = ctx.settings.jobs;
+    let target = jobs as u64 * steps_per_job;
+    let mut scenario = ctx.open(&format!("{kind}-drain"), ctx.settings.concurrency).await?;
+    ctx.deploy(&scenario, kind).await?;
+    let engine = scenario.host.engine.clone();
+    let task = ctx.progress.task(format!("{kind} × {jobs}: enqueue, then drain"), Some(target));
+    let started = Instant::now();
+    let mut submitted = 0u64;
+    let mut left = jobs;
+    while left > 0 {
+        let take = left.min(ctx.settings.submit_batch.max(1));
+        engine.submit_many(&ctx.tenant, super::requests(kind, b"{}", take)).await?;
+        left -= take;
+        submitted += take as u64;
+        task.note(format!("{submitted} submitted"));
+    }
+    let enqueue_secs = started.elapsed().as_secs_f64();
+    let drain_started = Instant::now();
+    scenario.start();
+    wait_settled(&engine, target, timeout(target), &task).await?;
+    let drain_secs = drain_started.elapsed().as_secs_f64();
+    let succeeded = count_in_state(&scenario.host, JobState::Succeeded).await?;
+    ensure!(succeeded == jobs as i64, "{succeeded} of {jobs} {kind} jobs succeeded");
+    let run = DrainRun {
+        enqueue_secs,
+        enqueue_jobs_per_sec: jobs as f64 / enqueue_secs,
+        drain_secs,
+        drain_jobs_per_sec: jobs as f64 / drain_secs,
+        end_to_end_jobs_per_sec: jobs as f64 / (enqueue_secs + drain_secs),
+    };
+    task.finish(&format!("enqueue {:.0} jobs/s, drain {:.0} jobs/s", run.enqueue_jobs_per_sec, run.drain_jobs_per_sec));
+    ctx.close(scenario, Duration::from_secs(5)).await;
+    Ok(run)
+}

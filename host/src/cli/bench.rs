@@ -1,0 +1,105 @@
+//! `spindle bench`: runs the benchmark harness ([`crate::bench`]) and prints its report,
+//! a table on stdout (progress on stderr), or JSON with `--json`.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+use crate::bench::progress::Progress;
+use crate::bench::{Section, Settings};
+use crate::store::Backend;
+
+/// Which store to benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    /// A fresh SQLite file per scenario (WAL, synchronous=NORMAL: Spindle's default).
+    Sqlite,
+    /// A fresh database per scenario on the server `--database-url` names.
+    Postgres,
+}
+
+/// `spindle bench` flags.
+#[derive(Clone, Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The store to measure.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    pub backend: BackendArg,
+    /// PostgreSQL: a URL to create the fresh databases through (`CREATE DATABASE`), e.g.
+    /// postgres://postgres@127.0.0.1:5432/postgres.
+    #[arg(long, env = "SPINDLE_BENCH_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Jobs per throughput run.
+    #[arg(long, default_value_t = 20_000)]
+    pub jobs: usize,
+    /// Steps running at once (the dispatcher's concurrency; the host's default is 32).
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Jobs per submission transaction when submitting in bulk.
+    #[arg(long, default_value_t = 1_000)]
+    pub submit_batch: usize,
+    /// Jobs per second of the latency probe.
+    #[arg(long, default_value_t = 200)]
+    pub latency_rate: u32,
+    /// Seconds the latency probe measures.
+    #[arg(long, default_value_t = 10)]
+    pub latency_secs: u64,
+    /// Seconds of latency-probe warm-up, not counted.
+    #[arg(long, default_value_t = 2)]
+    pub warmup_secs: u64,
+    /// Queue depths to measure claim latency at, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000,1000000")]
+    pub queued: Vec<u64>,
+    /// Run only these sections (comma-separated); default: all.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<Section>,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the report as JSON to this file (the table still goes to stdout).
+    #[arg(long, value_name = "PATH")]
+    pub json_file: Option<PathBuf>,
+    /// Directory with the built components (`cargo xtask guests`).
+    #[arg(long, default_value = "target/guests")]
+    pub guests: PathBuf,
+    /// Where scenario directories (SQLite files, caches) go; default: the system temp
+    /// directory. Emptied of what the run made afterwards.
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}
+
+/// Runs the benchmark and prints the report.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let backend = match args.backend {
+        BackendArg::Sqlite => Backend::Sqlite,
+        BackendArg::Postgres => Backend::Postgres,
+    };
+    let work_dir =
+        args.work_dir.unwrap_or_else(std::env::temp_dir).join(format!("spindle-bench-{}", std::process::id()));
+    let settings = Settings {
+        backend,
+        database_url: args.database_url,
+        jobs: args.jobs.max(1),
+        concurrency: args.concurrency.max(1),
+        submit_batch: args.submit_batch.max(1),
+        latency_rate: args.latency_rate.max(1),
+        latency_secs: args.latency_secs.max(1),
+        warmup_secs: args.warmup_secs,
+        queued: args.queued,
+        sections: if args.only.is_empty() { Section::all() } else { args.only },
+        guests: args.guests,
+        work_dir: work_dir.clone(),
+    };
+    let result = crate::bench::run(settings, Progress::to_stderr()).await;
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let mut report = result?;
+    report.check_targets();
+    if let Some(path) = &args.json_file {
+        std::fs::write(path, report.to_json()).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_table());
+    }
+    Ok(())
+}
