@@ -1,6 +1,6 @@
 //! [`Storage`] over sqlx, for SQLite and PostgreSQL alike.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use spindle_core::policy::priority::Priority;
@@ -274,7 +274,7 @@ async fn acquire_keys(
     now: Timestamp,
 ) -> Result<Option<String>, StoreError> {
     let id = record.job.id.to_string();
-    for key in &record.lease_keys {
+    for key in distinct_keys(&record.lease_keys) {
         let taken = tx
             .execute(
                 "INSERT INTO leases (key, job_id, holder_fence, token, owner, expires_at) VALUES ($1, $2, $3, 1, $4, $5) \
@@ -292,15 +292,43 @@ async fn acquire_keys(
             )
             .await?;
         if taken == 0 {
-            tx.execute(
-                "DELETE FROM leases WHERE job_id = $1 AND holder_fence = $2",
-                vec![Value::from(id.as_str()), Value::from(fence)],
-            )
-            .await?;
+            free_keys(tx, &id, fence, FenceMatch::Exactly).await?;
             return Ok(Some(key.clone()));
         }
     }
     Ok(None)
+}
+
+/// A job's lease keys without repeats, in one order for every job: a claim takes each
+/// key once, and claims that share keys take them in the same order (so that two
+/// PostgreSQL transactions cannot each hold a key the other waits for).
+fn distinct_keys(keys: &[String]) -> BTreeSet<&String> {
+    keys.iter().collect()
+}
+
+/// Which of a job's key rows [`free_keys`] lets go.
+#[derive(Clone, Copy)]
+enum FenceMatch {
+    /// Those taken under the fence.
+    Exactly,
+    /// Those taken under the fence or an earlier one.
+    AtMost,
+}
+
+/// Lets go of the keys job `id` holds under `fence`. The rows stay, marked free (no
+/// job, expired), so that a key's token keeps growing across holders: a token that
+/// started again at 1 after a release would repeat one an earlier holder was given.
+async fn free_keys(tx: &mut Tx, id: &str, fence: i64, which: FenceMatch) -> Result<(), StoreError> {
+    let op = match which {
+        FenceMatch::Exactly => "=",
+        FenceMatch::AtMost => "<=",
+    };
+    let sql = format!(
+        "UPDATE leases SET job_id = '', holder_fence = 0, owner = '', expires_at = 0 \
+         WHERE job_id = $1 AND holder_fence {op} $2"
+    );
+    tx.execute(&sql, vec![Value::from(id), Value::from(fence)]).await?;
+    Ok(())
 }
 
 /// Applies version-checked writes inside `tx`: lease checks per write, then one
@@ -324,7 +352,8 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
                     &[Ty::Int],
                 )
                 .await?;
-            if held.first().map_or(0, |r| r.int(0)) < i64::try_from(keys.len()).unwrap_or(i64::MAX) {
+            let needed = distinct_keys(keys).len();
+            if held.first().map_or(0, |r| r.int(0)) < i64::try_from(needed).unwrap_or(i64::MAX) {
                 outcomes[i] = Some(WriteOutcome::LeaseLost);
             }
         }
@@ -353,11 +382,7 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
             if let LeaseOp::Acquire { fence, .. } = w.leases
                 && !keys.is_empty()
             {
-                tx.execute(
-                    "DELETE FROM leases WHERE job_id = $1 AND holder_fence = $2",
-                    vec![Value::from(id.as_str()), Value::from(fence)],
-                )
-                .await?;
+                free_keys(tx, &id, fence, FenceMatch::Exactly).await?;
             }
             outcomes[i] = Some(WriteOutcome::Conflict);
             continue;
@@ -371,11 +396,7 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
                 .await?;
             }
             LeaseOp::Release { fence, .. } if !keys.is_empty() => {
-                tx.execute(
-                    "DELETE FROM leases WHERE job_id = $1 AND holder_fence <= $2",
-                    vec![Value::from(id.as_str()), Value::from(fence)],
-                )
-                .await?;
+                free_keys(tx, &id, fence, FenceMatch::AtMost).await?;
                 wake_blocked(tx, keys).await?;
             }
             _ => {}
@@ -836,8 +857,17 @@ impl Storage for SqlStore {
         let rows = tx.fetch(&sql, vec![Value::from(id.to_string())], JOB_TYS).await?;
         let mut records = rows.into_iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
         attach_steps(&mut tx, &mut records).await?;
-        let Some(record) = records.pop() else { return Ok(Updated::Missing) };
-        let Some(write) = derive(&record) else { return Ok(Updated::Skipped(record)) };
+        // Nothing to write: end the transaction now. A dropped one rolls back only when
+        // its pooled connection is next used, and until then PostgreSQL keeps the row
+        // locked (claims would skip it, other updates would wait for it).
+        let Some(record) = records.pop() else {
+            tx.commit().await?;
+            return Ok(Updated::Missing);
+        };
+        let Some(write) = derive(&record) else {
+            tx.commit().await?;
+            return Ok(Updated::Skipped(record));
+        };
         let ready = queue_of(&write.record.job, now) == queue::READY || write.spawn.is_some();
         let mut new_record = write.record.clone();
         let outcome = apply_writes(&mut tx, vec![write], now).await?.pop().unwrap_or(WriteOutcome::Conflict);
@@ -1161,7 +1191,11 @@ impl Storage for SqlStore {
     async fn lease_holder(&self, key: &str) -> Result<Option<(JobId, i64)>, StoreError> {
         let rows = self
             .db
-            .fetch("SELECT job_id, token FROM leases WHERE key = $1", vec![Value::from(key)], &[Ty::Text, Ty::Int])
+            .fetch(
+                "SELECT job_id, token FROM leases WHERE key = $1 AND job_id <> ''",
+                vec![Value::from(key)],
+                &[Ty::Text, Ty::Int],
+            )
             .await?;
         rows.first()
             .map(|r| Ok((r.text(0).parse().map_err(|e| corrupt(format!("lease job id: {e}")))?, r.int(1))))

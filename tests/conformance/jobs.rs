@@ -1,0 +1,181 @@
+//! Jobs: insert and load, idempotent submission, version-checked writes.
+
+use spindle::store::{Backend, Inserted, JobFilter, JobRecord, LeaseOp, NewJob, TenantId, WriteOutcome};
+use spindle_core::policy::priority::Priority;
+use spindle_core::{Actor, HistoryEvent, JobEvent, JobState, StepReport, StepState};
+
+use crate::fixture::{
+    Db, acme, at, claim, claim_write, complete, derive, globex, insert, keyed_job, load, new_job, settle, stored,
+    write, write_ok,
+};
+
+on_both_backends!(
+    a_submitted_job_reads_back_as_written,
+    an_idempotency_key_yields_the_existing_job_per_tenant,
+    a_write_from_a_stale_version_conflicts_and_lands_nothing,
+);
+
+async fn a_submitted_job_reads_back_as_written(backend: Backend) {
+    let db = Db::new(backend).await;
+    let first = NewJob {
+        priority: Priority::Critical,
+        idempotency_key: Some("order-1".into()),
+        lease_keys: vec!["account:42".into(), "region:eu".into()],
+        payload: (0..=255u8).collect(),
+        ..new_job("resize", 3, at(0))
+    };
+    let second = NewJob { payload: Vec::new(), priority: Priority::Background, ..new_job("email", 1, at(0)) };
+    let third = new_job("resize", 2, at(0));
+    let inserted = db.insert_jobs(vec![first.clone(), second.clone(), third], at(0)).await.unwrap();
+    let records: Vec<_> = inserted
+        .into_iter()
+        .map(|i| match i {
+            Inserted::Created(r) => r,
+            Inserted::Existing(r) => panic!("unexpected existing job {}", r.job.id),
+        })
+        .collect();
+    let later = insert(&db, new_job("resize", 1, at(1_000)), at(1_000)).await;
+
+    // What insert answers is what the store holds.
+    let r = &records[0];
+    assert_eq!((r.version, r.tenant.clone(), r.kind.as_str(), r.kind_version), (1, acme(), "resize", 1));
+    assert_eq!(
+        (r.priority, r.payload.clone(), r.lease_keys.clone()),
+        (first.priority, first.payload, first.lease_keys)
+    );
+    assert_eq!(r.idempotency_key.as_deref(), Some("order-1"));
+    assert_eq!(r.job, first.job);
+    assert_eq!(r.job.steps.len(), 3);
+    for record in records.iter().chain([&later]) {
+        assert_eq!(load(&db, record.job.id).await, *record, "job {} reads back as inserted", record.job.id);
+    }
+    assert_eq!(load(&db, records[1].job.id).await.payload, Vec::<u8>::new(), "an empty payload stays empty");
+
+    // Sequence numbers follow submission order, within a batch and across batches.
+    let seqs: Vec<i64> = records.iter().chain([&later]).map(|r| r.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seq increases with submission order: {seqs:?}");
+
+    // Step outputs round-trip, binary and empty alike, and the record equals the write.
+    let [_, _, two_steps] = &records[..] else { unreachable!() };
+    let claimed = claim(&db, 10, at(2_000)).await;
+    let claimed = claimed.iter().find(|c| c.job.id == two_steps.job.id).expect("claimed").clone();
+    let w = settle(&claimed, complete(&[0, 159, 146, 150, 255]), at(3_000));
+    let expected = w.record.clone();
+    let version = write_ok(&db, w, at(3_000)).await;
+    let reread = load(&db, two_steps.job.id).await;
+    assert_eq!(stored(&reread), stored(&JobRecord { version, ..expected }));
+    assert_eq!(reread.job.steps[0].output.as_deref(), Some(&[0u8, 159, 146, 150, 255][..]));
+    assert_eq!(reread.job.steps[1].output, None);
+
+    let claimed = claim(&db, 10, at(4_000)).await;
+    let claimed = claimed.iter().find(|c| c.job.id == two_steps.job.id).expect("claimed again").clone();
+    let w = settle(&claimed, complete(b""), at(5_000));
+    let expected = w.record.clone();
+    let version = write_ok(&db, w, at(5_000)).await;
+    let reread = load(&db, two_steps.job.id).await;
+    assert_eq!(reread.job.state, JobState::Succeeded);
+    assert_eq!(reread.job.steps[1].output, Some(Vec::new()), "an empty output is not a missing one");
+    assert_eq!(stored(&reread), stored(&JobRecord { version, ..expected }));
+
+    // Listing reads the same records.
+    let listed = db.list_jobs(&acme(), &JobFilter { limit: 10, ..JobFilter::default() }).await.unwrap();
+    assert_eq!(listed.len(), 4);
+    assert!(listed.contains(&reread));
+    assert!(listed.contains(&load(&db, records[0].job.id).await));
+}
+
+async fn an_idempotency_key_yields_the_existing_job_per_tenant(backend: Backend) {
+    let db = Db::new(backend).await;
+    let keyed = |n: usize| NewJob { idempotency_key: Some("order-7".into()), ..new_job("charge", n, at(0)) };
+
+    let original = insert(&db, keyed(1), at(0)).await;
+    let again = keyed(2);
+    assert_ne!(again.job.id, original.job.id);
+    let out = db.insert_jobs(vec![again.clone()], at(1_000)).await.unwrap();
+    assert_eq!(out, vec![Inserted::Existing(original.clone())], "a repeat answers the first job, unchanged");
+    assert_eq!(db.job(again.job.id).await.unwrap(), None, "the repeat created no job");
+
+    // Within one batch, the second of two submissions with one key gets the first.
+    let a = NewJob { idempotency_key: Some("order-8".into()), ..new_job("charge", 1, at(2_000)) };
+    let b = NewJob { idempotency_key: Some("order-8".into()), ..new_job("charge", 1, at(2_000)) };
+    let out = db.insert_jobs(vec![a.clone(), b.clone()], at(2_000)).await.unwrap();
+    let Inserted::Created(created_a) = &out[0] else { panic!("first of the batch is new: {:?}", out[0]) };
+    assert_eq!(created_a.job.id, a.job.id);
+    assert_eq!(out[1], Inserted::Existing(load(&db, a.job.id).await));
+    assert_eq!(db.job(b.job.id).await.unwrap(), None);
+
+    // The same key under another tenant is another job.
+    let theirs = NewJob { tenant: globex(), ..keyed(1) };
+    let out = db.insert_jobs(vec![theirs.clone()], at(3_000)).await.unwrap();
+    let Inserted::Created(created) = &out[0] else { panic!("another tenant's key is its own: {:?}", out[0]) };
+    assert_eq!((created.job.id, created.tenant.clone()), (theirs.job.id, globex()));
+    assert_eq!(
+        db.insert_jobs(vec![keyed(1)], at(4_000)).await.unwrap(),
+        vec![Inserted::Existing(original)],
+        "acme's key still answers acme's job"
+    );
+
+    assert_eq!(job_count(&db, &acme()).await, 2);
+    assert_eq!(job_count(&db, &globex()).await, 1);
+}
+
+async fn job_count(db: &Db, tenant: &TenantId) -> usize {
+    db.list_jobs(tenant, &JobFilter { limit: 100, ..JobFilter::default() }).await.unwrap().len()
+}
+
+async fn a_write_from_a_stale_version_conflicts_and_lands_nothing(backend: Backend) {
+    let db = Db::new(backend).await;
+    let job = insert(&db, new_job("resize", 2, at(0)), at(0)).await;
+    let claimed = claim(&db, 1, at(1_000)).await.remove(0);
+    assert_eq!(claimed.version, 2);
+    let history_before = db.history(job.job.id).await.unwrap();
+
+    // Two reports derived from the same version: the first lands, the second conflicts.
+    let first = settle(&claimed, complete(b"first"), at(2_000));
+    let second = settle(
+        &claimed,
+        StepReport::Refused { failure: spindle_core::SafeFailure::permanent("bad-input", "no") },
+        at(2_000),
+    );
+    assert_eq!(write(&db, first.clone(), at(2_000)).await, WriteOutcome::Written { version: 3 });
+    assert_eq!(write(&db, second, at(2_500)).await, WriteOutcome::Conflict);
+
+    let after = load(&db, job.job.id).await;
+    assert_eq!(stored(&after), stored(&JobRecord { version: 3, ..first.record.clone() }));
+    assert_eq!(after.job.state, JobState::Running);
+    assert_eq!(after.job.steps[0].state, StepState::Completed);
+    assert_eq!(after.job.steps[0].output.as_deref(), Some(&b"first"[..]));
+    let history: Vec<HistoryEvent> = db.history(job.job.id).await.unwrap().into_iter().map(|e| e.event).collect();
+    assert_eq!(history.len(), history_before.len() + first.history.len(), "only the first write's history landed");
+    assert!(history.iter().all(|e| !matches!(e, HistoryEvent::StepFailed { .. } | HistoryEvent::Failed { .. })));
+
+    // In one batch, two writes from one version: one lands, one conflicts.
+    let pause = derive(&after, &JobEvent::Pause { actor: Actor::new("ops") }, at(3_000), LeaseOp::None);
+    let cancel = derive(
+        &after,
+        &JobEvent::Cancel { actor: Actor::new("ops"), reason: "duplicate".into() },
+        at(3_000),
+        LeaseOp::None,
+    );
+    let outcomes = db.write(vec![pause.clone(), cancel], at(3_000)).await.unwrap();
+    assert_eq!(outcomes, vec![WriteOutcome::Written { version: 4 }, WriteOutcome::Conflict]);
+    let paused = load(&db, job.job.id).await;
+    assert_eq!(paused.job.state, JobState::Paused);
+    let names: Vec<&str> = db.history(job.job.id).await.unwrap().iter().map(|e| e.event.name()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "cancel_requested" || **n == "cancelled").count(), 0);
+    assert_eq!(names.len(), history.len() + pause.history.len());
+
+    // A claim derived from a stale version conflicts and leaves its lease keys free.
+    let keyed = insert(&db, keyed_job("charge", &["account:42"], at(4_000)), at(4_000)).await;
+    let stale = claim_write(&keyed, "host-b", at(5_000)).expect("claimable");
+    let cancel = derive(
+        &keyed,
+        &JobEvent::Cancel { actor: Actor::new("ops"), reason: "not needed".into() },
+        at(4_500),
+        LeaseOp::None,
+    );
+    write_ok(&db, cancel, at(4_500)).await;
+    assert_eq!(write(&db, stale, at(5_000)).await, WriteOutcome::Conflict);
+    assert_eq!(db.lease_holder("account:42").await.unwrap(), None, "a conflicting claim holds no key");
+    assert_eq!(load(&db, keyed.job.id).await.job.state, JobState::Cancelled);
+}

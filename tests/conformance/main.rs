@@ -1,0 +1,43 @@
+//! The storage conformance suite: what every [`Storage`](spindle::store::Storage)
+//! backend must do, run against SQLite and PostgreSQL alike.
+//!
+//! Tests drive the store through the trait only. Job changes are derived the way the
+//! engine derives them: a core [`transition`](spindle_core::transition) turned by hand
+//! into a [`JobWrite`](spindle::store::JobWrite) (see `fixture.rs`). Time is explicit
+//! (`Timestamp::from_millis`); nothing sleeps.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+/// Generates `sqlite::NAME` and `postgres::NAME` tests from `async fn NAME(Backend)`.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(spindle::store::Backend::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(spindle::store::Backend::Postgres).await
+                }
+            )*
+        }
+    };
+}
+
+mod fixture;
+
+mod claims;
+mod jobs;
+mod leases;
+mod listing;
+mod passes;
+mod queue;
+mod registry;
+mod services;
+mod tenants;
