@@ -1,0 +1,39 @@
+// Prints graphile-worker's and Spindle's figures side by side, with the ratio
+// Spindle / graphile-worker (defaults). Usage: node side-by-side.mjs GW.json PG.json [SQLITE.json]
+import { readFileSync } from "node:fs";
+
+const [gwPath, pgPath, sqlitePath] = process.argv.slice(2);
+const read = (p) => (p ? JSON.parse(readFileSync(p, "utf8")) : null);
+const gw = read(gwPath);
+const pg = read(pgPath);
+const sqlite = read(sqlitePath);
+
+const n = (v, digits = 0) => (v == null ? "—" : v.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits }));
+const ratio = (a, b) => (a == null || b == null || b === 0 ? "—" : `${(a / b).toFixed(2)}×`);
+
+const rows = [
+  ["jobs/s, bulk submission → all done", (g) => g.live.jobs_per_sec, (s) => s.throughput1?.live.jobs_per_sec, 0],
+  ["jobs/s, enqueue only", (g) => g.drain.enqueue_jobs_per_sec, (s) => s.throughput1?.drain.enqueue_jobs_per_sec, 0],
+  ["jobs/s, drain (enqueued first)", (g) => g.drain.drain_jobs_per_sec, (s) => s.throughput1?.drain.drain_jobs_per_sec, 0],
+  ["enqueue→start p50, ms", (g) => g.latency.start_ms.p50, (s) => s.latency?.start_ms.p50, 2],
+  ["enqueue→start p99, ms", (g) => g.latency.start_ms.p99, (s) => s.latency?.start_ms.p99, 2],
+];
+
+const head = ["", "graphile-worker", "graphile-worker", "Spindle", "Spindle ÷ gw", "Spindle"];
+const sub = ["", "defaults", "batching", "PostgreSQL", "(defaults)", "SQLite"];
+const table = [head, sub];
+for (const [label, g, s, digits] of rows) {
+  const gd = gw ? g(gw.default) : null;
+  const gb = gw ? g(gw.batched) : null;
+  const sp = pg ? s(pg) : null;
+  const lower = label.includes("ms");
+  // For latencies a ratio below 1 is better; for rates above 1 is.
+  table.push([label, n(gd, digits), n(gb, digits), n(sp, digits), ratio(sp, gd) + (lower ? " (lower is better)" : ""), n(sqlite ? s(sqlite) : null, digits)]);
+}
+const widths = head.map((_, i) => Math.max(...table.map((r) => String(r[i]).length)));
+const line = (r) => r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join("  ");
+console.log(`Same workload, same server: ${gw?.server ?? pg?.server} (${gw?.durability ?? pg?.durability})`);
+console.log(`${gw?.jobs ?? pg?.settings.jobs} no-op jobs, concurrency ${gw?.concurrency ?? pg?.settings.concurrency}; graphile-worker ${gw?.version} on Node ${gw?.node}`);
+console.log("");
+for (const r of table) console.log(line(r));
+if (sqlite) console.log(`\nSQLite: ${sqlite.server}, ${sqlite.durability}`);
