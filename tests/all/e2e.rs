@@ -71,7 +71,7 @@ async fn a_new_version_serves_new_jobs_while_running_jobs_finish_on_theirs(backe
     let token = host.tenant("acme");
     let token = Some(token.as_str());
     assert_eq!(host.cli(token, &["deploy", "versioned", &wasm("versioned-v1")]).code, 0);
-    let slow = r#"{"spins": 120}"#;
+    let slow = r#"{"spins": 400}"#;
     let v1: Vec<String> =
         (0..4).map(|_| host.cli(token, &["submit", "versioned", "--input", slow]).stdout.trim().to_owned()).collect();
     // Version 2 arrives while version-1 jobs are still running; no restart.
@@ -209,9 +209,11 @@ async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
     assert_eq!(spec["openapi"], "3.1.0");
     for (method, path) in spindle::api::openapi::ROUTES {
         let concrete = path.replace("{id}", &done).replace("{kind}", "scripted").replace("{name}", "acme");
+        let concrete = concrete.replace("{key}", "account:1");
         let request = match *method {
             "get" => http.get(url(&concrete)),
             "put" => http.put(url(&concrete)),
+            "delete" => http.delete(url(&concrete)),
             _ => http.post(url(&concrete)),
         };
         let response = request.bearer_auth("spt_nobody").send().await.unwrap();

@@ -23,6 +23,7 @@ on_both_backends!(
     an_exclusive_lease_key_is_never_held_by_two_jobs_at_once,
     an_idempotency_key_returns_the_first_job,
     bad_submissions_are_refused_and_change_nothing,
+    an_invalidated_lease_frees_its_key_and_stops_its_holder,
 );
 
 async fn history_names(h: &Harness, id: JobId) -> Vec<String> {
@@ -254,7 +255,7 @@ async fn an_exclusive_lease_key_is_never_held_by_two_jobs_at_once(backend: Backe
         let record = h.store.job(id.parse().unwrap()).await.unwrap().unwrap();
         assert_eq!(record.job.state, JobState::Succeeded);
     }
-    assert_eq!(h.store.lease_holder("account:42").await.unwrap(), None, "released at the end");
+    assert_eq!(h.store.lease_holder("default/account:42").await.unwrap(), None, "released at the end");
     dispatcher.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -303,4 +304,34 @@ async fn bad_submissions_are_refused_and_change_nothing(backend: Backend) {
         h.store.list_jobs(&h.tenant, &spindle::store::JobFilter { limit: 10, ..Default::default() }).await.unwrap();
     assert!(listed.is_empty(), "a refused submission stored a job");
     let _ = Storage::backend(h.store.as_ref());
+}
+
+async fn an_invalidated_lease_frees_its_key_and_stops_its_holder(backend: Backend) {
+    let h = Harness::new(backend).await;
+    h.deploy("scripted").await;
+    let engine = h.engine();
+    let submit = |input: serde_json::Value| SubmitRequest {
+        kind: "scripted".into(),
+        input: serde_json::to_vec(&input).unwrap(),
+        lease_keys: vec!["account:7".into()],
+        ..Default::default()
+    };
+    let holder = engine.submit(&h.tenant, submit(json!({"first": "wait-for-stop"}))).await.unwrap().record().job.id;
+    let waiter = engine.submit(&h.tenant, submit(json!({}))).await.unwrap().record().job.id;
+    let dispatcher = h.dispatch(&engine);
+    h.wait_for(holder, |r| r.job.steps[0].state == StepState::Running).await;
+    assert_eq!(h.store.job(waiter).await.unwrap().unwrap().job.state, JobState::Pending, "blocked on the key");
+    // The account is deleted: its lease is invalidated.
+    let held_by = engine.invalidate_lease(&h.tenant, "account:7").await.unwrap();
+    assert_eq!(held_by, Some(holder));
+    assert_eq!(h.wait_final(waiter).await.job.state, JobState::Succeeded, "the waiting job ran");
+    // The holder's heartbeat told it to stop, and its outcome was refused.
+    let stale = &engine.counters().stale_commits;
+    while stale.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let record = h.store.job(holder).await.unwrap().unwrap();
+    assert_eq!(record.job.state, JobState::Running);
+    assert!(record.job.steps[0].attempts[0].end.is_none(), "nothing was committed under the invalidated lease");
+    dispatcher.shutdown(Duration::from_millis(100)).await;
 }

@@ -78,21 +78,31 @@ async fn a_kind_that_is_not_cancellable_refuses_cancel(backend: Backend) {
     assert_eq!(h.store.job(id).await.unwrap().unwrap().job.state, JobState::Pending);
 }
 
+/// Runs the claimed slice of `id` with the real component, under its claim.
+async fn run_slice(engine: &std::sync::Arc<spindle::engine::Engine>, claimed: spindle::store::JobRecord) {
+    let outcome = engine.execute(claimed).await.outcome;
+    assert!(matches!(outcome, spindle::engine::Outcome::Settled(_)), "{outcome:?}");
+}
+
 async fn pause_then_resume(backend: Backend) {
+    // Driven step by step (no dispatcher), so the pause lands exactly between slices.
     let h = Harness::new(backend).await;
     h.deploy("scripted").await;
     let engine = h.engine();
-    let dispatcher = h.dispatch(&engine);
-    let id = h.submit(&engine, "scripted", json!({"first": "more:200"})).await;
-    h.wait_for(id, |r| r.job.progress >= 5).await;
+    let id = h.submit(&engine, "scripted", json!({"first": "more:3"})).await;
+    let claimed = engine.claim(1).await.unwrap().pop().expect("claimed");
+    run_slice(&engine, claimed).await;
+    let between = h.store.job(id).await.unwrap().unwrap();
+    assert_eq!(between.job.steps[0].state, StepState::Running, "one slice done, the step goes on");
     engine.command(&h.tenant, id, Command::Pause, "carol").await.unwrap();
-    let paused = h.wait_for(id, |r| r.job.state == JobState::Paused).await;
-    assert!(paused.job.claim.is_none());
-    // A paused job is not dispatched: a claim finds nothing.
+    let paused = h.store.job(id).await.unwrap().unwrap();
+    assert_eq!(paused.job.state, JobState::Paused, "nothing in flight: paused at once");
+    // A paused job is not dispatched.
+    engine.promote_due().await.unwrap();
     assert!(engine.claim(10).await.unwrap().is_empty());
-    let still = h.store.job(id).await.unwrap().unwrap();
-    assert_eq!(still.job.steps[0].cursor, paused.job.steps[0].cursor, "no slice ran while paused");
+    assert_eq!(h.store.job(id).await.unwrap().unwrap().job.steps[0].cursor, paused.job.steps[0].cursor);
     engine.command(&h.tenant, id, Command::Resume, "carol").await.unwrap();
+    let dispatcher = h.dispatch(&engine);
     let done = h.wait_final(id).await;
     assert_eq!(done.job.state, JobState::Succeeded);
     assert_eq!(done.job.steps[0].attempts.len(), 1, "pausing between slices costs no attempt");
@@ -107,13 +117,19 @@ async fn restart_while_running_starts_a_fresh_pass(backend: Backend) {
     let h = Harness::new(backend).await;
     h.deploy("scripted").await;
     let engine = h.engine();
+    let id = h.submit(&engine, "scripted", json!({"first": "more:3"})).await;
+    let claimed = engine.claim(1).await.unwrap().pop().expect("claimed");
+    // The restart arrives while the slice is in flight: it is recorded and waits.
+    let recorded = engine.command(&h.tenant, id, Command::Restart, "dave").await.unwrap();
+    assert!(recorded.job.requests.restart.is_some());
+    assert_eq!(recorded.job.pass, 1);
+    run_slice(&engine, claimed).await;
+    let restarted = h.store.job(id).await.unwrap().unwrap();
+    assert_eq!(restarted.job.pass, 2, "the slice's end began a fresh pass");
     let dispatcher = h.dispatch(&engine);
-    let id = h.submit(&engine, "scripted", json!({"first": "more:100"})).await;
-    h.wait_for(id, |r| r.job.progress >= 5).await;
-    engine.command(&h.tenant, id, Command::Restart, "dave").await.unwrap();
     let done = h.wait_final(id).await;
     assert_eq!(done.job.state, JobState::Succeeded);
-    assert_eq!(done.job.pass, 2, "a fresh pass ran");
+    assert_eq!(done.job.pass, 2);
     let first_pass = h.store.pass_steps(id, 1).await.unwrap();
     assert_eq!(first_pass[0].state, StepState::Failed);
     assert_eq!(first_pass[0].failure.as_ref().unwrap().code, "restart.superseded");
@@ -127,16 +143,18 @@ async fn restart_while_pausing_waits_for_the_pause(backend: Backend) {
     let h = Harness::new(backend).await;
     h.deploy("scripted").await;
     let engine = h.engine();
-    let dispatcher = h.dispatch(&engine);
-    let id = h.submit(&engine, "scripted", json!({"first": "more:200"})).await;
-    h.wait_for(id, |r| r.job.progress >= 5).await;
-    // Both land while a slice may be in flight; the pause wins at the boundary.
+    let id = h.submit(&engine, "scripted", json!({"first": "more:3"})).await;
+    let claimed = engine.claim(1).await.unwrap().pop().expect("claimed");
+    // Both land while a slice is in flight; the pause wins at the boundary.
     engine.command(&h.tenant, id, Command::Pause, "erin").await.unwrap();
     engine.command(&h.tenant, id, Command::Restart, "erin").await.unwrap();
-    let paused = h.wait_for(id, |r| r.job.state == JobState::Paused).await;
+    run_slice(&engine, claimed).await;
+    let paused = h.store.job(id).await.unwrap().unwrap();
+    assert_eq!(paused.job.state, JobState::Paused);
     assert_eq!(paused.job.pass, 1, "the restart did not override the pause");
     assert!(paused.job.requests.restart.is_some(), "the restart waits");
     engine.command(&h.tenant, id, Command::Resume, "erin").await.unwrap();
+    let dispatcher = h.dispatch(&engine);
     let done = h.wait_final(id).await;
     assert_eq!(done.job.state, JobState::Succeeded);
     assert_eq!(done.job.pass, 2, "after the resume the waiting restart applied");

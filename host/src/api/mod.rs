@@ -67,6 +67,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/jobs/{id}/restart", post(restart))
         .route("/v1/jobs/{id}/retry", post(retry))
         .route("/v1/dead-letters", get(dead_letters))
+        .route("/v1/leases/{key}", axum::routing::delete(invalidate_lease))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .layer(DefaultBodyLimit::max(json_limit))
         .with_state(state)
@@ -453,6 +454,17 @@ async fn restart(
     Path(id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
     command(&state, &tenant, &id, Command::Restart).await
+}
+
+/// Invalidates a lease key: its holder can no longer heartbeat or commit under it, and
+/// jobs waiting for it may run.
+async fn invalidate_lease(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(key): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let holder = state.host.engine.invalidate_lease(&tenant, &key).await?;
+    Ok(Json(serde_json::json!({ "key": key, "held_by": holder.map(|h| h.to_string()) })))
 }
 
 async fn retry(

@@ -26,6 +26,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/jobs/{id}/restart"),
     ("post", "/v1/jobs/{id}/retry"),
     ("get", "/v1/dead-letters"),
+    ("delete", "/v1/leases/{key}"),
 ];
 
 fn error_responses(codes: &[(&str, &str)]) -> Value {
@@ -156,6 +157,11 @@ pub fn spec() -> Value {
                 "summary": "Retry a failed or cancelled job as a new, linked job whose completed steps are carried",
                 "parameters": id_param(),
                 "responses": merge(ok("201", "the retry job", "Job"), error_responses(&[("401", "unauthorised"), ("404", "not-found"), ("409", "illegal-transition")]))
+            } },
+            "/v1/leases/{key}": { "delete": {
+                "summary": "Invalidate an exclusive lease key (its target was deleted, or it is revoked): waiting jobs may run; its holder can no longer commit under it",
+                "parameters": [{ "name": "key", "in": "path", "required": true, "schema": { "type": "string" } }],
+                "responses": merge(json!({ "200": { "description": "the key and the job that held it, if any" } }), error_responses(&[("401", "unauthorised")]))
             } },
             "/v1/dead-letters": { "get": { "summary": "Failed jobs not yet retried", "parameters": list_params, "responses": merge(ok("200", "a page of jobs", "JobPage"), error_responses(&[("401", "unauthorised")])) } }
         },

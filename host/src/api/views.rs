@@ -162,7 +162,11 @@ impl JobView {
             predecessor: job.predecessor.map(|p| p.to_string()),
             successor: job.successor.map(|s| s.to_string()),
             idempotency_key: record.idempotency_key.clone(),
-            lease_keys: record.lease_keys.clone(),
+            lease_keys: record
+                .lease_keys
+                .iter()
+                .map(|k| crate::engine::untenant_key(&record.tenant, k).to_owned())
+                .collect(),
             input: json_or_size(&record.payload),
             steps: job.steps.iter().map(Into::into).collect(),
             history: history.map(|entries| entries.iter().map(history_view).collect()),

@@ -319,6 +319,11 @@ impl StepControl for Supervisor {
                         Ok(Some(fresh)) => watch.record = fresh,
                         _ => break,
                     },
+                    Err(EngineError::Refused { refusal: spindle_core::Refusal::StaleFence { .. }, .. }) => {
+                        // Another claim (or a lost lease key) supersedes this one.
+                        reply = HeartbeatReply::StopLeaseLost;
+                        break;
+                    }
                     Err(EngineError::Refused { .. }) => {
                         if let Ok(Some(fresh)) = self.engine.store.job(watch.record.job.id).await {
                             reply = fresh.job.heartbeat_reply(self.fence);

@@ -151,6 +151,16 @@ pub struct SubmitRequest {
     pub lease_keys: Vec<String>,
 }
 
+/// A lease key as stored: the tenant's name, `/`, the key (tenant names hold no `/`).
+pub fn tenant_key(tenant: &TenantId, key: &str) -> String {
+    format!("{tenant}/{key}")
+}
+
+/// A stored lease key as its tenant sees it.
+pub fn untenant_key<'a>(tenant: &TenantId, key: &'a str) -> &'a str {
+    key.strip_prefix(&format!("{tenant}/")).unwrap_or(key)
+}
+
 /// A run-control request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -333,7 +343,8 @@ impl Engine {
                 priority: request.priority,
                 payload: request.input,
                 idempotency_key: request.idempotency_key,
-                lease_keys: request.lease_keys,
+                // Keys are per tenant: another tenant's `account:42` is another resource.
+                lease_keys: request.lease_keys.iter().map(|k| tenant_key(tenant, k)).collect(),
                 history,
             });
         }
@@ -599,6 +610,16 @@ impl Engine {
             }
         }
         Ok(rescued)
+    }
+
+    /// Invalidates a tenant's lease key (its target was deleted, or it was revoked);
+    /// answers the job that held it, which can no longer commit under it.
+    pub async fn invalidate_lease(&self, tenant: &TenantId, key: &str) -> Result<Option<JobId>, EngineError> {
+        let holder = self.store.invalidate_lease(&tenant_key(tenant, key)).await?;
+        if holder.is_some() {
+            self.wake.notify_one();
+        }
+        Ok(holder)
     }
 
     /// Makes delayed jobs whose time has come dispatchable.

@@ -181,7 +181,8 @@ pub enum LeaseOp {
         /// Until when.
         expires_at: Timestamp,
     },
-    /// A heartbeat: extend the keys held under `fence`.
+    /// A heartbeat: extend the keys held under `fence` (after checking they are still
+    /// held: a holder that lost one is told to stop).
     Renew {
         /// The claim's fence.
         fence: i64,
@@ -436,7 +437,7 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn promote_due(&self, now: Timestamp) -> Result<u64, StoreError>;
     /// When the next delayed job becomes due.
     async fn next_due(&self) -> Result<Option<Timestamp>, StoreError>;
-    /// Jobs whose claim has lapsed.
+    /// Jobs whose claim has lapsed (expired at or before `now`, as the core decides).
     async fn lapsed_claims(&self, now: Timestamp, limit: u32) -> Result<Vec<JobId>, StoreError>;
     /// Open jobs whose last activity is at or before `before`, oldest first.
     async fn silent_jobs(&self, before: Timestamp, limit: u32) -> Result<Vec<JobId>, StoreError>;
@@ -471,6 +472,10 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn release_singleton(&self, name: &str, owner: &str) -> Result<(), StoreError>;
     /// Who holds a lease key, and with which token.
     async fn lease_holder(&self, key: &str) -> Result<Option<(JobId, i64)>, StoreError>;
+    /// Invalidates a lease key (its target was deleted, or an operator revoked it): the
+    /// key is free at once for waiting jobs, and its holder can no longer heartbeat or
+    /// commit under it. Answers the job that held it.
+    async fn invalidate_lease(&self, key: &str) -> Result<Option<JobId>, StoreError>;
     /// Adds to a shared counter.
     async fn bump_counter(&self, name: &str, by: i64) -> Result<(), StoreError>;
     /// Every shared counter.

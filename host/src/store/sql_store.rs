@@ -344,7 +344,13 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
             continue;
         }
         let id = w.record.job.id.to_string();
-        if let LeaseOp::Release { fence, verify: true } = w.leases {
+        // A holder's report or heartbeat must still hold every key: one taken over
+        // after it lapsed means another job may be using the resource.
+        let holder_fence = match w.leases {
+            LeaseOp::Release { fence, verify: true } | LeaseOp::Renew { fence, .. } => Some(fence),
+            _ => None,
+        };
+        if let Some(fence) = holder_fence {
             let held = tx
                 .fetch(
                     "SELECT COUNT(*) FROM leases WHERE job_id = $1 AND holder_fence = $2",
@@ -990,7 +996,7 @@ impl Storage for SqlStore {
         let rows = self
             .db
             .fetch(
-                "SELECT id FROM jobs WHERE claim_expires_at IS NOT NULL AND claim_expires_at < $1 \
+                "SELECT id FROM jobs WHERE claim_expires_at IS NOT NULL AND claim_expires_at <= $1 \
                  ORDER BY claim_expires_at LIMIT $2",
                 vec![Value::from(now.as_micros()), Value::from(i64::from(limit))],
                 &[Ty::Text],
@@ -1186,6 +1192,27 @@ impl Storage for SqlStore {
             )
             .await?;
         Ok(())
+    }
+
+    async fn invalidate_lease(&self, key: &str) -> Result<Option<JobId>, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let lock = match self.db.backend() {
+            Backend::Sqlite => "",
+            Backend::Postgres => " FOR UPDATE",
+        };
+        let sql = format!("SELECT job_id FROM leases WHERE key = $1 AND job_id <> ''{lock}");
+        let holder = tx.fetch(&sql, vec![Value::from(key)], &[Ty::Text]).await?.first().map(|r| r.text(0));
+        if holder.is_some() {
+            tx.execute(
+                "UPDATE leases SET job_id = '', holder_fence = 0, owner = '', expires_at = 0 WHERE key = $1",
+                vec![Value::from(key)],
+            )
+            .await?;
+            wake_blocked(&mut tx, &[key.to_owned()]).await?;
+            notify_ready(&mut tx).await?;
+        }
+        tx.commit().await?;
+        holder.map(|h| h.parse().map_err(|e| corrupt(format!("lease job id: {e}")))).transpose()
     }
 
     async fn lease_holder(&self, key: &str) -> Result<Option<(JobId, i64)>, StoreError> {
