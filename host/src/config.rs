@@ -66,6 +66,12 @@ pub struct ServeArgs {
     /// How long shutdown waits for running steps before handing them back (default: 30s).
     #[arg(long, env = "SPINDLE_SHUTDOWN_GRACE")]
     pub shutdown_grace: Option<String>,
+    /// Run only these kinds, comma-separated (default: all).
+    #[arg(long, env = "SPINDLE_KINDS", value_delimiter = ',')]
+    pub kinds: Option<Vec<String>>,
+    /// Run only these tenants' jobs, comma-separated (default: all).
+    #[arg(long, env = "SPINDLE_TENANTS", value_delimiter = ',')]
+    pub tenants: Option<Vec<String>>,
 }
 
 /// The same settings in a TOML file.
@@ -88,6 +94,8 @@ struct FileConfig {
     reconcile_misses: Option<u32>,
     host_id: Option<String>,
     shutdown_grace: Option<String>,
+    kinds: Option<Vec<String>>,
+    tenants: Option<Vec<String>>,
 }
 
 /// The resolved configuration.
@@ -183,6 +191,12 @@ impl ServeConfig {
         }
         if let Some(id) = args.host_id.or(file.host_id) {
             host.engine.host_id = id;
+        }
+        if let Some(kinds) = args.kinds.or(file.kinds) {
+            host.dispatcher.filter.kinds = kinds;
+        }
+        if let Some(tenants) = args.tenants.or(file.tenants) {
+            host.dispatcher.filter.tenants = tenants.into_iter().map(crate::store::TenantId).collect();
         }
         let shutdown_grace = match args.shutdown_grace.or(file.shutdown_grace) {
             Some(text) => parse_duration(&text)?,

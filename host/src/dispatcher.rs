@@ -31,6 +31,8 @@ pub struct DispatcherConfig {
     pub poll_interval: Duration,
     /// How often lapsed claims are rescued and the outbox is drained (default 1 s).
     pub maintenance_interval: Duration,
+    /// Only these kinds and tenants (default: all), for hosts dedicated to some work.
+    pub filter: crate::store::ClaimFilter,
 }
 
 impl Default for DispatcherConfig {
@@ -40,6 +42,7 @@ impl Default for DispatcherConfig {
             claim_batch: 32,
             poll_interval: Duration::from_secs(1),
             maintenance_interval: Duration::from_secs(1),
+            filter: crate::store::ClaimFilter::default(),
         }
     }
 }
@@ -119,7 +122,7 @@ async fn dispatch_loop(
             Vec::new()
         } else {
             let limit = u32::try_from(free).unwrap_or(u32::MAX).min(config.claim_batch);
-            match engine.claim(limit).await {
+            match engine.claim_filtered(limit, &config.filter).await {
                 Ok(claimed) => claimed,
                 Err(e) => {
                     tracing::error!(error = %e, "claiming failed");

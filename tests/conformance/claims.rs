@@ -6,13 +6,15 @@ use spindle_core::policy::priority::Priority;
 use spindle_core::{Actor, JobEvent, JobState};
 
 use crate::fixture::{
-    Db, TTL, at, claim, claim_as, derive, ids, insert, load, new_job, new_job_with, rules, run_step, stored,
+    Db, TTL, acme, at, claim, claim_as, derive, globex, ids, insert, load, new_job, new_job_with, rules, run_step,
+    stored,
 };
 
 on_both_backends!(
     claims_take_the_best_ready_jobs_first_within_the_limit,
     a_delayed_job_is_claimed_only_after_it_is_promoted,
     lapsed_claims_and_silent_jobs_are_found_by_time,
+    a_filtered_claim_takes_only_the_kinds_and_tenants_it_names,
 );
 
 async fn claims_take_the_best_ready_jobs_first_within_the_limit(backend: Backend) {
@@ -172,4 +174,20 @@ async fn lapsed_claims_and_silent_jobs_are_found_by_time(backend: Backend) {
     assert!(!quiet.contains(&done.job.id) && !quiet.contains(&c.job.id), "final jobs are never silent");
     assert!(!quiet.contains(&paused.job.id), "a paused job is not expected to make progress");
     assert_eq!(load(&db, c.job.id).await.job.state, JobState::Succeeded);
+}
+
+async fn a_filtered_claim_takes_only_the_kinds_and_tenants_it_names(backend: Backend) {
+    use spindle::store::ClaimFilter;
+    let db = Db::new(backend).await;
+    let now = at(0);
+    let mail = insert(&db, new_job("mail", 1, now), now).await.job.id;
+    let report = insert(&db, new_job("report", 1, now), now).await.job.id;
+    let other = insert(&db, NewJob { tenant: globex(), ..new_job("mail", 1, now) }, now).await.job.id;
+    let derive = |record: &JobRecord| crate::fixture::claim_write(record, "host-a", now);
+    let only_mail = ClaimFilter { kinds: vec!["mail".into()], tenants: vec![acme()] };
+    let got = db.claim_filtered(10, now, &only_mail, &derive).await.unwrap();
+    assert_eq!(ids(&got), vec![mail], "only acme's mail jobs");
+    let only_globex = ClaimFilter { kinds: vec![], tenants: vec![globex()] };
+    assert_eq!(ids(&db.claim_filtered(10, now, &only_globex, &derive).await.unwrap()), vec![other]);
+    assert_eq!(ids(&claim(&db, 10, now).await), vec![report], "an unfiltered claim takes the rest");
 }

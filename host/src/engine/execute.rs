@@ -47,6 +47,15 @@ fn correlation() -> String {
 impl Engine {
     /// Claims up to `limit` ready jobs for this host (one transaction), best first.
     pub async fn claim(&self, limit: u32) -> Result<Vec<JobRecord>, EngineError> {
+        self.claim_filtered(limit, &crate::store::ClaimFilter::default()).await
+    }
+
+    /// [`claim`](Self::claim) among the jobs `filter` admits.
+    pub async fn claim_filtered(
+        &self,
+        limit: u32,
+        filter: &crate::store::ClaimFilter,
+    ) -> Result<Vec<JobRecord>, EngineError> {
         let now = self.now();
         let ttl = self.config.lease_ttl;
         let owner = self.config.host_id.clone();
@@ -56,7 +65,7 @@ impl Engine {
             let t = transition(&record.job, &event, now).ok()?;
             plan(record, t, &writer, now).ok().map(|p| p.write)
         };
-        Ok(self.store.claim(limit, now, &derive).await?)
+        Ok(self.store.claim_filtered(limit, now, filter, &derive).await?)
     }
 
     /// Runs the step `record`'s claim holds, and settles its outcome.

@@ -340,6 +340,15 @@ pub enum StoreError {
     NotFound(String),
 }
 
+/// Which ready jobs a host takes: empty lists admit everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimFilter {
+    /// Only these kinds.
+    pub kinds: Vec<String>,
+    /// Only these tenants.
+    pub tenants: Vec<TenantId>,
+}
+
 /// A claim request: how many ready jobs to take and how to derive each claim.
 pub type Derive<'a> = &'a (dyn Fn(&JobRecord) -> Option<JobWrite> + Send + Sync);
 
@@ -432,7 +441,18 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn write(&self, writes: Vec<JobWrite>, now: Timestamp) -> Result<Vec<WriteOutcome>, StoreError>;
     /// Takes up to `limit` ready jobs, best first (priority, then sequence), deriving
     /// each claim with `derive` inside the transaction; answers the claimed records.
-    async fn claim(&self, limit: u32, now: Timestamp, derive: Derive<'_>) -> Result<Vec<JobRecord>, StoreError>;
+    async fn claim(&self, limit: u32, now: Timestamp, derive: Derive<'_>) -> Result<Vec<JobRecord>, StoreError> {
+        self.claim_filtered(limit, now, &ClaimFilter::default(), derive).await
+    }
+    /// [`claim`](Self::claim) among the jobs `filter` admits (a host dedicated to some
+    /// kinds or tenants).
+    async fn claim_filtered(
+        &self,
+        limit: u32,
+        now: Timestamp,
+        filter: &ClaimFilter,
+        derive: Derive<'_>,
+    ) -> Result<Vec<JobRecord>, StoreError>;
     /// Makes delayed jobs whose time has come ready; answers how many.
     async fn promote_due(&self, now: Timestamp) -> Result<u64, StoreError>;
     /// When the next delayed job becomes due.

@@ -9,8 +9,8 @@ use spindle_core::{HistoryEvent, Job, JobId, JobState, Timestamp};
 
 use super::sql::{Backend, ConnectOptions, Db, Row, Tx, Ty, Value, values_list};
 use super::{
-    Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobWrite, KindEntry, KindVersion, LeaseOp, NewJob,
-    OutboxEffect, OutboxItem, Role, Storage, StoreError, Tenant, TenantId, Updated, WriteOutcome,
+    ClaimFilter, Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobWrite, KindEntry, KindVersion,
+    LeaseOp, NewJob, OutboxEffect, OutboxItem, Role, Storage, StoreError, Tenant, TenantId, Updated, WriteOutcome,
 };
 
 /// The SQL store.
@@ -901,14 +901,36 @@ impl Storage for SqlStore {
         Ok(outcomes)
     }
 
-    async fn claim(&self, limit: u32, now: Timestamp, derive: Derive<'_>) -> Result<Vec<JobRecord>, StoreError> {
+    async fn claim_filtered(
+        &self,
+        limit: u32,
+        now: Timestamp,
+        filter: &ClaimFilter,
+        derive: Derive<'_>,
+    ) -> Result<Vec<JobRecord>, StoreError> {
         let mut tx = self.db.begin().await?;
+        // Filter (ready, so due and dispatchable; kind; tenant) → order by the cheap score
+        // the index holds (priority, sequence) → a finalist set of `limit` → the exact
+        // check (`derive`, the core's claim) → the lease keys.
+        let mut args = vec![Value::from(i64::from(limit))];
+        let mut extra = String::new();
+        for (column, values) in
+            [("kind", filter.kinds.clone()), ("tenant_id", filter.tenants.iter().map(|t| t.0.clone()).collect())]
+        {
+            if values.is_empty() {
+                continue;
+            }
+            let first = args.len() + 1;
+            let placeholders = (first..first + values.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(",");
+            extra.push_str(&format!(" AND {column} IN ({placeholders})"));
+            args.extend(values.into_iter().map(Value::from));
+        }
         let sql = format!(
-            "SELECT {JOB_COLS} FROM jobs WHERE queue = {} ORDER BY priority, seq LIMIT $1{}",
+            "SELECT {JOB_COLS} FROM jobs WHERE queue = {}{extra} ORDER BY priority, seq LIMIT $1{}",
             queue::READY,
             self.skip_locked()
         );
-        let rows = tx.fetch(&sql, vec![Value::from(i64::from(limit))], JOB_TYS).await?;
+        let rows = tx.fetch(&sql, args, JOB_TYS).await?;
         if rows.is_empty() {
             return Ok(Vec::new());
         }
