@@ -70,4 +70,7 @@ echo "==> spindle bench --backend sqlite" >&2
 "$SPINDLE" bench --backend sqlite "${COMMON[@]}" ${SPINDLE_ARGS:-} --json-file "$OUT/spindle-sqlite.json"
 
 echo
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+DIRTY=$(git status --porcelain --untracked-files=no -- host 2>/dev/null | grep -q . && echo ", host/ modified" || true)
+echo "Spindle at commit $COMMIT$DIRTY; load average now $(cut -d' ' -f1-3 /proc/loadavg)"
 node bench/side-by-side.mjs "$OUT/graphile-worker.json" "$OUT/spindle-postgres.json" "$OUT/spindle-sqlite.json"

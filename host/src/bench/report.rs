@@ -184,7 +184,10 @@ impl Report {
         let m = &self.machine;
         t.title(&format!("Spindle benchmark — {} ({})", name(s.backend), self.server));
         t.line(&format!("durability: {}", self.durability));
-        t.line(&format!("machine:    {} CPUs, {}, {:.1} GiB, Linux {}", m.cpus, m.cpu_model, m.memory_gib, m.kernel));
+        t.line(&format!(
+            "machine:    {} CPUs, {}, {:.1} GiB, Linux {}; load average at start {}",
+            m.cpus, m.cpu_model, m.memory_gib, m.kernel, m.load_average
+        ));
         t.line(&format!(
             "settings:   {} jobs per run, concurrency {}, submitted {} per transaction",
             s.jobs, s.concurrency, s.submit_batch
