@@ -21,8 +21,10 @@ use crate::store::sql::Db;
 /// Dispatcher settings.
 #[derive(Clone, Debug)]
 pub struct DispatcherConfig {
-    /// Steps run at once on this host (default 32). Bounded so the sandbox pool and the
-    /// database connections are never oversubscribed.
+    /// Steps run at once on this host (default 64). Bounded so the sandbox pool (256
+    /// slots by default) and the database connections are never oversubscribed. With
+    /// durable commits, throughput grows with the jobs in flight (each waits for its
+    /// claim's and its outcome's commit), so the default leaves room for it.
     pub concurrency: usize,
     /// Most jobs claimed per transaction (default 32).
     pub claim_batch: u32,
@@ -38,7 +40,7 @@ pub struct DispatcherConfig {
 impl Default for DispatcherConfig {
     fn default() -> Self {
         Self {
-            concurrency: 32,
+            concurrency: 64,
             claim_batch: 32,
             poll_interval: Duration::from_secs(1),
             maintenance_interval: Duration::from_secs(1),

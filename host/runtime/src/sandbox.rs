@@ -106,7 +106,12 @@ impl Runtime {
                 .max_tables_per_component(u32::try_from(config.max_tables).unwrap_or(32))
                 .table_elements(config.max_table_elements)
                 .total_stacks(slots)
-                .max_memory_size(config.max_memory_bytes);
+                .max_memory_size(config.max_memory_bytes)
+                // Keep the first pages of a slot resident between steps instead of
+                // decommitting them (madvise) after every call: most steps touch little
+                // memory, and the decommit's TLB shootdowns cost more than the pages.
+                .linear_memory_keep_resident(1 << 20)
+                .table_keep_resident(64 << 10);
             wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         let engine = Engine::new(&wasm).map_err(|e| SetupError(format!("{e:#}")))?;

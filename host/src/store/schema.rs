@@ -5,8 +5,14 @@
 use super::StoreError;
 use super::sql::{Backend, Db, Ty, Value};
 
-const SQLITE: &[(i64, &str)] = &[(1, include_str!("../../migrations/sqlite/0001_initial.sql"))];
-const POSTGRES: &[(i64, &str)] = &[(1, include_str!("../../migrations/postgres/0001_initial.sql"))];
+const SQLITE: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/sqlite/0001_initial.sql")),
+    (2, include_str!("../../migrations/sqlite/0002_fewer_job_indexes.sql")),
+];
+const POSTGRES: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/postgres/0001_initial.sql")),
+    (2, include_str!("../../migrations/postgres/0002_fewer_job_indexes.sql")),
+];
 
 /// An arbitrary, fixed key for the migration advisory lock.
 const MIGRATION_LOCK: i64 = 0x0053_5049_4e44_4c45;

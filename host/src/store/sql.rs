@@ -288,18 +288,35 @@ impl Tx {
     }
 }
 
-/// `$n` → `?n` for SQLite.
+/// `$n` → SQLite parameters. When the parameters appear exactly as `$1, $2, … $N` in
+/// order (every multi-row statement), they become anonymous `?`s: sqlx maps numbered
+/// parameters by name, which SQLite answers by scanning the statement's parameter list,
+/// so binding `?NNN`s is quadratic in their number. Otherwise (a parameter used twice,
+/// or out of order) they become numbered `?n`s.
 fn sqlite_sql(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len());
+    let mut anonymous = String::with_capacity(sql.len());
+    let mut numbered = String::with_capacity(sql.len() + 8);
+    let mut expected = 1u64;
+    let mut in_order = true;
     let mut chars = sql.chars().peekable();
     while let Some(c) = chars.next() {
         if c == '$' && chars.peek().is_some_and(char::is_ascii_digit) {
-            out.push('?');
+            let mut digits = String::new();
+            while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+                digits.push(d);
+                chars.next();
+            }
+            in_order &= digits.parse::<u64>().ok() == Some(expected);
+            expected += 1;
+            anonymous.push('?');
+            numbered.push('?');
+            numbered.push_str(&digits);
         } else {
-            out.push(c);
+            anonymous.push(c);
+            numbered.push(c);
         }
     }
-    out
+    if in_order { anonymous } else { numbered }
 }
 
 type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>;
@@ -382,6 +399,8 @@ mod tests {
     #[test]
     fn placeholders_become_numbered_sqlite_parameters() {
         assert_eq!(sqlite_sql("SELECT $2, $1, $10 WHERE a = '$x'"), "SELECT ?2, ?1, ?10 WHERE a = '$x'");
+        assert_eq!(sqlite_sql("INSERT INTO t VALUES ($1, $2), ($3, $4)"), "INSERT INTO t VALUES (?, ?), (?, ?)");
+        assert_eq!(sqlite_sql("VALUES ($1, $1, $2)"), "VALUES (?1, ?1, ?2)", "a reused parameter stays numbered");
         assert_eq!(values_list(2, 3, 4), "($4,$5,$6),($7,$8,$9)");
     }
 }
