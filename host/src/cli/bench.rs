@@ -7,6 +7,7 @@ use anyhow::Context as _;
 
 use crate::bench::progress::Progress;
 use crate::bench::{Section, Settings};
+use crate::dispatcher::DispatcherConfig;
 use crate::store::Backend;
 
 /// Which store to benchmark.
@@ -31,9 +32,9 @@ pub struct BenchArgs {
     /// Jobs per throughput run.
     #[arg(long, default_value_t = 20_000)]
     pub jobs: usize,
-    /// Steps running at once (the dispatcher's concurrency; the host's default is 32).
-    #[arg(long, default_value_t = 32)]
-    pub concurrency: usize,
+    /// Steps running at once (the dispatcher's concurrency); default: the host's default.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
     /// Jobs per submission transaction when submitting in bulk.
     #[arg(long, default_value_t = 1_000)]
     pub submit_batch: usize,
@@ -79,7 +80,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         backend,
         database_url: args.database_url,
         jobs: args.jobs.max(1),
-        concurrency: args.concurrency.max(1),
+        concurrency: args.concurrency.unwrap_or_else(|| DispatcherConfig::default().concurrency).max(1),
         submit_batch: args.submit_batch.max(1),
         latency_rate: args.latency_rate.max(1),
         latency_secs: args.latency_secs.max(1),
