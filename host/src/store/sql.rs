@@ -182,7 +182,7 @@ impl Db {
             .busy_timeout(Duration::from_secs(30))
             .foreign_keys(false)
             .pragma("temp_store", "memory")
-            .pragma("cache_size", "-65536");
+            .pragma("cache_size", "-8192");
         let write = SqlitePoolOptions::new().max_connections(1).connect_with(connect.clone()).await?;
         let read = SqlitePoolOptions::new().max_connections(4).connect_with(connect.read_only(false)).await?;
         Ok(Self::Sqlite { write, read })
