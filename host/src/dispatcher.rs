@@ -21,12 +21,12 @@ use crate::store::sql::Db;
 /// Dispatcher settings.
 #[derive(Clone, Debug)]
 pub struct DispatcherConfig {
-    /// Steps run at once on this host (default 64). Bounded so the sandbox pool (256
+    /// Steps run at once on this host (default 128). Bounded so the sandbox pool (256
     /// slots by default) and the database connections are never oversubscribed. With
     /// durable commits, throughput grows with the jobs in flight (each waits for its
     /// claim's and its outcome's commit), so the default leaves room for it.
     pub concurrency: usize,
-    /// Most jobs claimed per transaction (default 32).
+    /// Most jobs claimed per transaction (default 64).
     pub claim_batch: u32,
     /// Longest the dispatcher sleeps without a signal (default 1 s): the fallback that
     /// catches a missed notification.
@@ -40,8 +40,8 @@ pub struct DispatcherConfig {
 impl Default for DispatcherConfig {
     fn default() -> Self {
         Self {
-            concurrency: 64,
-            claim_batch: 32,
+            concurrency: 128,
+            claim_batch: 64,
             poll_interval: Duration::from_secs(1),
             maintenance_interval: Duration::from_secs(1),
             filter: crate::store::ClaimFilter::default(),
