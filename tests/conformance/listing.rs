@@ -23,7 +23,6 @@ async fn history_is_kept_in_order_and_appendable(backend: Backend) {
     let step = |key: &str| key.to_owned();
     let expected = [
         (at(0), HistoryEvent::Submitted),
-        (at(1_000), HistoryEvent::Started),
         (at(1_000), HistoryEvent::StepStarted { step: step("fetch"), attempt: 1 }),
         (at(2_000), HistoryEvent::StepCompleted { step: step("fetch") }),
         (at(3_000), ran),

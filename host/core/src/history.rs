@@ -25,9 +25,8 @@ pub enum HistoryEvent {
         /// Its key.
         step: String,
     },
-    /// The first step was claimed: the job is running.
-    Started,
-    /// A step attempt began.
+    /// A step attempt began. The first one also marks the job running (its
+    /// `started_at`); no separate row says so.
     StepStarted {
         /// The step's key.
         step: String,
@@ -144,6 +143,10 @@ pub enum HistoryEvent {
         /// `None` when it succeeded; the safe failure code otherwise.
         failed: Option<String>,
     },
+    /// An event this build does not know (written by a newer or older host sharing the
+    /// database): kept in place so the rest of the history still reads.
+    #[serde(other)]
+    Unrecognised,
 }
 
 impl HistoryEvent {
@@ -153,7 +156,6 @@ impl HistoryEvent {
             Self::Submitted => "submitted",
             Self::RetryOf { .. } => "retry_of",
             Self::StepCarried { .. } => "step_carried",
-            Self::Started => "started",
             Self::StepStarted { .. } => "step_started",
             Self::StepCompleted { .. } => "step_completed",
             Self::StepSkipped { .. } => "step_skipped",
@@ -175,6 +177,20 @@ impl HistoryEvent {
             Self::Reconciled { .. } => "reconciled",
             Self::RetriedAs { .. } => "retried_as",
             Self::EffectRan { .. } => "effect_ran",
+            Self::Unrecognised => "unrecognised",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_this_build_does_not_know_still_reads() {
+        let old: HistoryEvent = serde_json::from_str(r#"{"event":"started"}"#).expect("reads");
+        assert_eq!(old, HistoryEvent::Unrecognised);
+        let known: HistoryEvent = serde_json::from_str(r#"{"event":"succeeded"}"#).expect("reads");
+        assert_eq!(known, HistoryEvent::Succeeded);
     }
 }

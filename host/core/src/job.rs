@@ -212,10 +212,13 @@ pub struct CancelRequest {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Requests {
     /// A pause waiting for the step boundary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause: Option<Request>,
     /// A recorded cancellation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<CancelRequest>,
     /// A restart waiting for the step boundary (and for any pause or cancel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<Request>,
 }
 
@@ -261,8 +264,10 @@ pub struct Job {
     /// The last fencing token issued (0: never claimed).
     pub fence: Fence,
     /// The claim in flight, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<Claim>,
     /// The last accepted report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_report: Option<LastReport>,
     /// Requests waiting for a step boundary.
     pub requests: Requests,
@@ -273,18 +278,23 @@ pub struct Job {
     /// When it was submitted.
     pub created_at: Timestamp,
     /// When its first step was claimed: the execution handle exists from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Timestamp>,
     /// When it reached a final state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_at: Option<Timestamp>,
     /// When anything last happened to it (silence is measured from here).
     pub last_activity_at: Timestamp,
     /// Why it failed (or, for cancelled jobs, which step was stopped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<SafeFailure>,
     /// Trailing reconciliation probes that found no execution.
     pub probe_misses: u32,
     /// The job this one retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predecessor: Option<JobId>,
     /// The job that retries this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub successor: Option<JobId>,
 }
 
@@ -895,7 +905,6 @@ impl Draft {
         if self.job.state == JobState::Pending {
             self.job.state = JobState::Running;
             self.job.started_at.get_or_insert(now);
-            self.history.push(HistoryEvent::Started);
         }
         if self.job.steps[index].state == StepState::Running {
             // The attempt goes on after `more`, `snooze` or a release: no new attempt.

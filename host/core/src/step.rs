@@ -167,8 +167,10 @@ pub struct Attempt {
     /// When it began.
     pub started_at: Timestamp,
     /// When it ended, if it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<Timestamp>,
     /// How it ended, if it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<AttemptEnd>,
 }
 
@@ -188,16 +190,22 @@ pub struct Step {
     #[serde(skip)]
     pub output: Option<Vec<u8>>,
     /// Why it was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_reason: Option<String>,
     /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<SafeFailure>,
     /// The last checkpoint cursor of the current attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
     /// Work done within the current attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial: Option<Partial>,
     /// When its first attempt began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Timestamp>,
     /// When it reached a final state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_at: Option<Timestamp>,
     /// Whether it was carried, completed, from a predecessor job.
     pub carried: bool,

@@ -97,7 +97,7 @@ fn cases() -> Vec<Case> {
             given: pending,
             event: |_| claim_ev(),
             now: t0,
-            expect: Expect::Applies { state: Running, history: &["started", "step_started"], effects: none },
+            expect: Expect::Applies { state: Running, history: &["step_started"], effects: none },
         },
         Case {
             seed: "001 running→succeeded: the settling task finishes; progress 100; a notifying kind is notified",
