@@ -2,7 +2,7 @@
 # Spindle next to graphile-worker on one durable PostgreSQL server, then Spindle on
 # SQLite; prints the figures side by side with the ratio. Not part of the test suite.
 #
-#   bench/compare.sh                       # 20,000 jobs, concurrency 32 for both systems
+#   bench/compare.sh                       # 20,000 jobs, concurrency 128 (Spindle's default) for both systems
 #   JOBS=50000 CONCURRENCY=64 bench/compare.sh
 #   SPINDLE_ARGS="--queued 1000,100000" bench/compare.sh    # extra `spindle bench` flags
 #
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 JOBS=${JOBS:-20000}
-CONCURRENCY=${CONCURRENCY:-32}
+CONCURRENCY=${CONCURRENCY:-128}
 RATE=${RATE:-200}
 SECS=${SECS:-10}
 WARMUP=${WARMUP:-2}
