@@ -156,17 +156,7 @@ pub fn write_of(before: &JobRecord, t: Transition, now: Timestamp, leases: Lease
             Effect::FailureEffect { order: EffectOrder::AfterSettlement } => outbox.push(OutboxEffect::FailureEffect),
             Effect::SpawnRetry { successor } => {
                 let (retry, history) = Job::successor_of(&job, *successor, now).expect("successor");
-                spawn = Some(NewJob {
-                    job: retry,
-                    tenant: before.tenant.clone(),
-                    kind: before.kind.clone(),
-                    kind_version: before.kind_version,
-                    priority: before.priority,
-                    payload: before.payload.clone(),
-                    idempotency_key: None,
-                    lease_keys: before.lease_keys.clone(),
-                    history,
-                });
+                spawn = Some(before.retry_job(retry, history));
             }
             Effect::Dispatch { .. } | Effect::ReleaseLeases | Effect::FailureEffect { .. } => {}
         }

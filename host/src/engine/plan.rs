@@ -5,7 +5,7 @@
 use spindle_core::job::{Effect, EffectOrder, Transition};
 use spindle_core::{Job, Refusal, Timestamp};
 
-use crate::store::{JobRecord, JobWrite, LeaseOp, NewJob, OutboxEffect};
+use crate::store::{JobRecord, JobWrite, LeaseOp, OutboxEffect};
 
 /// A write and what must happen around it.
 #[derive(Debug)]
@@ -58,17 +58,7 @@ pub(crate) fn plan(before: &JobRecord, transition: Transition, actor: &Actor, no
             Effect::NotifySuccess => outbox.push(OutboxEffect::NotifySuccess),
             Effect::SpawnRetry { successor } => {
                 let (retry, retry_history) = Job::successor_of(&job, *successor, now)?;
-                spawn = Some(NewJob {
-                    job: retry,
-                    tenant: before.tenant.clone(),
-                    kind: before.kind.clone(),
-                    kind_version: before.kind_version,
-                    priority: before.priority,
-                    payload: before.payload.clone(),
-                    idempotency_key: None,
-                    lease_keys: before.lease_keys.clone(),
-                    history: retry_history,
-                });
+                spawn = Some(before.retry_job(retry, retry_history));
                 wake = true;
             }
         }

@@ -126,6 +126,24 @@ pub struct JobRecord {
     pub queued: bool,
 }
 
+impl JobRecord {
+    /// The retry job of this one: `job` (built by `Job::successor_of`) with this job's
+    /// tenant, kind version, priority, input and lease keys, and no idempotency key.
+    pub fn retry_job(&self, job: Job, history: Vec<HistoryEvent>) -> NewJob {
+        NewJob {
+            job,
+            tenant: self.tenant.clone(),
+            kind: self.kind.clone(),
+            kind_version: self.kind_version,
+            priority: self.priority,
+            payload: self.payload.clone(),
+            idempotency_key: None,
+            lease_keys: self.lease_keys.clone(),
+            history,
+        }
+    }
+}
+
 /// A job to insert.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewJob {

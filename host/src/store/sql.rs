@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
-use sqlx::{AssertSqlSafe, Postgres, Row as _, Sqlite, Transaction};
+use sqlx::{AssertSqlSafe, Postgres, Sqlite, Transaction};
 
 /// Which database a store runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -346,7 +346,15 @@ fn bind_pg<'q>(sql: &str, args: Vec<Value>) -> PgQuery<'q> {
     q
 }
 
-fn decode_sqlite(row: &SqliteRow, tys: &[Ty]) -> Result<Row, sqlx::Error> {
+/// Decodes `row` by the column types `tys`, on either backend.
+fn decode<'r, R>(row: &'r R, tys: &[Ty]) -> Result<Row, sqlx::Error>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<Vec<u8>>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
     let mut out = Vec::with_capacity(tys.len());
     for (i, ty) in tys.iter().enumerate() {
         out.push(match ty {
@@ -358,16 +366,12 @@ fn decode_sqlite(row: &SqliteRow, tys: &[Ty]) -> Result<Row, sqlx::Error> {
     Ok(Row(out))
 }
 
+fn decode_sqlite(row: &SqliteRow, tys: &[Ty]) -> Result<Row, sqlx::Error> {
+    decode(row, tys)
+}
+
 fn decode_pg(row: &PgRow, tys: &[Ty]) -> Result<Row, sqlx::Error> {
-    let mut out = Vec::with_capacity(tys.len());
-    for (i, ty) in tys.iter().enumerate() {
-        out.push(match ty {
-            Ty::Int => Value::Int(row.try_get::<Option<i64>, _>(i)?),
-            Ty::Text => Value::Text(row.try_get::<Option<String>, _>(i)?),
-            Ty::Blob => Value::Blob(row.try_get::<Option<Vec<u8>>, _>(i)?),
-        });
-    }
-    Ok(Row(out))
+    decode(row, tys)
 }
 
 /// Placeholders `($a, $b, …)` for `rows` rows of `cols` columns, numbered from `first`.
