@@ -95,6 +95,7 @@ impl Sim {
             outbox: vec![],
             spawn: None,
             preserve_queue: false,
+            at: self.clock_now(),
         };
         self.h.store.write(vec![write], self.clock_now()).await.unwrap();
     }

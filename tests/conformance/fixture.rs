@@ -171,6 +171,7 @@ pub fn write_of(before: &JobRecord, t: Transition, now: Timestamp, leases: Lease
         outbox,
         spawn,
         preserve_queue: false,
+        at: now,
     }
 }
 

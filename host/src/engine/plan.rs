@@ -88,6 +88,7 @@ pub(crate) fn plan(before: &JobRecord, transition: Transition, actor: &Actor, no
             outbox,
             spawn,
             preserve_queue,
+            at: now,
         },
         failure_effect_first,
         wake,

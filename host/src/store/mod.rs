@@ -281,6 +281,9 @@ pub struct JobWrite {
     /// Leave the row's dispatch-queue membership as it is (a reconciliation probe that
     /// observes a job must not repair what it is observing).
     pub preserve_queue: bool,
+    /// When the change happened (its history's time), which a group commit may write
+    /// a little later.
+    pub at: Timestamp,
 }
 
 /// How one write of a batch ended.

@@ -417,7 +417,7 @@ async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Res
                 steps.push(step_row(&id, *pass, s, step)?);
             }
         }
-        history.extend(history_rows(&id, now, &w.history)?);
+        history.extend(history_rows(&id, w.at, &w.history)?);
         for effect in &w.outbox {
             outbox.push(vec![
                 Value::from(id.as_str()),
