@@ -75,8 +75,20 @@ pub(crate) fn plan(before: &JobRecord, transition: Transition, actor: &Actor, no
     }
     let previous_pass = previous_pass.map(|steps| (before.job.pass, steps));
     let preserve_queue = *actor == Actor::Reconciler && !job.state.is_final();
-    let mut record = before.clone();
-    record.job = job;
+    // Everything but the job as read (which the transition replaces) carries over.
+    let record = JobRecord {
+        job,
+        version: before.version,
+        seq: before.seq,
+        tenant: before.tenant.clone(),
+        kind: before.kind.clone(),
+        kind_version: before.kind_version,
+        priority: before.priority,
+        payload: before.payload.clone(),
+        idempotency_key: before.idempotency_key.clone(),
+        lease_keys: before.lease_keys.clone(),
+        queued: before.queued,
+    };
     Ok(Plan {
         write: JobWrite {
             record,
