@@ -79,6 +79,16 @@ pub async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Result<im
             &counters.conflicts,
         ),
         ("spindle_stale_commits_total", "Outcomes refused because their claim was stale.", &counters.stale_commits),
+        ("spindle_claim_transactions_total", "Claim transactions run by this host.", &counters.claims),
+        ("spindle_claimed_jobs_total", "Jobs those claims took.", &counters.claimed_jobs),
+        ("spindle_claim_microseconds_total", "Time spent in claim transactions.", &counters.claim_micros),
+        (
+            "spindle_group_commits_total",
+            "Group-commit transactions of step outcomes and heartbeats.",
+            &counters.flushes,
+        ),
+        ("spindle_group_commit_writes_total", "Writes those group commits carried.", &counters.flushed_writes),
+        ("spindle_group_commit_microseconds_total", "Time spent in group commits.", &counters.flush_micros),
     ] {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
     }

@@ -215,6 +215,20 @@ impl Report {
                     r.live.host_cpu_percent.map_or("n/a".into(), |c| format!("{c:.0}% of one core"))
                 ),
             );
+            for (label, tx) in
+                [("  claim transactions", &r.live.claims), ("  group commits (outcomes)", &r.live.group_commits)]
+            {
+                t.row(
+                    label,
+                    &format!(
+                        "{} × {:.0} jobs, {:.1} ms each, busy {:.0}% of the run",
+                        tx.count,
+                        tx.per_transaction,
+                        tx.mean_ms,
+                        tx.busy * 100.0
+                    ),
+                );
+            }
             t.row("enqueue only (host stopped)", &format!("{:.0} jobs/s", r.drain.enqueue_jobs_per_sec));
             t.row(
                 "drain (host started after)",

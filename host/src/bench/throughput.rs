@@ -52,6 +52,35 @@ pub struct LiveRun {
     pub sandbox_us_per_step: f64,
     /// CPU the host process used, in percent of one core (100 = one core busy).
     pub host_cpu_percent: Option<f64>,
+    /// Claim transactions: how many, jobs per transaction, mean milliseconds each.
+    pub claims: Transactions,
+    /// Group commits of step outcomes: how many, writes per transaction, mean ms each.
+    pub group_commits: Transactions,
+}
+
+/// How a kind of transaction fared over a run: where a saturated pipeline spends its time.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Transactions {
+    /// Transactions run.
+    pub count: u64,
+    /// Mean jobs (or writes) per transaction.
+    pub per_transaction: f64,
+    /// Mean milliseconds per transaction.
+    pub mean_ms: f64,
+    /// Their total time as a share of the run (1.0: one always in flight).
+    pub busy: f64,
+}
+
+impl Transactions {
+    fn of(count: u64, items: u64, micros: u64, run_secs: f64) -> Self {
+        let n = count.max(1) as f64;
+        Self {
+            count,
+            per_transaction: items as f64 / n,
+            mean_ms: micros as f64 / n / 1000.0,
+            busy: micros as f64 / 1e6 / run_secs.max(1e-9),
+        }
+    }
 }
 
 /// The drain run.
@@ -109,12 +138,25 @@ async fn live(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::Result<L
         / counters.steps_settled.load(Ordering::Relaxed).max(1) as f64;
     let succeeded = count_in_state(&scenario.host, JobState::Succeeded).await?;
     ensure!(succeeded == jobs as i64, "{succeeded} of {jobs} {kind} jobs succeeded");
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let run = LiveRun {
         submit_secs,
         total_secs,
         jobs_per_sec: jobs as f64 / total_secs,
         sandbox_us_per_step,
         host_cpu_percent: cpu,
+        claims: Transactions::of(
+            load(&counters.claims),
+            load(&counters.claimed_jobs),
+            load(&counters.claim_micros),
+            total_secs,
+        ),
+        group_commits: Transactions::of(
+            load(&counters.flushes),
+            load(&counters.flushed_writes),
+            load(&counters.flush_micros),
+            total_secs,
+        ),
     };
     task.finish(&format!("{:.0} jobs/s", run.jobs_per_sec));
     ctx.close(scenario, Duration::from_secs(5)).await;

@@ -65,7 +65,12 @@ impl Engine {
             let t = transition(&record.job, &event, now).ok()?;
             plan(record, t, &writer, now).ok().map(|p| p.write)
         };
-        Ok(self.store.claim_filtered(limit, now, filter, &derive).await?)
+        let started = Instant::now();
+        let claimed = self.store.claim_filtered(limit, now, filter, &derive).await?;
+        self.counters.claims.fetch_add(1, Ordering::Relaxed);
+        self.counters.claimed_jobs.fetch_add(claimed.len() as u64, Ordering::Relaxed);
+        self.counters.claim_micros.fetch_add(super::group_commit::micros(started.elapsed()), Ordering::Relaxed);
+        Ok(claimed)
     }
 
     /// Runs the step `record`'s claim holds, and settles its outcome.

@@ -9,6 +9,7 @@
 //! that fsyncs every commit.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use spindle_core::Timestamp;
 use tokio::sync::{Mutex, oneshot};
@@ -34,6 +35,7 @@ impl GroupCommit {
         store: &dyn Storage,
         write: JobWrite,
         now: impl Fn() -> Timestamp,
+        counters: &super::Counters,
     ) -> Result<WriteOutcome, Arc<StoreError>> {
         let (tx, mut rx) = oneshot::channel();
         self.lock_queue().push((write, tx));
@@ -52,7 +54,13 @@ impl GroupCommit {
                 continue;
             }
             let (writes, waiters): (Vec<JobWrite>, Vec<Waiter>) = batch.into_iter().unzip();
-            match store.write(writes, now()).await {
+            let started = std::time::Instant::now();
+            let carried = writes.len() as u64;
+            let result = store.write(writes, now()).await;
+            counters.flushes.fetch_add(1, Ordering::Relaxed);
+            counters.flushed_writes.fetch_add(carried, Ordering::Relaxed);
+            counters.flush_micros.fetch_add(micros(started.elapsed()), Ordering::Relaxed);
+            match result {
                 Ok(outcomes) => {
                     for (waiter, outcome) in waiters.into_iter().zip(outcomes) {
                         let _ = waiter.send(Ok(outcome));
@@ -77,4 +85,9 @@ impl GroupCommit {
             Err(poisoned) => poisoned.into_inner(),
         }
     }
+}
+
+/// A duration in whole microseconds, saturating.
+pub(crate) fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }

@@ -198,6 +198,18 @@ pub struct Counters {
     pub step_buckets: [AtomicU64; STEP_BUCKETS.len()],
     /// Step calls measured.
     pub step_calls: AtomicU64,
+    /// Claim transactions, the jobs they took, and the time they took (µs).
+    pub claims: AtomicU64,
+    /// See [`claims`](Self::claims).
+    pub claimed_jobs: AtomicU64,
+    /// See [`claims`](Self::claims).
+    pub claim_micros: AtomicU64,
+    /// Group-commit transactions, the writes they carried, and their time (µs).
+    pub flushes: AtomicU64,
+    /// See [`flushes`](Self::flushes).
+    pub flushed_writes: AtomicU64,
+    /// See [`flushes`](Self::flushes).
+    pub flush_micros: AtomicU64,
 }
 
 /// Upper bounds (seconds) of the step-duration histogram's buckets.
@@ -550,7 +562,12 @@ impl Engine {
         let new_record = write.record.clone();
         let outcome = if *writer == Writer::Holder {
             // Step outcomes and heartbeats share transactions under load.
-            Some(self.group.write(self.store.as_ref(), write, || self.now()).await.map_err(EngineError::StoreShared)?)
+            Some(
+                self.group
+                    .write(self.store.as_ref(), write, || self.now(), &self.counters)
+                    .await
+                    .map_err(EngineError::StoreShared)?,
+            )
         } else {
             self.store.write(vec![write], now).await?.pop()
         };
