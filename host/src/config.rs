@@ -27,7 +27,7 @@ pub struct ServeArgs {
     /// Address the HTTP API listens on (default: 127.0.0.1:7464, loopback only).
     #[arg(long, env = "SPINDLE_LISTEN")]
     pub listen: Option<String>,
-    /// Steps run at once on this host (default: 128).
+    /// Steps run at once on this host (default: 192).
     #[arg(long, env = "SPINDLE_CONCURRENCY")]
     pub concurrency: Option<usize>,
     /// Most PostgreSQL connections (default: 16).

@@ -15,13 +15,13 @@ use spindle_core::{Fence, JobId};
 use tokio::sync::{Mutex, Semaphore, watch};
 use tokio::task::JoinSet;
 
-use crate::engine::{Engine, Executed};
+use crate::engine::Engine;
 use crate::store::sql::Db;
 
 /// Dispatcher settings.
 #[derive(Clone, Debug)]
 pub struct DispatcherConfig {
-    /// Steps run at once on this host (default 128). Bounded so the sandbox pool (256
+    /// Steps run at once on this host (default 192). Bounded so the sandbox pool (256
     /// slots by default) and the database connections are never oversubscribed. With
     /// durable commits, throughput grows with the jobs in flight (each waits for its
     /// claim's and its outcome's commit), so the default leaves room for it.
@@ -40,7 +40,7 @@ pub struct DispatcherConfig {
 impl Default for DispatcherConfig {
     fn default() -> Self {
         Self {
-            concurrency: 128,
+            concurrency: 192,
             claim_batch: 64,
             poll_interval: Duration::from_secs(1),
             maintenance_interval: Duration::from_secs(1),
@@ -113,7 +113,7 @@ async fn dispatch_loop(
 ) {
     let permits = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let wake = engine.wake_signal();
-    let mut running: JoinSet<Executed> = JoinSet::new();
+    let mut running: JoinSet<()> = JoinSet::new();
     loop {
         if *stopped.borrow() {
             break;
@@ -138,12 +138,24 @@ async fn dispatch_loop(
             let Some(fence) = record.job.claim.as_ref().map(|c| c.fence) else { continue };
             let id = record.job.id;
             in_flight.lock().await.insert(id, fence);
-            let (engine, in_flight) = (engine.clone(), in_flight.clone());
+            let (engine, in_flight, stopped, filter) =
+                (engine.clone(), in_flight.clone(), stopped.clone(), config.filter.clone());
+            // A worker: run the job, and while work is ready and the dispatcher is not
+            // stopping, settle it and claim the next one in the same transaction.
             running.spawn(async move {
-                let executed = engine.execute(record).await;
-                in_flight.lock().await.remove(&id);
+                let mut current = (id, record);
+                loop {
+                    let (id, record) = current;
+                    let next_filter = (!*stopped.borrow()).then(|| filter.clone());
+                    let (_, next) = engine.execute_then_claim(record, next_filter).await;
+                    let mut in_flight = in_flight.lock().await;
+                    in_flight.remove(&id);
+                    let Some(next) = next else { break };
+                    let Some(fence) = next.job.claim.as_ref().map(|c| c.fence) else { break };
+                    in_flight.insert(next.job.id, fence);
+                    current = (next.job.id, next);
+                }
                 drop(permit);
-                executed
             });
         }
         if got > 0 && permits.available_permits() > 0 {

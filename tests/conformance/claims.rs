@@ -15,6 +15,7 @@ on_both_backends!(
     a_delayed_job_is_claimed_only_after_it_is_promoted,
     lapsed_claims_and_silent_jobs_are_found_by_time,
     a_filtered_claim_takes_only_the_kinds_and_tenants_it_names,
+    an_outcome_and_the_next_claims_share_one_transaction,
 );
 
 async fn claims_take_the_best_ready_jobs_first_within_the_limit(backend: Backend) {
@@ -190,4 +191,28 @@ async fn a_filtered_claim_takes_only_the_kinds_and_tenants_it_names(backend: Bac
     let only_globex = ClaimFilter { kinds: vec![], tenants: vec![globex()] };
     assert_eq!(ids(&db.claim_filtered(10, now, &only_globex, &derive).await.unwrap()), vec![other]);
     assert_eq!(ids(&claim(&db, 10, now).await), vec![report], "an unfiltered claim takes the rest");
+}
+
+async fn an_outcome_and_the_next_claims_share_one_transaction(backend: Backend) {
+    use spindle::store::{ClaimFilter, WriteOutcome};
+    let db = Db::new(backend).await;
+    let now = at(0);
+    // A two-step job whose first step completes, and two other ready jobs.
+    let running = insert(&db, new_job("multi", 2, now), now).await;
+    let first = claim(&db, 1, now).await.remove(0);
+    assert_eq!(first.job.id, running.job.id);
+    let waiting_a = insert(&db, new_job("one", 1, at(1)), at(1)).await.job.id;
+    let waiting_b = insert(&db, new_job("one", 1, at(2)), at(2)).await.job.id;
+    let outcome = crate::fixture::settle(&first, crate::fixture::complete(b"ok"), at(10));
+    let derive = |record: &JobRecord| crate::fixture::claim_write(record, "host-a", at(10));
+    let (outcomes, claimed) =
+        db.write_and_claim(vec![outcome], at(10), 5, &ClaimFilter::default(), &derive).await.unwrap();
+    assert!(matches!(outcomes[..], [WriteOutcome::Written { .. }]), "{outcomes:?}");
+    // The candidates were read before the outcome landed: the settled job, ready again
+    // for its second step, is not claimed in the same transaction; the others are.
+    assert_eq!(ids(&claimed), vec![waiting_a, waiting_b]);
+    assert!(claimed.iter().all(|r| r.job.claim.is_some() && r.version == 2));
+    assert_eq!(load(&db, first.job.id).await.job.steps[0].state, spindle_core::StepState::Completed);
+    // It is ready for the next claim.
+    assert_eq!(ids(&claim(&db, 5, at(11)).await), vec![first.job.id]);
 }

@@ -89,6 +89,7 @@ pub async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Result<im
         ),
         ("spindle_group_commit_writes_total", "Writes those group commits carried.", &counters.flushed_writes),
         ("spindle_group_commit_microseconds_total", "Time spent in group commits.", &counters.flush_micros),
+        ("spindle_group_commit_claims_total", "Next jobs claimed inside group commits.", &counters.claimed_in_commits),
     ] {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
     }

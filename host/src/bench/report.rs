@@ -215,9 +215,10 @@ impl Report {
                     r.live.host_cpu_percent.map_or("n/a".into(), |c| format!("{c:.0}% of one core"))
                 ),
             );
-            for (label, tx) in
-                [("  claim transactions", &r.live.claims), ("  group commits (outcomes)", &r.live.group_commits)]
-            {
+            for (label, tx) in [
+                ("  claim transactions (dispatcher)", &r.live.claims),
+                ("  group commits (outcomes)", &r.live.group_commits),
+            ] {
                 t.row(
                     label,
                     &format!(
@@ -229,6 +230,13 @@ impl Report {
                     ),
                 );
             }
+            t.row(
+                "  next jobs claimed in those commits",
+                &format!(
+                    "{} of {} jobs (a worker's next job shares its previous job's commit)",
+                    r.live.claimed_in_commits, r.jobs
+                ),
+            );
             t.row("enqueue only (host stopped)", &format!("{:.0} jobs/s", r.drain.enqueue_jobs_per_sec));
             t.row(
                 "drain (host started after)",

@@ -56,6 +56,9 @@ pub struct LiveRun {
     pub claims: Transactions,
     /// Group commits of step outcomes: how many, writes per transaction, mean ms each.
     pub group_commits: Transactions,
+    /// Next jobs claimed inside those group commits (a worker's next job shares its
+    /// previous job's commit).
+    pub claimed_in_commits: u64,
 }
 
 /// How a kind of transaction fared over a run: where a saturated pipeline spends its time.
@@ -157,6 +160,7 @@ async fn live(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::Result<L
             load(&counters.flush_micros),
             total_secs,
         ),
+        claimed_in_commits: load(&counters.claimed_in_commits),
     };
     task.finish(&format!("{:.0} jobs/s", run.jobs_per_sec));
     ctx.close(scenario, Duration::from_secs(5)).await;

@@ -57,14 +57,7 @@ impl Engine {
         filter: &crate::store::ClaimFilter,
     ) -> Result<Vec<JobRecord>, EngineError> {
         let now = self.now();
-        let ttl = self.config.lease_ttl;
-        let owner = self.config.host_id.clone();
-        let writer = Writer::Claimer { owner: owner.clone() };
-        let event = JobEvent::Claim { owner, ttl };
-        let derive = move |record: &JobRecord| -> Option<JobWrite> {
-            let t = transition(&record.job, &event, now).ok()?;
-            plan(record, t, &writer, now).ok().map(|p| p.write)
-        };
+        let derive = self.claim_derive(now);
         let started = Instant::now();
         let claimed = self.store.claim_filtered(limit, now, filter, &derive).await?;
         self.counters.claims.fetch_add(1, Ordering::Relaxed);
@@ -73,11 +66,36 @@ impl Engine {
         Ok(claimed)
     }
 
+    /// How this host claims a job at `now`: the core's claim, planned as a write that
+    /// takes the job's lease keys.
+    pub(crate) fn claim_derive(
+        &self,
+        now: spindle_core::Timestamp,
+    ) -> impl Fn(&JobRecord) -> Option<JobWrite> + Send + Sync + use<> {
+        let owner = self.config.host_id.clone();
+        let writer = Writer::Claimer { owner: owner.clone() };
+        let event = JobEvent::Claim { owner, ttl: self.config.lease_ttl };
+        move |record: &JobRecord| -> Option<JobWrite> {
+            let t = transition(&record.job, &event, now).ok()?;
+            plan(record, t, &writer, now).ok().map(|p| p.write)
+        }
+    }
+
     /// Runs the step `record`'s claim holds, and settles its outcome.
     pub async fn execute(self: &Arc<Self>, record: JobRecord) -> Executed {
+        self.execute_then_claim(record, None).await.0
+    }
+
+    /// [`execute`](Self::execute), and when `next` is given, claims this worker's next
+    /// job (among the jobs the filter admits) in the transaction that settles this one.
+    pub async fn execute_then_claim(
+        self: &Arc<Self>,
+        record: JobRecord,
+        next: Option<crate::store::ClaimFilter>,
+    ) -> (Executed, Option<JobRecord>) {
         let job = record.job.id;
         let Some(claim) = record.job.claim.clone() else {
-            return Executed { job, outcome: Outcome::Failed("the record holds no claim".into()) };
+            return (Executed { job, outcome: Outcome::Failed("the record holds no claim".into()) }, None);
         };
         let supervisor = Arc::new(Supervisor {
             engine: self.clone(),
@@ -90,8 +108,8 @@ impl Engine {
         });
         let report = self.run(&record, claim.step, supervisor.clone()).await;
         let latest = supervisor.state.lock().await.record.clone();
-        let outcome = self.settle(latest, claim.fence, report).await;
-        Executed { job, outcome }
+        let (outcome, claimed) = self.settle(latest, claim.fence, report, next).await;
+        (Executed { job, outcome }, claimed)
     }
 
     /// Calls the sandbox for the step at `index` and maps its answer to a report.
@@ -178,34 +196,47 @@ impl Engine {
 
     /// Commits `report` under `fence`, deriving again from a fresh read when a
     /// concurrent write (a cancel, a pause) got there first.
-    pub(crate) async fn settle(&self, mut record: JobRecord, fence: Fence, report: StepReport) -> Outcome {
+    pub(crate) async fn settle(
+        &self,
+        mut record: JobRecord,
+        fence: Fence,
+        report: StepReport,
+        mut claim_next: Option<crate::store::ClaimFilter>,
+    ) -> (Outcome, Option<JobRecord>) {
         let event = JobEvent::Report { fence, report };
+        let mut claimed = None;
         for _ in 0..=self.config.conflict_retries {
-            match self.commit(&record, &event, &Writer::Holder).await {
+            // Only the first try asks for a next job: one is enough.
+            let mut next = None;
+            let result = self.commit_next(&record, &event, &Writer::Holder, claim_next.take(), &mut next).await;
+            if next.is_some() {
+                claimed = next;
+            }
+            match result {
                 Ok(Committed::Written(r) | Committed::Unchanged(r)) => {
                     self.counters.steps_settled.fetch_add(1, Ordering::Relaxed);
-                    return Outcome::Settled(r.job.state);
+                    return (Outcome::Settled(r.job.state), claimed);
                 }
                 Ok(Committed::Conflict) => {
                     self.counters.conflicts.fetch_add(1, Ordering::Relaxed);
                     match self.store.job(record.job.id).await {
                         Ok(Some(fresh)) => record = fresh,
-                        Ok(None) => return Outcome::Failed("the job disappeared".into()),
-                        Err(e) => return Outcome::Failed(e.to_string()),
+                        Ok(None) => return (Outcome::Failed("the job disappeared".into()), claimed),
+                        Err(e) => return (Outcome::Failed(e.to_string()), claimed),
                     }
                 }
                 Err(EngineError::Refused { refusal, .. }) => {
                     self.counters.stale_commits.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(job = %record.job.id, %fence, code = refusal.code(), "step outcome not committed: {refusal}");
-                    return Outcome::Stale;
+                    return (Outcome::Stale, claimed);
                 }
                 Err(e) => {
                     tracing::error!(job = %record.job.id, error = %e, "could not commit a step outcome");
-                    return Outcome::Failed(e.to_string());
+                    return (Outcome::Failed(e.to_string()), claimed);
                 }
             }
         }
-        Outcome::Failed("contention".into())
+        (Outcome::Failed("contention".into()), claimed)
     }
 
     /// Runs a hook of the job's kind; answers the failure code when it failed.

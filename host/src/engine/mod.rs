@@ -210,6 +210,8 @@ pub struct Counters {
     pub flushed_writes: AtomicU64,
     /// See [`flushes`](Self::flushes).
     pub flush_micros: AtomicU64,
+    /// Next jobs claimed inside group commits, for the workers whose outcome they carried.
+    pub claimed_in_commits: AtomicU64,
 }
 
 /// Upper bounds (seconds) of the step-duration histogram's buckets.
@@ -541,6 +543,20 @@ impl Engine {
         event: &JobEvent,
         writer: &Writer,
     ) -> Result<Committed, EngineError> {
+        let mut next = None;
+        self.commit_next(record, event, writer, None, &mut next).await
+    }
+
+    /// [`commit`](Self::commit); a holder's write may also claim its worker's next job
+    /// (among the jobs `claim_next` admits) in the same transaction, put in `next`.
+    pub(crate) async fn commit_next(
+        &self,
+        record: &JobRecord,
+        event: &JobEvent,
+        writer: &Writer,
+        claim_next: Option<crate::store::ClaimFilter>,
+        next: &mut Option<JobRecord>,
+    ) -> Result<Committed, EngineError> {
         let now = self.now();
         let transition = match transition(&record.job, event, now) {
             Ok(t) => t,
@@ -562,12 +578,10 @@ impl Engine {
         let new_record = write.record.clone();
         let outcome = if *writer == Writer::Holder {
             // Step outcomes and heartbeats share transactions under load.
-            Some(
-                self.group
-                    .write(self.store.as_ref(), write, || self.now(), &self.counters)
-                    .await
-                    .map_err(EngineError::StoreShared)?,
-            )
+            let (outcome, claimed) =
+                self.group.write(self, write, claim_next).await.map_err(EngineError::StoreShared)?;
+            *next = claimed;
+            Some(outcome)
         } else {
             self.store.write(vec![write], now).await?.pop()
         };

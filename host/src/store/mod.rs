@@ -474,6 +474,21 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         filter: &ClaimFilter,
         derive: Derive<'_>,
     ) -> Result<Vec<JobRecord>, StoreError>;
+    /// Commits `writes` and claims up to `claim_limit` ready jobs in one transaction (a
+    /// step's outcome and its worker's next job share a commit); answers the writes'
+    /// outcomes and the claimed records.
+    async fn write_and_claim(
+        &self,
+        writes: Vec<JobWrite>,
+        now: Timestamp,
+        claim_limit: u32,
+        filter: &ClaimFilter,
+        derive: Derive<'_>,
+    ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), StoreError> {
+        let outcomes = self.write(writes, now).await?;
+        let claimed = self.claim_filtered(claim_limit, now, filter, derive).await?;
+        Ok((outcomes, claimed))
+    }
     /// Makes delayed jobs whose time has come ready; answers how many.
     async fn promote_due(&self, now: Timestamp) -> Result<u64, StoreError>;
     /// When the next delayed job becomes due.

@@ -72,6 +72,63 @@ impl SqlStore {
         &self.db
     }
 
+    /// The claim writes for up to `limit` ready jobs: filter (ready, so due and
+    /// dispatchable; kind; tenant) → order by the cheap score the index holds (priority,
+    /// sequence) → a finalist set of `limit` → the exact check (`derive`, the core's
+    /// claim). Candidates the exact check refuses leave the ready queue until their time.
+    async fn claim_writes(
+        &self,
+        tx: &mut Tx,
+        limit: u32,
+        now: Timestamp,
+        filter: &ClaimFilter,
+        derive: Derive<'_>,
+    ) -> Result<(Vec<JobWrite>, Vec<JobRecord>), StoreError> {
+        if limit == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let mut args = vec![Value::from(i64::from(limit))];
+        let mut extra = String::new();
+        for (column, values) in
+            [("kind", filter.kinds.clone()), ("tenant_id", filter.tenants.iter().map(|t| t.0.clone()).collect())]
+        {
+            if values.is_empty() {
+                continue;
+            }
+            let first = args.len() + 1;
+            let placeholders = (first..first + values.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(",");
+            extra.push_str(&format!(" AND {column} IN ({placeholders})"));
+            args.extend(values.into_iter().map(Value::from));
+        }
+        let sql = format!(
+            "SELECT {JOB_COLS} FROM jobs WHERE queue = {}{extra} ORDER BY priority, seq LIMIT $1{}",
+            queue::READY,
+            self.skip_locked()
+        );
+        let rows = tx.fetch(&sql, args, JOB_TYS).await?;
+        let mut candidates = rows.into_iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
+        attach_steps(tx, &mut candidates).await?;
+        let mut writes = Vec::with_capacity(candidates.len());
+        for candidate in &candidates {
+            match derive(candidate) {
+                Some(write) => writes.push(write),
+                None => {
+                    tx.execute(
+                        "UPDATE jobs SET queue = $1 WHERE id = $2 AND version = $3",
+                        vec![
+                            Value::from(queue_of(&candidate.job, now).min(queue::DELAYED)),
+                            Value::from(candidate.job.id.to_string()),
+                            Value::from(candidate.version),
+                        ],
+                    )
+                    .await?;
+                }
+            }
+        }
+        let records = writes.iter().map(|w| w.record.clone()).collect();
+        Ok((writes, records))
+    }
+
     fn skip_locked(&self) -> &'static str {
         match self.db.backend() {
             Backend::Sqlite => "",
@@ -510,6 +567,45 @@ async fn update_jobs(
     Ok(landed)
 }
 
+/// What the claim writes came to: the claimed records (at their new version); a job
+/// whose lease key is held by another waits on it (blocked), retried at the holder's
+/// expiry or within a second at the latest.
+async fn settle_claims(
+    tx: &mut Tx,
+    records: Vec<JobRecord>,
+    outcomes: Vec<WriteOutcome>,
+    now: Timestamp,
+) -> Result<Vec<JobRecord>, StoreError> {
+    let mut claimed = Vec::with_capacity(records.len());
+    for (mut record, outcome) in records.into_iter().zip(outcomes) {
+        match outcome {
+            WriteOutcome::Written { version } => {
+                record.version = version;
+                claimed.push(record);
+            }
+            WriteOutcome::LeaseBusy { key } => {
+                let holder_expiry = tx
+                    .fetch("SELECT expires_at FROM leases WHERE key = $1", vec![Value::from(key.as_str())], &[Ty::Int])
+                    .await?;
+                let retry_at =
+                    holder_expiry.first().map_or(now, |r| ts(r, 0)).min(now.plus(std::time::Duration::from_secs(1)));
+                tx.execute(
+                    "UPDATE jobs SET queue = $1, blocked_on = $2, run_at = $3 WHERE id = $4",
+                    vec![
+                        Value::from(queue::BLOCKED),
+                        Value::from(key),
+                        Value::from(retry_at.as_micros()),
+                        Value::from(record.job.id.to_string()),
+                    ],
+                )
+                .await?;
+            }
+            WriteOutcome::Conflict | WriteOutcome::LeaseLost => {}
+        }
+    }
+    Ok(claimed)
+}
+
 /// Makes jobs blocked on any of `keys` ready again.
 async fn wake_blocked(tx: &mut Tx, keys: &[String]) -> Result<(), StoreError> {
     let placeholders = (1..=keys.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(",");
@@ -909,89 +1005,41 @@ impl Storage for SqlStore {
         derive: Derive<'_>,
     ) -> Result<Vec<JobRecord>, StoreError> {
         let mut tx = self.db.begin().await?;
-        // Filter (ready, so due and dispatchable; kind; tenant) → order by the cheap score
-        // the index holds (priority, sequence) → a finalist set of `limit` → the exact
-        // check (`derive`, the core's claim) → the lease keys.
-        let mut args = vec![Value::from(i64::from(limit))];
-        let mut extra = String::new();
-        for (column, values) in
-            [("kind", filter.kinds.clone()), ("tenant_id", filter.tenants.iter().map(|t| t.0.clone()).collect())]
-        {
-            if values.is_empty() {
-                continue;
-            }
-            let first = args.len() + 1;
-            let placeholders = (first..first + values.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(",");
-            extra.push_str(&format!(" AND {column} IN ({placeholders})"));
-            args.extend(values.into_iter().map(Value::from));
-        }
-        let sql = format!(
-            "SELECT {JOB_COLS} FROM jobs WHERE queue = {}{extra} ORDER BY priority, seq LIMIT $1{}",
-            queue::READY,
-            self.skip_locked()
-        );
-        let rows = tx.fetch(&sql, args, JOB_TYS).await?;
-        if rows.is_empty() {
+        let (writes, records) = self.claim_writes(&mut tx, limit, now, filter, derive).await?;
+        if writes.is_empty() {
+            tx.commit().await?;
             return Ok(Vec::new());
         }
-        let mut candidates = rows.into_iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
-        attach_steps(&mut tx, &mut candidates).await?;
-        let mut writes = Vec::with_capacity(candidates.len());
-        for candidate in &candidates {
-            match derive(candidate) {
-                Some(write) => writes.push(write),
-                None => {
-                    // The exact check refused it (not due, nothing to run): it leaves the
-                    // ready queue until its time.
-                    tx.execute(
-                        "UPDATE jobs SET queue = $1 WHERE id = $2 AND version = $3",
-                        vec![
-                            Value::from(queue_of(&candidate.job, now).min(queue::DELAYED)),
-                            Value::from(candidate.job.id.to_string()),
-                            Value::from(candidate.version),
-                        ],
-                    )
-                    .await?;
-                }
-            }
-        }
-        let records: Vec<JobRecord> = writes.iter().map(|w| w.record.clone()).collect();
         let outcomes = apply_writes(&mut tx, writes, now).await?;
-        let mut claimed = Vec::with_capacity(records.len());
-        for (mut record, outcome) in records.into_iter().zip(outcomes) {
-            match outcome {
-                WriteOutcome::Written { version } => {
-                    record.version = version;
-                    claimed.push(record);
-                }
-                WriteOutcome::LeaseBusy { key } => {
-                    let holder_expiry = tx
-                        .fetch(
-                            "SELECT expires_at FROM leases WHERE key = $1",
-                            vec![Value::from(key.as_str())],
-                            &[Ty::Int],
-                        )
-                        .await?;
-                    let retry_at = holder_expiry
-                        .first()
-                        .map_or(now, |r| ts(r, 0))
-                        .min(now.plus(std::time::Duration::from_secs(1)));
-                    tx.execute(
-                        "UPDATE jobs SET queue = $1, blocked_on = $2, run_at = $3 WHERE id = $4",
-                        vec![
-                            Value::from(queue::BLOCKED),
-                            Value::from(key),
-                            Value::from(retry_at.as_micros()),
-                            Value::from(record.job.id.to_string()),
-                        ],
-                    )
-                    .await?;
-                }
-                WriteOutcome::Conflict | WriteOutcome::LeaseLost => {}
-            }
-        }
+        let claimed = settle_claims(&mut tx, records, outcomes, now).await?;
         tx.commit().await?;
         Ok(claimed)
+    }
+
+    async fn write_and_claim(
+        &self,
+        writes: Vec<JobWrite>,
+        now: Timestamp,
+        claim_limit: u32,
+        filter: &ClaimFilter,
+        derive: Derive<'_>,
+    ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), StoreError> {
+        let ready = writes.iter().any(|w| queue_of(&w.record.job, now) == queue::READY || w.spawn.is_some());
+        let mut tx = self.db.begin().await?;
+        // The candidates are read before the outcomes are written: a job settled here is
+        // still claimed as read, so it is never its own successor's candidate.
+        let (claims, records) = self.claim_writes(&mut tx, claim_limit, now, filter, derive).await?;
+        let settled = writes.len();
+        let mut all = writes;
+        all.extend(claims);
+        let mut outcomes = apply_writes(&mut tx, all, now).await?;
+        let claim_outcomes = outcomes.split_off(settled);
+        let claimed = settle_claims(&mut tx, records, claim_outcomes, now).await?;
+        if ready {
+            notify_ready(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok((outcomes, claimed))
     }
 
     async fn promote_due(&self, now: Timestamp) -> Result<u64, StoreError> {
