@@ -2,7 +2,7 @@
 # Spindle next to graphile-worker on one durable PostgreSQL server, then Spindle on
 # SQLite; prints the figures side by side with the ratio. Not part of the test suite.
 #
-#   bench/compare.sh                       # 20,000 jobs, concurrency 128 (Spindle's default) for both systems
+#   bench/compare.sh                       # 20,000 jobs, concurrency 192 (Spindle's default) for both systems
 #   JOBS=50000 CONCURRENCY=64 bench/compare.sh
 #   SPINDLE_ARGS="--queued 1000,100000" bench/compare.sh    # extra `spindle bench` flags
 #
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 JOBS=${JOBS:-20000}
-CONCURRENCY=${CONCURRENCY:-128}
+CONCURRENCY=${CONCURRENCY:-192}
 RATE=${RATE:-200}
 SECS=${SECS:-10}
 WARMUP=${WARMUP:-2}
@@ -48,7 +48,7 @@ trap stop_server EXIT
 PORT=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
 as_postgres "$PGBIN/initdb" -D "$PGDIR/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >/dev/null
 as_postgres "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $PORT -k $PGDIR -c max_connections=200 -c synchronous_commit=on -c fsync=on" \
+    -o "-c listen_addresses=127.0.0.1 -p $PORT -k $PGDIR -c max_connections=500 -c synchronous_commit=on -c fsync=on" \
     start >/dev/null
 URL="postgres://postgres@127.0.0.1:$PORT/postgres"
 echo "    $("$PGBIN/postgres" --version) on $URL" >&2

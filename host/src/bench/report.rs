@@ -231,10 +231,11 @@ impl Report {
                 );
             }
             t.row(
-                "  next jobs claimed in those commits",
+                "  claims made in those commits",
                 &format!(
-                    "{} of {} jobs (a worker's next job shares its previous job's commit)",
-                    r.live.claimed_in_commits, r.jobs
+                    "{} of {} (a worker's next step shares its previous step's commit)",
+                    r.live.claimed_in_commits,
+                    r.jobs as u64 * r.steps_per_job
                 ),
             );
             t.row("enqueue only (host stopped)", &format!("{:.0} jobs/s", r.drain.enqueue_jobs_per_sec));
