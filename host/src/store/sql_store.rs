@@ -180,13 +180,9 @@ async fn attach_steps(tx: &mut Tx, records: &mut [JobRecord]) -> Result<(), Stor
         r.job.steps.clear();
         by_id.insert(r.job.id.to_string(), i);
     }
-    let ids: Vec<String> = by_id.keys().cloned().collect();
-    for chunk in ids.chunks(MAX_PARAMS) {
-        let placeholders = (1..=chunk.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(",");
-        let sql = format!(
-            "SELECT job_id, pass, position, body, output FROM steps WHERE job_id IN ({placeholders}) ORDER BY job_id, position"
-        );
-        let args = chunk.iter().map(|id| Value::from(id.as_str())).collect();
+    let ids: Vec<(String, i64)> = records.iter().map(|r| (r.job.id.to_string(), i64::from(r.job.pass))).collect();
+    for chunk in ids.chunks(MAX_PARAMS / 2) {
+        let (sql, args) = steps_of(tx.backend(), chunk);
         let rows = tx.fetch(&sql, args, &[Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Blob]).await?;
         for mut row in rows {
             let Some(&i) = by_id.get(&row.text(0)) else { continue };
@@ -199,6 +195,34 @@ async fn attach_steps(tx: &mut Tx, records: &mut [JobRecord]) -> Result<(), Stor
         }
     }
     Ok(())
+}
+
+/// The query for the steps of `jobs` (id, pass), in position order per job.
+///
+/// PostgreSQL's planner knows nothing of a table it has not analysed yet (a fresh
+/// database, a burst of new jobs) and then reads `job_id IN (…64 ids…)` as most of the
+/// table: a sequential scan of every step on every claim. A lateral lookup per job is
+/// one primary-key probe each, whatever the statistics say. SQLite's planner always
+/// probes the key for `IN`.
+fn steps_of(backend: Backend, jobs: &[(String, i64)]) -> (String, Vec<Value>) {
+    let cols = "job_id, pass, position, body, output";
+    match backend {
+        Backend::Postgres => {
+            let sql = format!(
+                "SELECT s.{} FROM (VALUES {}) AS v(id, pass) CROSS JOIN LATERAL \
+                 (SELECT {cols} FROM steps WHERE job_id = v.id AND pass = v.pass ORDER BY position) AS s",
+                cols.replace(", ", ", s."),
+                values_list(jobs.len(), 2, 1)
+            );
+            let args = jobs.iter().flat_map(|(id, pass)| [Value::from(id.as_str()), Value::from(*pass)]).collect();
+            (sql, args)
+        }
+        Backend::Sqlite => {
+            let placeholders = (1..=jobs.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(",");
+            let sql = format!("SELECT {cols} FROM steps WHERE job_id IN ({placeholders}) ORDER BY job_id, position");
+            (sql, jobs.iter().map(|(id, _)| Value::from(id.as_str())).collect())
+        }
+    }
 }
 
 fn step_row(job_id: &str, pass: u32, position: usize, step: &Step) -> Result<Vec<Value>, StoreError> {
