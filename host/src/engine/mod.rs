@@ -261,6 +261,7 @@ impl Engine {
     /// An engine over `store` and `registry`.
     pub fn new(store: Arc<dyn Storage>, registry: Arc<Registry>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
         let rng = config.rng_seed.map_or_else(StdRng::from_os_rng, StdRng::seed_from_u64);
+        let group = group_commit::GroupCommit::new(store.backend());
         Self {
             store,
             registry,
@@ -270,7 +271,7 @@ impl Engine {
             wake: Arc::new(Notify::new()),
             changes: broadcast::channel(4096).0,
             counters: Counters::default(),
-            group: group_commit::GroupCommit::default(),
+            group,
         }
     }
 
