@@ -32,6 +32,8 @@ macro_rules! on_both_backends {
 
 mod fixture;
 
+mod backend_specific;
+
 mod claims;
 mod jobs;
 mod leases;

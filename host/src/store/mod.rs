@@ -19,6 +19,8 @@ use thiserror::Error;
 
 pub use sql::{Backend, ConnectOptions};
 pub use sql_store::SqlStore;
+#[doc(hidden)]
+pub use sql_store::steps_of;
 
 /// A tenant's identity.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -168,13 +168,34 @@ async fn checkpoint_in_background(pool: sqlx::SqlitePool) {
         if pool.is_closed() {
             return;
         }
-        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await {
+        if let Err(e) = passive_checkpoint(&pool).await {
             if pool.is_closed() {
                 return;
             }
             tracing::debug!(error = %e, "background checkpoint");
         }
     }
+}
+
+/// What one passive checkpoint did (SQLite's `PRAGMA wal_checkpoint` answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Whether a writer or reader kept it from finishing.
+    pub busy: bool,
+    /// Frames in the write-ahead log.
+    pub log_frames: i64,
+    /// Frames of the log now copied into the database.
+    pub checkpointed_frames: i64,
+}
+
+async fn passive_checkpoint(pool: &sqlx::SqlitePool) -> Result<Checkpoint, sqlx::Error> {
+    use sqlx::Row as _;
+    let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(pool).await?;
+    Ok(Checkpoint {
+        busy: row.try_get::<i64, _>(0)? != 0,
+        log_frames: row.try_get(1)?,
+        checkpointed_frames: row.try_get(2)?,
+    })
 }
 
 /// Connection settings.
@@ -219,6 +240,15 @@ impl Db {
         let read = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await?;
         tokio::spawn(checkpoint_in_background(read.clone()));
         Ok(Self::Sqlite { write, read })
+    }
+
+    /// Runs the passive checkpoint the background task runs, now (SQLite; `None` on
+    /// PostgreSQL, which checkpoints by itself).
+    pub async fn checkpoint(&self) -> Result<Option<Checkpoint>, sqlx::Error> {
+        match self {
+            Self::Sqlite { read, .. } => passive_checkpoint(read).await.map(Some),
+            Self::Postgres(_) => Ok(None),
+        }
     }
 
     /// Which backend this is.

@@ -204,7 +204,8 @@ async fn attach_steps(tx: &mut Tx, records: &mut [JobRecord]) -> Result<(), Stor
 /// table: a sequential scan of every step on every claim. A lateral lookup per job is
 /// one primary-key probe each, whatever the statistics say. SQLite's planner always
 /// probes the key for `IN`.
-fn steps_of(backend: Backend, jobs: &[(String, i64)]) -> (String, Vec<Value>) {
+#[doc(hidden)] // public for the test that reads its plan on an unanalysed table
+pub fn steps_of(backend: Backend, jobs: &[(String, i64)]) -> (String, Vec<Value>) {
     let cols = "job_id, pass, position, body, output";
     match backend {
         Backend::Postgres => {
