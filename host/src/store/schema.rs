@@ -13,6 +13,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_initial.sql")),
     (2, include_str!("../../migrations/postgres/0002_fewer_job_indexes.sql")),
     (3, include_str!("../../migrations/postgres/0003_cheaper_step_and_history_writes.sql")),
+    (4, include_str!("../../migrations/postgres/0004_jobs_keyed_by_id.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.
