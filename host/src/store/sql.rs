@@ -75,6 +75,64 @@ impl From<Option<Vec<u8>>> for Value {
     }
 }
 
+/// A whole column of rows bound as one PostgreSQL array, for `UNNEST`: one statement
+/// text whatever the batch size (prepared and planned once per connection), and a
+/// dozen parameters instead of a dozen per row.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Column {
+    /// `bigint[]`.
+    Int(Vec<Option<i64>>),
+    /// `text[]`.
+    Text(Vec<Option<String>>),
+    /// `bytea[]`.
+    Blob(Vec<Option<Vec<u8>>>),
+}
+
+impl Column {
+    /// The columns of `rows`, which all have the shape of the first (each value's type
+    /// comes from its variant, NULLs included).
+    pub fn transpose(rows: Vec<Vec<Value>>) -> Vec<Self> {
+        let Some(first) = rows.first() else { return Vec::new() };
+        let mut columns: Vec<Self> = first
+            .iter()
+            .map(|v| match v {
+                Value::Int(_) => Self::Int(Vec::with_capacity(rows.len())),
+                Value::Text(_) => Self::Text(Vec::with_capacity(rows.len())),
+                Value::Blob(_) => Self::Blob(Vec::with_capacity(rows.len())),
+            })
+            .collect();
+        for row in rows {
+            for (column, value) in columns.iter_mut().zip(row) {
+                match (column, value) {
+                    (Self::Int(c), Value::Int(v)) => c.push(v),
+                    (Self::Text(c), Value::Text(v)) => c.push(v),
+                    (Self::Blob(c), Value::Blob(v)) => c.push(v),
+                    (Self::Int(c), _) => c.push(None),
+                    (Self::Text(c), _) => c.push(None),
+                    (Self::Blob(c), _) => c.push(None),
+                }
+            }
+        }
+        columns
+    }
+
+    fn array_type(&self) -> &'static str {
+        match self {
+            Self::Int(_) => "bigint[]",
+            Self::Text(_) => "text[]",
+            Self::Blob(_) => "bytea[]",
+        }
+    }
+}
+
+/// `UNNEST($1::bigint[], $2::text[], …) AS alias(column1, column2, …)` over `columns`:
+/// the same column names a `VALUES` list has.
+pub fn unnest(columns: &[Column], alias: &str) -> String {
+    let arrays = columns.iter().enumerate().map(|(i, c)| format!("${}::{}", i + 1, c.array_type()));
+    let names = (1..=columns.len()).map(|i| format!("column{i}"));
+    format!("UNNEST({}) AS {alias}({})", arrays.collect::<Vec<_>>().join(", "), names.collect::<Vec<_>>().join(", "))
+}
+
 /// The type a column is decoded as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ty {
@@ -320,6 +378,29 @@ impl Tx {
         }
     }
 
+    /// Runs a statement whose parameters are whole [`Column`]s (PostgreSQL only: SQLite
+    /// has no arrays, and answers an error).
+    pub async fn fetch_columns(
+        &mut self,
+        sql: &str,
+        columns: Vec<Column>,
+        tys: &[Ty],
+    ) -> Result<Vec<Row>, sqlx::Error> {
+        let Self::Postgres(tx) = self else {
+            return Err(sqlx::Error::Configuration("array parameters are PostgreSQL's".into()));
+        };
+        let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
+        for column in columns {
+            q = match column {
+                Column::Int(v) => q.bind(v),
+                Column::Text(v) => q.bind(v),
+                Column::Blob(v) => q.bind(v),
+            };
+        }
+        let rows = q.fetch_all(&mut **tx).await?;
+        rows.iter().map(|r| decode_pg(r, tys)).collect()
+    }
+
     /// Executes a statement; answers the rows affected.
     pub async fn execute(&mut self, sql: &str, args: Vec<Value>) -> Result<u64, sqlx::Error> {
         Ok(match self {
@@ -469,5 +550,29 @@ mod tests {
         assert_eq!(sqlite_sql("INSERT INTO t VALUES ($1, $2), ($3, $4)"), "INSERT INTO t VALUES (?, ?), (?, ?)");
         assert_eq!(sqlite_sql("VALUES ($1, $1, $2)"), "VALUES (?1, ?1, ?2)", "a reused parameter stays numbered");
         assert_eq!(values_list(2, 3, 4), "($4,$5,$6),($7,$8,$9)");
+    }
+
+    #[test]
+    fn rows_become_typed_columns_for_unnest() {
+        let rows = vec![
+            vec![Value::from("a"), Value::from(1i64), Value::from(None::<Vec<u8>>)],
+            vec![Value::from(None::<String>), Value::from(None::<i64>), Value::from(vec![7u8])],
+        ];
+        let columns = Column::transpose(rows);
+        assert_eq!(
+            columns,
+            vec![
+                Column::Text(vec![Some("a".into()), None]),
+                Column::Int(vec![Some(1), None]),
+                Column::Blob(vec![None, Some(vec![7])]),
+            ],
+            "typed by the first row, NULLs kept in place"
+        );
+        assert_eq!(
+            unnest(&columns, "v"),
+            "UNNEST($1::text[], $2::bigint[], $3::bytea[]) AS v(column1, column2, column3)",
+            "the column names a VALUES list has"
+        );
+        assert!(Column::transpose(Vec::new()).is_empty());
     }
 }

@@ -7,7 +7,7 @@ use spindle_core::policy::priority::Priority;
 use spindle_core::step::Step;
 use spindle_core::{HistoryEvent, Job, JobId, JobState, Timestamp};
 
-use super::sql::{Backend, ConnectOptions, Db, Row, Tx, Ty, Value, values_list};
+use super::sql::{Backend, Column, ConnectOptions, Db, Row, Tx, Ty, Value, unnest, values_list};
 use super::{
     ClaimFilter, Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobWrite, KindEntry, KindVersion,
     LeaseOp, NewJob, OutboxEffect, OutboxItem, Role, Storage, StoreError, Tenant, TenantId, Updated, WriteOutcome,
@@ -247,6 +247,14 @@ async fn insert_rows(
     cols: usize,
     rows: Vec<Vec<Value>>,
 ) -> Result<(), StoreError> {
+    if tx.backend() == Backend::Postgres {
+        if !rows.is_empty() {
+            let columns = Column::transpose(rows);
+            let sql = format!("{prefix} SELECT * FROM {} {suffix}", unnest(&columns, "v"));
+            tx.fetch_columns(&sql, columns, &[]).await?;
+        }
+        return Ok(());
+    }
     let per_chunk = (MAX_PARAMS / cols).max(1);
     let mut rows = rows.into_iter().peekable();
     while rows.peek().is_some() {
@@ -548,18 +556,24 @@ async fn update_jobs(
     let mut seen = std::collections::HashSet::new();
     let (unique, repeats): (Vec<usize>, Vec<usize>) =
         pending.iter().partition(|i| seen.insert(writes[**i].record.job.id));
-    for chunk in unique.chunks(MAX_PARAMS / UPDATE_COLS).chain(repeats.chunks(1)) {
+    // PostgreSQL takes a batch as arrays, whatever its size; SQLite as VALUES lists that
+    // fit its parameter limit.
+    let per_chunk = match tx.backend() {
+        Backend::Postgres => unique.len().max(1),
+        Backend::Sqlite => MAX_PARAMS / UPDATE_COLS,
+    };
+    for chunk in unique.chunks(per_chunk).chain(repeats.chunks(1)) {
         if chunk.is_empty() {
             continue;
         }
-        let mut args = Vec::with_capacity(chunk.len() * UPDATE_COLS);
+        let mut rows = Vec::with_capacity(chunk.len());
         let mut by_id = HashMap::with_capacity(chunk.len());
         for &i in chunk {
             let w = &writes[i];
             let job = &w.record.job;
             let id = job.id.to_string();
             by_id.insert(id.clone(), i);
-            args.extend([
+            rows.push(vec![
                 Value::from(id),
                 Value::from(w.expected_version),
                 Value::from(job.state.as_str()),
@@ -574,16 +588,27 @@ async fn update_jobs(
                 Value::from(machine_json(job)?),
             ]);
         }
-        let sql = format!(
-            "UPDATE jobs SET state = v.column3, \
-             queue = CASE WHEN v.column5 = 1 THEN jobs.queue ELSE v.column4 END, \
-             run_at = v.column6, claim_expires_at = CAST(v.column7 AS BIGINT), blocked_on = NULL, \
-             last_activity_at = v.column8, settled_at = CAST(v.column9 AS BIGINT), progress = v.column10, \
-             successor = CAST(v.column11 AS TEXT), version = jobs.version + 1, machine = v.column12 \
-             FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.version = v.column2 RETURNING jobs.id",
-            values_list(chunk.len(), UPDATE_COLS, 1)
-        );
-        for row in tx.fetch(&sql, args, &[Ty::Text]).await? {
+        let update = |source: String| {
+            format!(
+                "UPDATE jobs SET state = v.column3, \
+                 queue = CASE WHEN v.column5 = 1 THEN jobs.queue ELSE v.column4 END, \
+                 run_at = v.column6, claim_expires_at = CAST(v.column7 AS BIGINT), blocked_on = NULL, \
+                 last_activity_at = v.column8, settled_at = CAST(v.column9 AS BIGINT), progress = v.column10, \
+                 successor = CAST(v.column11 AS TEXT), version = jobs.version + 1, machine = v.column12 \
+                 FROM {source} WHERE jobs.id = v.column1 AND jobs.version = v.column2 RETURNING jobs.id"
+            )
+        };
+        let landed_ids = match tx.backend() {
+            Backend::Postgres => {
+                let columns = Column::transpose(rows);
+                tx.fetch_columns(&update(unnest(&columns, "v")), columns, &[Ty::Text]).await?
+            }
+            Backend::Sqlite => {
+                let source = format!("(VALUES {}) AS v", values_list(chunk.len(), UPDATE_COLS, 1));
+                tx.fetch(&update(source), rows.into_iter().flatten().collect(), &[Ty::Text]).await?
+            }
+        };
+        for row in landed_ids {
             if let Some(&i) = by_id.get(&row.text(0)) {
                 landed.insert(i);
             }
