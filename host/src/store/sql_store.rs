@@ -239,6 +239,18 @@ fn step_row(job_id: &str, pass: u32, position: usize, step: &Step) -> Result<Vec
     ])
 }
 
+/// Rows from which a PostgreSQL batch goes as arrays (`UNNEST`) rather than a `VALUES`
+/// list. Arrays give one statement text whatever the batch size, prepared once per
+/// connection, and a dozen parameters instead of a dozen per row: one-step jobs/s rose
+/// ~12% under load. For a few rows a `VALUES` list is quicker (a lone settlement took
+/// ~120 µs longer as arrays), and a few sizes of it stay prepared anyway.
+const UNNEST_FROM_ROWS: usize = 16;
+
+/// Whether `rows` rows go as arrays on `backend`.
+fn as_arrays(backend: Backend, rows: usize) -> bool {
+    backend == Backend::Postgres && rows >= UNNEST_FROM_ROWS
+}
+
 /// Runs `prefix VALUES (…),(…) suffix` over `rows` in chunks that fit the parameter limit.
 async fn insert_rows(
     tx: &mut Tx,
@@ -247,12 +259,10 @@ async fn insert_rows(
     cols: usize,
     rows: Vec<Vec<Value>>,
 ) -> Result<(), StoreError> {
-    if tx.backend() == Backend::Postgres {
-        if !rows.is_empty() {
-            let columns = Column::transpose(rows);
-            let sql = format!("{prefix} SELECT * FROM {} {suffix}", unnest(&columns, "v"));
-            tx.fetch_columns(&sql, columns, &[]).await?;
-        }
+    if as_arrays(tx.backend(), rows.len()) {
+        let columns = Column::transpose(rows);
+        let sql = format!("{prefix} SELECT * FROM {} {suffix}", unnest(&columns, "v"));
+        tx.fetch_columns(&sql, columns, &[]).await?;
         return Ok(());
     }
     let per_chunk = (MAX_PARAMS / cols).max(1);
@@ -556,12 +566,9 @@ async fn update_jobs(
     let mut seen = std::collections::HashSet::new();
     let (unique, repeats): (Vec<usize>, Vec<usize>) =
         pending.iter().partition(|i| seen.insert(writes[**i].record.job.id));
-    // PostgreSQL takes a batch as arrays, whatever its size; SQLite as VALUES lists that
-    // fit its parameter limit.
-    let per_chunk = match tx.backend() {
-        Backend::Postgres => unique.len().max(1),
-        Backend::Sqlite => MAX_PARAMS / UPDATE_COLS,
-    };
+    // PostgreSQL takes a large batch as arrays in one statement (see `as_arrays`); the
+    // rest go as VALUES lists that fit the parameter limit.
+    let per_chunk = if as_arrays(tx.backend(), unique.len()) { unique.len() } else { MAX_PARAMS / UPDATE_COLS };
     for chunk in unique.chunks(per_chunk).chain(repeats.chunks(1)) {
         if chunk.is_empty() {
             continue;
@@ -598,15 +605,12 @@ async fn update_jobs(
                  FROM {source} WHERE jobs.id = v.column1 AND jobs.version = v.column2 RETURNING jobs.id"
             )
         };
-        let landed_ids = match tx.backend() {
-            Backend::Postgres => {
-                let columns = Column::transpose(rows);
-                tx.fetch_columns(&update(unnest(&columns, "v")), columns, &[Ty::Text]).await?
-            }
-            Backend::Sqlite => {
-                let source = format!("(VALUES {}) AS v", values_list(chunk.len(), UPDATE_COLS, 1));
-                tx.fetch(&update(source), rows.into_iter().flatten().collect(), &[Ty::Text]).await?
-            }
+        let landed_ids = if as_arrays(tx.backend(), rows.len()) {
+            let columns = Column::transpose(rows);
+            tx.fetch_columns(&update(unnest(&columns, "v")), columns, &[Ty::Text]).await?
+        } else {
+            let source = format!("(VALUES {}) AS v", values_list(chunk.len(), UPDATE_COLS, 1));
+            tx.fetch(&update(source), rows.into_iter().flatten().collect(), &[Ty::Text]).await?
         };
         for row in landed_ids {
             if let Some(&i) = by_id.get(&row.text(0)) {
