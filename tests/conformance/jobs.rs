@@ -13,6 +13,7 @@ on_both_backends!(
     a_submitted_job_reads_back_as_written,
     an_idempotency_key_yields_the_existing_job_per_tenant,
     a_write_from_a_stale_version_conflicts_and_lands_nothing,
+    a_large_batch_checks_every_write_against_its_own_version,
 );
 
 async fn a_submitted_job_reads_back_as_written(backend: Backend) {
@@ -178,4 +179,48 @@ async fn a_write_from_a_stale_version_conflicts_and_lands_nothing(backend: Backe
     assert_eq!(write(&db, stale, at(5_000)).await, WriteOutcome::Conflict);
     assert_eq!(db.lease_holder("account:42").await.unwrap(), None, "a conflicting claim holds no key");
     assert_eq!(load(&db, keyed.job.id).await.job.state, JobState::Cancelled);
+}
+
+/// Batches as large as a busy host's (40 jobs: PostgreSQL binds them as arrays from 16
+/// rows, smaller ones as VALUES lists) land each write on its own version: one stale
+/// write among them conflicts alone, and every other job gets its own outcome, steps
+/// and history.
+async fn a_large_batch_checks_every_write_against_its_own_version(backend: Backend) {
+    let db = Db::new(backend).await;
+    let inserted = db.insert_jobs((0..40).map(|_| new_job("resize", 1, at(0))).collect(), at(0)).await.unwrap();
+    assert_eq!(inserted.len(), 40);
+    let claimed = claim(&db, 40, at(1_000)).await;
+    assert_eq!(claimed.len(), 40, "one claim takes all forty");
+    assert!(claimed.iter().all(|r| r.version == 2 && r.job.state == JobState::Running));
+
+    let stale_at = 17;
+    let mut writes: Vec<_> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, r)| settle(r, complete(format!("out-{i}").as_bytes()), at(2_000)))
+        .collect();
+    writes[stale_at].expected_version = 1;
+    let outcomes = db.write(writes, at(2_000)).await.unwrap();
+    for (i, outcome) in outcomes.iter().enumerate() {
+        let expected = if i == stale_at { WriteOutcome::Conflict } else { WriteOutcome::Written { version: 3 } };
+        assert_eq!(*outcome, expected, "write {i}");
+    }
+
+    for (i, before) in claimed.iter().enumerate() {
+        let after = load(&db, before.job.id).await;
+        let history = db.history(before.job.id).await.unwrap();
+        let names: Vec<&str> = history.iter().map(|e| e.event.name()).collect();
+        if i == stale_at {
+            assert_eq!(after.version, 2, "the stale write changed nothing");
+            assert_eq!(after.job.state, JobState::Running);
+            assert_eq!(after.job.steps[0].state, StepState::Running);
+            assert!(!names.contains(&"succeeded"), "{names:?}");
+        } else {
+            assert_eq!(after.version, 3);
+            assert_eq!(after.job.state, JobState::Succeeded);
+            assert_eq!(after.job.steps[0].state, StepState::Completed);
+            assert_eq!(after.job.steps[0].output.as_deref(), Some(format!("out-{i}").as_bytes()));
+            assert_eq!(names.iter().filter(|n| **n == "succeeded").count(), 1, "{names:?}");
+        }
+    }
 }
