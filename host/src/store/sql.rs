@@ -7,6 +7,7 @@
 //! sqlx caches each distinct statement per connection, so repeated SQL is prepared once.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
@@ -202,6 +203,8 @@ pub enum Db {
         write: sqlx::SqlitePool,
         /// The readers.
         read: sqlx::SqlitePool,
+        /// The background checkpoint, stopped when the last handle goes.
+        checkpointer: Arc<Checkpointer>,
     },
     /// PostgreSQL.
     Postgres(sqlx::PgPool),
@@ -232,6 +235,18 @@ async fn checkpoint_in_background(pool: sqlx::SqlitePool) {
             }
             tracing::debug!(error = %e, "background checkpoint");
         }
+    }
+}
+
+/// The task running [`checkpoint_in_background`]. It holds a handle to the readers'
+/// pool, so it would keep the database open and ticking after the last [`Db`] went
+/// without [`Db::close`]; dropping this stops it.
+#[derive(Debug)]
+pub struct Checkpointer(tokio::task::JoinHandle<()>);
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -296,8 +311,8 @@ impl Db {
         let writer = connect.clone().pragma("wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES.to_string());
         let write = SqlitePoolOptions::new().max_connections(1).connect_with(writer).await?;
         let read = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await?;
-        tokio::spawn(checkpoint_in_background(read.clone()));
-        Ok(Self::Sqlite { write, read })
+        let checkpointer = Arc::new(Checkpointer(tokio::spawn(checkpoint_in_background(read.clone()))));
+        Ok(Self::Sqlite { write, read, checkpointer })
     }
 
     /// Runs the passive checkpoint the background task runs, now (SQLite; `None` on
@@ -351,7 +366,7 @@ impl Db {
     /// Closes the pools.
     pub async fn close(&self) {
         match self {
-            Self::Sqlite { write, read } => {
+            Self::Sqlite { write, read, .. } => {
                 write.close().await;
                 read.close().await;
             }
