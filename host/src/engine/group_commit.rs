@@ -16,8 +16,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::{Semaphore, oneshot};
 
 use super::Engine;
-use crate::store::sql::Backend;
-use crate::store::{ClaimFilter, JobRecord, JobWrite, StoreError, WriteOutcome};
+use crate::store::{Backend, ClaimFilter, JobRecord, JobWrite, StoreError, WriteOutcome};
 
 /// Most writes one transaction carries, by backend. PostgreSQL runs two flushes side by
 /// side on separate connections, so a moderate batch keeps both busy; SQLite has one

@@ -251,7 +251,35 @@ fn as_arrays(backend: Backend, rows: usize) -> bool {
     backend == Backend::Postgres && rows >= UNNEST_FROM_ROWS
 }
 
-/// Runs `prefix VALUES (…),(…) suffix` over `rows` in chunks that fit the parameter limit.
+/// Runs `statement(source)` over `rows` of `cols` values each, where `source` presents
+/// them as a table `v(column1, column2, …)`: arrays through `UNNEST` when
+/// [`as_arrays`], otherwise `VALUES` lists in chunks that fit the parameter limit.
+/// Answers the rows the statement returns.
+async fn over_rows(
+    tx: &mut Tx,
+    rows: Vec<Vec<Value>>,
+    cols: usize,
+    statement: impl Fn(&str) -> String,
+    tys: &[Ty],
+) -> Result<Vec<Row>, StoreError> {
+    if as_arrays(tx.backend(), rows.len()) {
+        let columns = Column::transpose(rows);
+        return Ok(tx.fetch_columns(&statement(&unnest(&columns, "v")), columns, tys).await?);
+    }
+    let mut out = Vec::new();
+    let per_chunk = (MAX_PARAMS / cols).max(1);
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<Vec<Value>> = rows.by_ref().take(per_chunk).collect();
+        let source = format!("(VALUES {}) AS v", values_list(chunk.len(), cols, 1));
+        out.extend(tx.fetch(&statement(&source), chunk.into_iter().flatten().collect(), tys).await?);
+    }
+    Ok(out)
+}
+
+/// Inserts `rows` with `prefix` (`INSERT INTO t (…)`) and `suffix` (an upsert's
+/// `ON CONFLICT …`, or nothing). `WHERE true` is how SQLite tells an upsert's `ON` from
+/// a join's.
 async fn insert_rows(
     tx: &mut Tx,
     prefix: &str,
@@ -259,19 +287,7 @@ async fn insert_rows(
     cols: usize,
     rows: Vec<Vec<Value>>,
 ) -> Result<(), StoreError> {
-    if as_arrays(tx.backend(), rows.len()) {
-        let columns = Column::transpose(rows);
-        let sql = format!("{prefix} SELECT * FROM {} {suffix}", unnest(&columns, "v"));
-        tx.fetch_columns(&sql, columns, &[]).await?;
-        return Ok(());
-    }
-    let per_chunk = (MAX_PARAMS / cols).max(1);
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<Vec<Value>> = rows.by_ref().take(per_chunk).collect();
-        let sql = format!("{prefix} VALUES {} {suffix}", values_list(chunk.len(), cols, 1));
-        tx.execute(&sql, chunk.into_iter().flatten().collect()).await?;
-    }
+    over_rows(tx, rows, cols, |source| format!("{prefix} SELECT * FROM {source} WHERE true {suffix}"), &[]).await?;
     Ok(())
 }
 
@@ -566,16 +582,13 @@ async fn update_jobs(
     let mut seen = std::collections::HashSet::new();
     let (unique, repeats): (Vec<usize>, Vec<usize>) =
         pending.iter().partition(|i| seen.insert(writes[**i].record.job.id));
-    // PostgreSQL takes a large batch as arrays in one statement (see `as_arrays`); the
-    // rest go as VALUES lists that fit the parameter limit.
-    let per_chunk = if as_arrays(tx.backend(), unique.len()) { unique.len() } else { MAX_PARAMS / UPDATE_COLS };
-    for chunk in unique.chunks(per_chunk).chain(repeats.chunks(1)) {
-        if chunk.is_empty() {
+    for group in std::iter::once(unique.as_slice()).chain(repeats.chunks(1)) {
+        if group.is_empty() {
             continue;
         }
-        let mut rows = Vec::with_capacity(chunk.len());
-        let mut by_id = HashMap::with_capacity(chunk.len());
-        for &i in chunk {
+        let mut rows = Vec::with_capacity(group.len());
+        let mut by_id = HashMap::with_capacity(group.len());
+        for &i in group {
             let w = &writes[i];
             let job = &w.record.job;
             let id = job.id.to_string();
@@ -595,7 +608,7 @@ async fn update_jobs(
                 Value::from(machine_json(job)?),
             ]);
         }
-        let update = |source: String| {
+        let update = |source: &str| {
             format!(
                 "UPDATE jobs SET state = v.column3, \
                  queue = CASE WHEN v.column5 = 1 THEN jobs.queue ELSE v.column4 END, \
@@ -605,14 +618,7 @@ async fn update_jobs(
                  FROM {source} WHERE jobs.id = v.column1 AND jobs.version = v.column2 RETURNING jobs.id"
             )
         };
-        let landed_ids = if as_arrays(tx.backend(), rows.len()) {
-            let columns = Column::transpose(rows);
-            tx.fetch_columns(&update(unnest(&columns, "v")), columns, &[Ty::Text]).await?
-        } else {
-            let source = format!("(VALUES {}) AS v", values_list(chunk.len(), UPDATE_COLS, 1));
-            tx.fetch(&update(source), rows.into_iter().flatten().collect(), &[Ty::Text]).await?
-        };
-        for row in landed_ids {
+        for row in over_rows(tx, rows, UPDATE_COLS, update, &[Ty::Text]).await? {
             if let Some(&i) = by_id.get(&row.text(0)) {
                 landed.insert(i);
             }
