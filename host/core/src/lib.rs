@@ -8,6 +8,7 @@
 //!
 //! - [`job`]: the job machine (seed 001) with run control (seed 003).
 //! - [`step`]: the step machine (seed 002).
+//! - [`queue`]: where an open job waits for its next step (part of the job machine).
 //! - [`reconcile`]: what the reconciler feeds the job machine.
 //! - [`policy`]: priority layers and candidate order, backoff, hysteresis.
 //! - [`table`]: the machines as tables, and their mermaid diagrams.
@@ -18,6 +19,7 @@ pub mod ids;
 pub mod job;
 pub mod policy;
 pub mod progress;
+pub mod queue;
 pub mod reconcile;
 pub mod step;
 pub mod table;
@@ -29,6 +31,7 @@ pub use ids::{Actor, Fence, JobId};
 pub use job::{
     Effect, EffectOrder, Job, JobEvent, JobState, KindRules, Refusal, StepReport, Submission, Transition, transition,
 };
+pub use queue::QueueState;
 pub use reconcile::{Evidence, ReconcilePolicy};
 pub use step::{Step, StepState};
 pub use time::Timestamp;

@@ -10,7 +10,7 @@ use thiserror::Error;
 
 use crate::failure::SafeFailure;
 use crate::ids::Fence;
-use crate::table::{Allowed, DiagramState, Forbidden};
+use crate::table::{Allowed, DiagramState, Forbidden, NotInTable, change};
 use crate::time::Timestamp;
 
 /// Where a step stands.
@@ -292,6 +292,16 @@ pub enum StepRefusal {
         /// Its final state.
         state: StepState,
     },
+    /// A state change that is not a row of [`STEP_TRANSITIONS`] (a defect).
+    #[error(transparent)]
+    NotInTable(#[from] NotInTable),
+}
+
+/// The one way a step's state changes: `to` when `from → to` is a row of
+/// [`STEP_TRANSITIONS`] (or no change), otherwise [`StepRefusal::NotInTable`], in
+/// release builds too.
+pub fn change_state(from: StepState, to: StepState) -> Result<StepState, StepRefusal> {
+    Ok(change("step", STEP_TRANSITIONS, from, to)?)
 }
 
 /// Whether an event changed the step.
@@ -343,56 +353,60 @@ impl Step {
                 Err(StepRefusal::DifferentFinal { step: self.key.clone(), state: from })
             };
         }
-        let invalid =
-            |step: &Step, event: &StepEvent| StepRefusal::Invalid { step: step.key.clone(), from, event: event.name() };
-        match (from, event) {
-            (Queued | Retrying, StepEvent::Start { fence }) => {
+        // The table decides before anything changes: an event with no row from this
+        // state is refused whole.
+        let to = match (from, &event) {
+            (Queued | Retrying, StepEvent::Start { .. }) => Running,
+            (Running, StepEvent::Continue | StepEvent::Checkpoint { .. }) => Running,
+            (Running, StepEvent::Complete { .. }) | (Queued, StepEvent::Carry { .. }) => Completed,
+            (Running, StepEvent::Skip { .. }) => Skipped,
+            (Running, StepEvent::Retry { .. }) => Retrying,
+            (Running | Retrying, StepEvent::Fail { .. }) => Failed,
+            (_, event) => return Err(StepRefusal::Invalid { step: self.key.clone(), from, event: event.name() }),
+        };
+        let to = change_state(from, to)?;
+        match event {
+            StepEvent::Start { fence } => {
                 let number = self.attempts_made().saturating_add(1);
                 self.attempts.push(Attempt { number, fence, started_at: now, ended_at: None, end: None });
                 self.started_at.get_or_insert(now);
                 self.cursor = None;
-                self.state = Running;
+                self.state = to;
             }
-            (Running, StepEvent::Continue) => {}
-            (Running, StepEvent::Checkpoint { cursor, partial }) => {
+            StepEvent::Continue => {}
+            StepEvent::Checkpoint { cursor, partial } => {
                 self.cursor = Some(cursor);
                 self.partial = Some(partial);
             }
-            (Running, StepEvent::Complete { output }) => {
+            StepEvent::Complete { output } => {
                 self.end_attempt(AttemptEnd::Completed, now);
                 self.output = Some(output);
-                self.settle(Completed, now);
+                self.settle(to, now);
             }
-            (Running, StepEvent::Skip { reason }) => {
+            StepEvent::Skip { reason } => {
                 self.end_attempt(AttemptEnd::Skipped, now);
                 self.skip_reason = Some(reason);
-                self.settle(Skipped, now);
+                self.settle(to, now);
             }
-            (Running, StepEvent::Retry { failure }) => {
+            StepEvent::Retry { failure } => {
                 // Progress earned so far is retained (seed 002 running→retrying).
                 self.end_attempt(AttemptEnd::Retryable { failure }, now);
                 self.cursor = None;
-                self.state = Retrying;
+                self.state = to;
             }
-            (Running | Retrying, StepEvent::Fail { failure }) => {
+            StepEvent::Fail { failure } => {
                 if from == Running {
                     self.end_attempt(AttemptEnd::Failed { failure: failure.clone() }, now);
                 }
                 self.failure = Some(failure);
-                self.settle(Failed, now);
+                self.settle(to, now);
             }
-            (Queued, StepEvent::Carry { output }) => {
+            StepEvent::Carry { output } => {
                 self.output = Some(output);
                 self.carried = true;
-                self.settle(Completed, now);
+                self.settle(to, now);
             }
-            (_, event) => return Err(invalid(self, &event)),
         }
-        debug_assert!(
-            from == self.state || crate::table::is_allowed(STEP_TRANSITIONS, from, self.state),
-            "step transition {from:?} → {:?} is not in STEP_TRANSITIONS",
-            self.state
-        );
         Ok(StepChange::Changed)
     }
 

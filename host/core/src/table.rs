@@ -1,8 +1,11 @@
 //! State-machine tables: the allowed and forbidden transitions of each machine, as data.
 //!
-//! The transition functions assert (in debug builds) that every state change they make
-//! is a row here; the tests walk every row; `docs/state-machines.md` is generated from
+//! The tables are the code: a machine's state changes only through [`change`], which
+//! looks the pair up in the machine's table and refuses, in every build, a change that
+//! is not a row. The tests walk every row; `docs/state-machines.md` is generated from
 //! the same rows, and a test keeps it in sync.
+
+use thiserror::Error;
 
 /// One allowed transition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +36,29 @@ pub struct Forbidden<S: 'static> {
 /// Whether `from → to` is a row of `table`.
 pub fn is_allowed<S: PartialEq + Copy>(table: &[Allowed<S>], from: S, to: S) -> bool {
     table.iter().any(|row| row.from == Some(from) && row.to == to)
+}
+
+/// A state change that is not a row of its machine's table: a defect in the code that
+/// asked for it, refused before anything is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[error("the {machine} machine has no transition {from} → {to}")]
+pub struct NotInTable {
+    /// Which machine (`job`, `step`, `queue`).
+    pub machine: &'static str,
+    /// The state it was in.
+    pub from: &'static str,
+    /// The state it was asked to enter.
+    pub to: &'static str,
+}
+
+/// The one way a machine's state changes: `to` when `from → to` is a row of `table` (or
+/// `from == to`, no change), otherwise [`NotInTable`]. Checked in release builds too.
+pub fn change<S: DiagramState>(machine: &'static str, table: &[Allowed<S>], from: S, to: S) -> Result<S, NotInTable> {
+    if from == to || is_allowed(table, from, to) {
+        Ok(to)
+    } else {
+        Err(NotInTable { machine, from: from.name(), to: to.name() })
+    }
 }
 
 /// A state that can be drawn in a mermaid diagram.

@@ -2,6 +2,7 @@
 //! Run with `SPINDLE_BLESS=1` to rewrite the diagrams after changing a table.
 
 use spindle_core::job::JOB_TRANSITIONS;
+use spindle_core::queue::QUEUE_TRANSITIONS;
 use spindle_core::step::STEP_TRANSITIONS;
 use spindle_core::table::mermaid;
 
@@ -18,7 +19,11 @@ fn diagrams_match_the_tables() {
     let mut doc = std::fs::read_to_string(DOC).expect("docs/state-machines.md exists");
     let bless = std::env::var_os("SPINDLE_BLESS").is_some();
     let mut stale = Vec::new();
-    for (name, body) in [("job-machine", mermaid(JOB_TRANSITIONS)), ("step-machine", mermaid(STEP_TRANSITIONS))] {
+    for (name, body) in [
+        ("job-machine", mermaid(JOB_TRANSITIONS)),
+        ("step-machine", mermaid(STEP_TRANSITIONS)),
+        ("queue-machine", mermaid(QUEUE_TRANSITIONS)),
+    ] {
         let (begin, want, end) = block(name, &body);
         let start = doc.find(&begin).unwrap_or_else(|| panic!("{name}: missing marker {begin:?}")) + begin.len();
         let stop = start + doc[start..].find(&end).unwrap_or_else(|| panic!("{name}: missing end marker"));

@@ -97,7 +97,11 @@ fn cases() -> Vec<Case> {
             given: pending,
             event: |_| claim_ev(),
             now: t0,
-            expect: Expect::Applies { state: Running, history: &["step_started"], effects: none },
+            expect: Expect::Applies {
+                state: Running,
+                history: &["step_started"],
+                effects: |_| vec![Effect::AcquireLeaseKeys { fence: Fence(1), expires_at: t0().plus(TTL) }],
+            },
         },
         Case {
             seed: "001 running→succeeded: the settling task finishes; progress 100; a notifying kind is notified",
@@ -107,7 +111,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Succeeded,
                 history: &["step_completed", "succeeded"],
-                effects: |_| vec![Effect::ReleaseLeases, Effect::NotifySuccess],
+                effects: |j| vec![released(j, true), Effect::NotifySuccess],
             },
         },
         Case {
@@ -118,8 +122,8 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Failed,
                 history: &["step_failed", "failed"],
-                effects: |_| {
-                    vec![Effect::ReleaseLeases, Effect::FailureEffect { order: EffectOrder::BeforeSettlement }]
+                effects: |j| {
+                    vec![released(j, true), Effect::FailureEffect { order: EffectOrder::BeforeSettlement }]
                 },
             },
         },
@@ -131,8 +135,8 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Failed,
                 history: &["step_failed", "failed"],
-                effects: |_| {
-                    vec![Effect::ReleaseLeases, Effect::FailureEffect { order: EffectOrder::BeforeSettlement }]
+                effects: |j| {
+                    vec![released(j, true), Effect::FailureEffect { order: EffectOrder::BeforeSettlement }]
                 },
             },
         },
@@ -166,7 +170,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Failed,
                 history: &["reconciled", "step_failed", "failed"],
-                effects: |_| vec![Effect::ReleaseLeases, Effect::FailureEffect { order: EffectOrder::AfterSettlement }],
+                effects: |j| vec![released(j, false), Effect::FailureEffect { order: EffectOrder::AfterSettlement }],
             },
         },
         Case {
@@ -206,7 +210,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Cancelled,
                 history: &["step_retrying", "step_failed", "cancelled"],
-                effects: |_| vec![Effect::ReleaseLeases],
+                effects: |j| vec![released(j, true)],
             },
         },
         Case {
@@ -223,7 +227,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Cancelled,
                 history: &["reconciled", "step_failed", "cancelled"],
-                effects: |_| vec![Effect::ReleaseLeases],
+                effects: |j| vec![released(j, false)],
             },
         },
         Case {
@@ -234,7 +238,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Cancelled,
                 history: &["rescued", "step_retrying", "step_failed", "cancelled"],
-                effects: |_| vec![Effect::ReleaseLeases],
+                effects: |j| vec![released(j, false)],
             },
         },
         // ---- seed 003: run control ----------------------------------------------------
@@ -264,7 +268,7 @@ fn cases() -> Vec<Case> {
             given: pausing,
             event: |j| report(j.fence, more()),
             now: || at(2),
-            expect: Expect::Applies { state: Paused, history: &["paused"], effects: |_| vec![Effect::ReleaseLeases] },
+            expect: Expect::Applies { state: Paused, history: &["paused"], effects: |j| vec![released(j, true)] },
         },
         Case {
             seed: "003 precedence: pausing + the batch snoozes → paused",
@@ -274,7 +278,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Paused,
                 history: &["snoozed", "paused"],
-                effects: |_| vec![Effect::ReleaseLeases],
+                effects: |j| vec![released(j, true)],
             },
         },
         Case {
@@ -285,7 +289,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Succeeded,
                 history: &["step_completed", "succeeded"],
-                effects: |_| vec![Effect::ReleaseLeases, Effect::NotifySuccess],
+                effects: |j| vec![released(j, true), Effect::NotifySuccess],
             },
         },
         Case {
@@ -296,7 +300,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Running,
                 history: &[],
-                effects: |_| vec![Effect::ReleaseLeases, Effect::Dispatch { at: at(1) }],
+                effects: |j| vec![released(j, true), Effect::Dispatch { at: at(1) }],
             },
         },
         Case {
@@ -307,7 +311,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Running,
                 history: &["snoozed"],
-                effects: |_| vec![Effect::ReleaseLeases, Effect::Dispatch { at: at(61) }],
+                effects: |j| vec![released(j, true), Effect::Dispatch { at: at(61) }],
             },
         },
         Case {
@@ -318,7 +322,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Running,
                 history: &["step_failed", "pass_started"],
-                effects: |_| vec![Effect::ReleaseLeases, Effect::Dispatch { at: at(2) }],
+                effects: |j| vec![released(j, true), Effect::Dispatch { at: at(2) }],
             },
         },
         Case {
@@ -329,7 +333,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Running,
                 history: &["step_completed", "pass_started"],
-                effects: |_| vec![Effect::ReleaseLeases, Effect::Dispatch { at: at(6) }],
+                effects: |j| vec![released(j, true), Effect::Dispatch { at: at(6) }],
             },
         },
         Case {
@@ -340,7 +344,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Cancelled,
                 history: &["step_failed", "cancelled"],
-                effects: |_| vec![Effect::ReleaseLeases],
+                effects: |j| vec![released(j, true)],
             },
         },
         Case {
@@ -351,7 +355,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Cancelled,
                 history: &["step_completed", "cancelled"],
-                effects: |_| vec![Effect::ReleaseLeases],
+                effects: |j| vec![released(j, true)],
             },
         },
         Case {
@@ -359,7 +363,7 @@ fn cases() -> Vec<Case> {
             given: restart_while_pausing,
             event: |j| report(j.fence, more()),
             now: || at(3),
-            expect: Expect::Applies { state: Paused, history: &["paused"], effects: |_| vec![Effect::ReleaseLeases] },
+            expect: Expect::Applies { state: Paused, history: &["paused"], effects: |j| vec![released(j, true)] },
         },
         Case {
             seed: "003 a pending restart never overrides a cancel: cancelling + restart + done → cancelled",
@@ -369,7 +373,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Cancelled,
                 history: &["step_completed", "cancelled"],
-                effects: |_| vec![Effect::ReleaseLeases],
+                effects: |j| vec![released(j, true)],
             },
         },
         Case {
@@ -434,7 +438,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Running,
                 history: &["rescued", "step_retrying"],
-                effects: |_| vec![Effect::ReleaseLeases, Effect::Dispatch { at: at(33) }],
+                effects: |j| vec![released(j, false), Effect::Dispatch { at: at(33) }],
             },
         },
         Case {
@@ -442,7 +446,11 @@ fn cases() -> Vec<Case> {
             given: running_claimed,
             event: |j| JobEvent::Heartbeat { fence: j.fence, ttl: TTL, progress: None },
             now: || at(10),
-            expect: Expect::Applies { state: Running, history: &[], effects: none },
+            expect: Expect::Applies {
+                state: Running,
+                history: &[],
+                effects: |j| vec![Effect::RenewLeaseKeys { fence: j.fence, expires_at: at(10).plus(TTL) }],
+            },
         },
         Case {
             seed: "001/002 retry: a failed job records its successor and spawns it; it stays failed",
@@ -834,4 +842,73 @@ fn a_refusal_has_a_stable_code_and_only_a_late_success_alerts() {
     assert_eq!(Refusal::LateSuccessAfterFailure.code(), "late-success-after-failure");
     assert!(Refusal::LateSuccessAfterFailure.is_alert());
     assert!(!Refusal::Finished { state: JobState::Succeeded }.is_alert());
+}
+
+/// Every refusal has a distinct stable code, listed in `Refusal::CODES` (which the API
+/// documents); a new variant must be given one.
+#[test]
+fn every_refusal_has_a_listed_code() {
+    use spindle_core::QueueState;
+    use spindle_core::step::{StepRefusal, StepState};
+    use spindle_core::table::NotInTable;
+    let not_in_table = NotInTable { machine: "job", from: "succeeded", to: "running" };
+    let examples = vec![
+        Refusal::Finished { state: JobState::Succeeded },
+        Refusal::LateSuccessAfterFailure,
+        Refusal::StaleFence { presented: Fence(1), current: Fence(2) },
+        Refusal::ConflictingReport { fence: Fence(1) },
+        Refusal::Claimed { fence: Fence(1) },
+        Refusal::NotClaimed,
+        Refusal::ClaimLive { expires_at: t0() },
+        Refusal::NotDue { run_at: t0() },
+        Refusal::Paused,
+        Refusal::AlreadyPausing,
+        Refusal::AlreadyPaused,
+        Refusal::NotPaused,
+        Refusal::Cancelling,
+        Refusal::AlreadyCancelling,
+        Refusal::NotCancellable,
+        Refusal::BlankReason,
+        Refusal::NotStarted,
+        Refusal::NothingToRun,
+        Refusal::NotSilent { silent_for: Duration::ZERO },
+        Refusal::NotRetryable { state: JobState::Running },
+        Refusal::AlreadyRetried { successor: JobId(Uuid::from_u128(9)) },
+        Refusal::NotWaiting { queue: QueueState::Idle },
+        Refusal::Step(StepRefusal::Invalid { step: "a".into(), from: StepState::Queued, event: "skip" }),
+        Refusal::Step(StepRefusal::DifferentFinal { step: "a".into(), state: StepState::Completed }),
+        Refusal::NotInTable(not_in_table),
+    ];
+    // The match is exhaustive: a variant added without an example here fails to compile.
+    for refusal in &examples {
+        match refusal {
+            Refusal::Finished { .. }
+            | Refusal::LateSuccessAfterFailure
+            | Refusal::StaleFence { .. }
+            | Refusal::ConflictingReport { .. }
+            | Refusal::Claimed { .. }
+            | Refusal::NotClaimed
+            | Refusal::ClaimLive { .. }
+            | Refusal::NotDue { .. }
+            | Refusal::Paused
+            | Refusal::AlreadyPausing
+            | Refusal::AlreadyPaused
+            | Refusal::NotPaused
+            | Refusal::Cancelling
+            | Refusal::AlreadyCancelling
+            | Refusal::NotCancellable
+            | Refusal::BlankReason
+            | Refusal::NotStarted
+            | Refusal::NothingToRun
+            | Refusal::NotSilent { .. }
+            | Refusal::NotRetryable { .. }
+            | Refusal::AlreadyRetried { .. }
+            | Refusal::NotWaiting { .. }
+            | Refusal::Step(_)
+            | Refusal::NotInTable(_) => {}
+        }
+    }
+    let codes: Vec<&str> = examples.iter().map(Refusal::code).collect();
+    assert_eq!(codes, Refusal::CODES, "Refusal::CODES lists every code once, in declaration order");
+    assert_eq!(Refusal::Step(StepRefusal::NotInTable(not_in_table)).code(), "not-in-table");
 }

@@ -12,8 +12,9 @@ use common::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use spindle_core::job::{JOB_FORBIDDEN, JOB_TRANSITIONS, KindRules};
+use spindle_core::queue::{QUEUE_FORBIDDEN, QUEUE_TRANSITIONS};
 use spindle_core::table::is_allowed;
-use spindle_core::{JobState, StepState, transition};
+use spindle_core::{JobState, QueueState, StepState, transition};
 
 /// A step within one pass: (pass, key).
 type StepIdentity = (u32, String);
@@ -117,6 +118,18 @@ fn random_event_sequences_keep_every_invariant() {
             }
             // Fences only grow.
             prop_assert!(next.fence >= job.fence);
+            // The queue is the machine's answer: idle exactly when nothing can dispatch
+            // the job (a step in flight, paused, final); waiting otherwise, never lost.
+            let idle = next.state.is_final() || next.state == JobState::Paused || next.claim.is_some();
+            prop_assert_eq!(next.queue == QueueState::Idle, idle, "queue {:?} for {:?}", next.queue, next);
+            prop_assert_eq!(next.blocked_on.is_some(), next.queue == QueueState::Blocked);
+            if next.queue == QueueState::Ready {
+                prop_assert!(next.run_at <= now, "ready before its time");
+            }
+            if job.queue != next.queue {
+                prop_assert!(is_allowed(QUEUE_TRANSITIONS, job.queue, next.queue), "queue {:?} → {:?} by {:?}", job.queue, next.queue, event);
+                prop_assert!(!QUEUE_FORBIDDEN.iter().any(|f| f.from == job.queue && f.to == next.queue));
+            }
             job = next;
         }
         Ok(())

@@ -46,6 +46,13 @@ pub fn pending_with(rules: KindRules) -> Job {
     Job::submit(submission, t0()).0
 }
 
+/// The effect that releases the lease keys of `j`'s claim; `verify` when its holder
+/// reported.
+pub fn released(j: &Job, verify: bool) -> spindle_core::Effect {
+    let fence = j.claim.as_ref().map(|c| c.fence).unwrap_or_default();
+    spindle_core::Effect::ReleaseLeaseKeys { fence, verify }
+}
+
 /// Applies `event` at `now`, panicking on refusal.
 pub fn apply(job: &Job, event: JobEvent, now: Timestamp) -> Job {
     match transition(job, &event, now) {
@@ -175,6 +182,10 @@ pub fn universe(job: &Job) -> Vec<JobEvent> {
         JobEvent::Cancel { actor: actor(), reason: "  ".into() },
         JobEvent::RequestRestart { actor: actor() },
         JobEvent::Retry { successor: JobId(Uuid::from_u128(2)) },
+        JobEvent::Due,
+        JobEvent::KeyBusy { key: "account:1".into(), held_until: job.run_at.plus(Duration::from_secs(5)) },
+        JobEvent::KeyReleased { key: "account:1".into() },
+        JobEvent::KeyReleased { key: "account:2".into() },
     ];
     for evidence in [Evidence::Alive, Evidence::Missing, Evidence::Failed, Evidence::Succeeded] {
         events.push(probe(evidence));

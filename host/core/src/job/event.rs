@@ -1,0 +1,225 @@
+//! What can happen to a job, and what a step attempt reports when it ends.
+
+use std::time::Duration;
+
+use crate::failure::SafeFailure;
+use crate::ids::{Actor, Fence, JobId};
+use crate::reconcile::{Evidence, ReconcilePolicy};
+use crate::step::Partial;
+use crate::time::Timestamp;
+
+/// What a step attempt reports when it ends (or hands its claim back).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StepReport {
+    /// The step completed with this output.
+    Complete {
+        /// Its output.
+        output: Vec<u8>,
+    },
+    /// The step does not apply.
+    Skip {
+        /// Why (operator-safe).
+        reason: String,
+    },
+    /// Progress saved; dispatch again now to continue the same attempt.
+    More {
+        /// Where to resume.
+        cursor: String,
+        /// Work done so far.
+        partial: Partial,
+    },
+    /// Dispatch again after a while; no attempt is consumed.
+    Snooze {
+        /// How long.
+        delay: Duration,
+    },
+    /// A transient failure: retry after `backoff` while the budget lasts.
+    Retryable {
+        /// Safe account.
+        failure: SafeFailure,
+        /// Delay before the next attempt, drawn by the engine from the kind's policy.
+        backoff: Duration,
+    },
+    /// A permanent refusal: the step and the job fail.
+    Refused {
+        /// Safe account.
+        failure: SafeFailure,
+    },
+    /// The host hands the claim back without an outcome (shutting down): the attempt
+    /// continues elsewhere, no attempt is consumed.
+    Release,
+}
+
+impl StepReport {
+    /// A digest of the report, to recognise an identical repeat.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = Fnv::new();
+        match self {
+            Self::Complete { output } => {
+                h.write(&[1]);
+                h.write(output);
+            }
+            Self::Skip { reason } => {
+                h.write(&[2]);
+                h.write(reason.as_bytes());
+            }
+            Self::More { cursor, partial } => {
+                h.write(&[3]);
+                h.write(cursor.as_bytes());
+                h.write(&partial.done.to_le_bytes());
+                h.write(&partial.total.unwrap_or(u64::MAX).to_le_bytes());
+            }
+            Self::Snooze { delay } => {
+                h.write(&[4]);
+                h.write(&delay.as_micros().to_le_bytes());
+            }
+            Self::Retryable { failure, .. } => {
+                h.write(&[5]);
+                h.write(failure.code.as_bytes());
+            }
+            Self::Refused { failure } => {
+                h.write(&[6]);
+                h.write(failure.code.as_bytes());
+                h.write(failure.message.as_bytes());
+            }
+            Self::Release => h.write(&[7]),
+        }
+        h.finish()
+    }
+
+    /// A short name for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Complete { .. } => "complete",
+            Self::Skip { .. } => "skip",
+            Self::More { .. } => "more",
+            Self::Snooze { .. } => "snooze",
+            Self::Retryable { .. } => "retryable",
+            Self::Refused { .. } => "refused",
+            Self::Release => "release",
+        }
+    }
+}
+
+/// 64-bit FNV-1a: small, stable across builds and platforms (unlike `DefaultHasher`).
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Everything that can happen to a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobEvent {
+    /// A host is about to run the job's next step (seed 003 `claim`).
+    Claim {
+        /// The claiming host.
+        owner: String,
+        /// How long the claim lasts without a heartbeat.
+        ttl: Duration,
+    },
+    /// The step in flight is alive (seed 003 `heartbeat`).
+    Heartbeat {
+        /// The holder's token.
+        fence: Fence,
+        /// Renew the claim for this long.
+        ttl: Duration,
+        /// Work done so far, if the step said.
+        progress: Option<Partial>,
+    },
+    /// The step in flight ended (seed 003 `checkpoint`).
+    Report {
+        /// The holder's token.
+        fence: Fence,
+        /// What it reported.
+        report: StepReport,
+    },
+    /// The claim's lease lapsed: its holder is gone (seed 003 `rescue`).
+    Rescue {
+        /// Delay before the step is tried again.
+        backoff: Duration,
+    },
+    /// Pause at the next step boundary.
+    Pause {
+        /// Who asked.
+        actor: Actor,
+    },
+    /// Resume a paused (or pausing) job.
+    Resume {
+        /// Who asked.
+        actor: Actor,
+    },
+    /// Cancel the job.
+    Cancel {
+        /// Who asked.
+        actor: Actor,
+        /// Why (must not be blank).
+        reason: String,
+    },
+    /// Start a fresh pass at the next step boundary (seed 003 `request_restart`).
+    RequestRestart {
+        /// Who asked.
+        actor: Actor,
+    },
+    /// The reconciler probed the job's execution (seed 001 reconciliation).
+    Reconcile {
+        /// What the probe found.
+        evidence: Evidence,
+        /// Thresholds in force.
+        policy: ReconcilePolicy,
+    },
+    /// Retry a final job as a new, linked one.
+    Retry {
+        /// The new job's id.
+        successor: JobId,
+    },
+    /// A delayed job's `run_at` has come, or a blocked job's recheck time: it becomes
+    /// ready.
+    Due,
+    /// The job's claim found one of its exclusive lease keys held by another job until
+    /// `held_until`: it waits for the key (queue `blocked`).
+    KeyBusy {
+        /// The key.
+        key: String,
+        /// When the holder's lease lapses unless renewed.
+        held_until: Timestamp,
+    },
+    /// The key a blocked job waits for was released: it becomes ready.
+    KeyReleased {
+        /// The key.
+        key: String,
+    },
+}
+
+impl JobEvent {
+    /// A short name for logs and refusals.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Claim { .. } => "claim",
+            Self::Heartbeat { .. } => "heartbeat",
+            Self::Report { .. } => "report",
+            Self::Rescue { .. } => "rescue",
+            Self::Pause { .. } => "pause",
+            Self::Resume { .. } => "resume",
+            Self::Cancel { .. } => "cancel",
+            Self::RequestRestart { .. } => "restart",
+            Self::Reconcile { .. } => "reconcile",
+            Self::Retry { .. } => "retry",
+            Self::Due => "due",
+            Self::KeyBusy { .. } => "key-busy",
+            Self::KeyReleased { .. } => "key-released",
+        }
+    }
+}
+

@@ -1,0 +1,280 @@
+//! The job machine (seed 001) with run control folded in (seed 003) and the queue
+//! machine beside it.
+//!
+//! One function, [`transition`], checks the job's state against an event and answers
+//! the job as it must be written, the history to append and the effects to carry out
+//! (lease keys to take, renew or release, failure effect, notification, retry job), or a
+//! typed [`Refusal`]. It does no I/O and reads no clock; the engine loads the row, calls
+//! it, and writes everything it answers in one version-checked transaction.
+//!
+//! - [`state`]: the states and the table of allowed and forbidden transitions.
+//! - [`event`]: what can happen to a job.
+//! - [`effect`]: what a transition answers.
+//! - [`refusal`]: why an event does not apply.
+//! - `machine`: the transition function.
+
+pub mod effect;
+pub mod event;
+mod machine;
+pub mod refusal;
+pub mod state;
+
+use serde::{Deserialize, Serialize};
+
+pub use effect::{Effect, EffectOrder, Transition};
+pub use event::{JobEvent, StepReport};
+pub use machine::transition;
+pub use refusal::Refusal;
+pub use state::{JOB_FORBIDDEN, JOB_TRANSITIONS, JobState, change_state};
+
+use crate::failure::SafeFailure;
+use crate::history::HistoryEvent;
+use crate::ids::{Actor, Fence, JobId};
+use crate::progress;
+use crate::queue::QueueState;
+use crate::step::{Step, StepEvent, StepState};
+use crate::time::Timestamp;
+
+/// The rules of a job's kind that the machine needs, fixed at submission (from the
+/// component version the job is pinned to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindRules {
+    /// Whether callers may cancel jobs of this kind.
+    pub cancellable: bool,
+    /// Attempts a step may make in all (at least 1).
+    pub max_attempts: u32,
+    /// Whether the kind has a business failure effect.
+    pub failure_effect: bool,
+    /// Whether the kind is notified on success.
+    pub notify_on_success: bool,
+}
+
+/// A recorded request for a run-control action.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// Who asked.
+    pub actor: Actor,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// A recorded cancellation request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRequest {
+    /// Who asked.
+    pub actor: Actor,
+    /// Why, as they said it (nonblank).
+    pub reason: String,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// Requests waiting for the step in flight to end (seed 003's `pausing`, `cancelling`,
+/// restart pending).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Requests {
+    /// A pause waiting for the step boundary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<Request>,
+    /// A recorded cancellation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<CancelRequest>,
+    /// A restart waiting for the step boundary (and for any pause or cancel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<Request>,
+}
+
+/// The current holder of a job: one step attempt in flight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The holder's fencing token.
+    pub fence: Fence,
+    /// Which host holds it (for operators; authority is the fence).
+    pub owner: String,
+    /// Index of the step being run.
+    pub step: usize,
+    /// When it was taken.
+    pub claimed_at: Timestamp,
+    /// When it lapses unless renewed by a heartbeat.
+    pub expires_at: Timestamp,
+}
+
+/// The last report accepted, so that an identical repeat adds nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastReport {
+    /// The claim it was made under.
+    pub fence: Fence,
+    /// A digest of the report.
+    pub fingerprint: u64,
+}
+
+/// A job as the machine sees it: the job row and its current pass's steps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// Its identity.
+    pub id: JobId,
+    /// Its kind's rules.
+    pub rules: KindRules,
+    /// Where it stands.
+    pub state: JobState,
+    /// The pass number: 1, and one more for every restart.
+    pub pass: u32,
+    /// The current pass's steps, in declaration order. Not serialised with the job:
+    /// the store keeps each step in a row of its own.
+    #[serde(skip)]
+    pub steps: Vec<Step>,
+    /// The last fencing token issued (0: never claimed).
+    pub fence: Fence,
+    /// The claim in flight, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
+    /// The last accepted report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_report: Option<LastReport>,
+    /// Requests waiting for a step boundary.
+    pub requests: Requests,
+    /// Progress in percent, derived from settled step weights.
+    pub progress: u8,
+    /// When the job may next be dispatched.
+    pub run_at: Timestamp,
+    /// Where it waits for its next step (the queue machine); the store indexes it.
+    pub queue: QueueState,
+    /// The lease key it waits for, while its queue is `blocked`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_on: Option<String>,
+    /// When it was submitted.
+    pub created_at: Timestamp,
+    /// When its first step was claimed: the execution handle exists from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    /// When it reached a final state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_at: Option<Timestamp>,
+    /// When anything last happened to it (silence is measured from here).
+    pub last_activity_at: Timestamp,
+    /// Why it failed (or, for cancelled jobs, which step was stopped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<SafeFailure>,
+    /// Trailing reconciliation probes that found no execution.
+    pub probe_misses: u32,
+    /// The job this one retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predecessor: Option<JobId>,
+    /// The job that retries this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<JobId>,
+}
+
+/// What a submission declares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submission {
+    /// The new job's id.
+    pub id: JobId,
+    /// Its kind's rules.
+    pub rules: KindRules,
+    /// Its steps: key and weight, in order.
+    pub steps: Vec<(String, u32)>,
+    /// When it may first run.
+    pub run_at: Timestamp,
+}
+
+impl Job {
+    /// A submitted job: pending, every declared step queued (seed 001, submission).
+    pub fn submit(submission: Submission, now: Timestamp) -> (Self, Vec<HistoryEvent>) {
+        let steps = submission.steps.iter().map(|(key, weight)| Step::new(key.clone(), *weight)).collect();
+        let job = Self {
+            id: submission.id,
+            rules: submission.rules,
+            state: JobState::Pending,
+            pass: 1,
+            steps,
+            fence: Fence::default(),
+            claim: None,
+            last_report: None,
+            requests: Requests::default(),
+            progress: 0,
+            run_at: submission.run_at.max(now),
+            queue: if submission.run_at <= now { QueueState::Ready } else { QueueState::Delayed },
+            blocked_on: None,
+            created_at: now,
+            started_at: None,
+            settled_at: None,
+            last_activity_at: now,
+            failure: None,
+            probe_misses: 0,
+            predecessor: None,
+            successor: None,
+        };
+        (job, vec![HistoryEvent::Submitted])
+    }
+
+    /// The retry job of `predecessor` (which must have accepted [`JobEvent::Retry`]):
+    /// pending, with the predecessor's completed steps carried in as completed so that
+    /// execution bypasses them (seed 002 queued→completed).
+    pub fn successor_of(predecessor: &Job, id: JobId, now: Timestamp) -> Result<(Self, Vec<HistoryEvent>), Refusal> {
+        if predecessor.successor != Some(id) {
+            return Err(match predecessor.successor {
+                Some(successor) => Refusal::AlreadyRetried { successor },
+                None => Refusal::NotRetryable { state: predecessor.state },
+            });
+        }
+        let submission = Submission {
+            id,
+            rules: predecessor.rules,
+            steps: predecessor.steps.iter().map(|s| (s.key.clone(), s.weight)).collect(),
+            run_at: now,
+        };
+        let (mut job, mut history) = Self::submit(submission, now);
+        job.predecessor = Some(predecessor.id);
+        history.push(HistoryEvent::RetryOf { predecessor: predecessor.id });
+        for (step, prior) in job.steps.iter_mut().zip(&predecessor.steps) {
+            if let (StepState::Completed, Some(output)) = (prior.state, &prior.output) {
+                step.apply(StepEvent::Carry { output: output.clone() }, now)?;
+                history.push(HistoryEvent::StepCarried { step: step.key.clone() });
+            }
+        }
+        if job.next_step().is_none() {
+            return Err(Refusal::NothingToRun);
+        }
+        job.progress = progress::derive(&job.steps, 0, false);
+        Ok((job, history))
+    }
+
+    /// The index of the step that runs next: the first one not settled.
+    pub fn next_step(&self) -> Option<usize> {
+        self.steps.iter().position(|s| !s.state.is_final())
+    }
+
+    /// Whether an execution handle exists (the job has been claimed at least once).
+    pub fn has_execution(&self) -> bool {
+        self.started_at.is_some()
+    }
+
+    /// The answer to a heartbeat under `fence`: keep going, or stop and why.
+    pub fn heartbeat_reply(&self, fence: Fence) -> HeartbeatReply {
+        match &self.claim {
+            Some(claim) if claim.fence == fence && !self.state.is_final() => {
+                if self.requests.cancel.is_some() {
+                    HeartbeatReply::StopCancelled
+                } else {
+                    HeartbeatReply::Proceed
+                }
+            }
+            _ if self.state == JobState::Cancelled => HeartbeatReply::StopCancelled,
+            _ => HeartbeatReply::StopLeaseLost,
+        }
+    }
+}
+
+/// What a running step is told when it heartbeats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeartbeatReply {
+    /// Keep working.
+    Proceed,
+    /// A cancellation is recorded: stop.
+    StopCancelled,
+    /// The claim is no longer this holder's: stop.
+    StopLeaseLost,
+}
+
