@@ -13,7 +13,7 @@ use crate::dispatcher::{Dispatcher, DispatcherConfig};
 use crate::engine::{Engine, EngineConfig};
 use crate::reconciler::Reconciler;
 use crate::registry::Registry;
-use crate::store::{ConnectOptions, SqlStore, Storage, StoreError, TenantId};
+use crate::store::{ConnectOptions, SqlStore, StoreError, TenantId, TenantStore};
 
 /// Everything a host needs to know.
 #[derive(Clone, Debug)]

@@ -100,9 +100,8 @@ pub async fn reconcile_once(engine: &Engine, policy: &ReconcilePolicy) -> Result
         }
         let evidence = probe(engine, &record).await;
         let before = record.job.probe_misses;
-        let result = engine
-            .apply(None, id, &Writer::Reconciler, |_| Some(JobEvent::Reconcile { evidence, policy: *policy }))
-            .await;
+        let result =
+            engine.apply(None, id, Writer::Recovery, |_| Some(JobEvent::Reconcile { evidence, policy: *policy })).await;
         match result {
             Ok(after) if after.job.state.is_final() => report.settled += 1,
             Ok(after) if after.job.probe_misses > before => report.misses += 1,
@@ -128,7 +127,9 @@ async fn probe(engine: &Engine, record: &JobRecord) -> Evidence {
     if job.steps.last().is_some_and(|s| s.state == StepState::Completed) {
         return Evidence::Succeeded;
     }
-    if !record.queued {
+    if !job.queue.is_waiting() {
+        // The core never leaves an open, unclaimed, unpaused job idle; a stored one that
+        // is can never be dispatched.
         tracing::warn!(job = %job.id, "an open job is missing from the dispatch queue");
         return Evidence::Missing;
     }

@@ -122,9 +122,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Failed,
                 history: &["step_failed", "failed"],
-                effects: |j| {
-                    vec![released(j, true), Effect::FailureEffect { order: EffectOrder::BeforeSettlement }]
-                },
+                effects: |j| vec![released(j, true), Effect::FailureEffect { order: EffectOrder::BeforeSettlement }],
             },
         },
         Case {
@@ -135,9 +133,7 @@ fn cases() -> Vec<Case> {
             expect: Expect::Applies {
                 state: Failed,
                 history: &["step_failed", "failed"],
-                effects: |j| {
-                    vec![released(j, true), Effect::FailureEffect { order: EffectOrder::BeforeSettlement }]
-                },
+                effects: |j| vec![released(j, true), Effect::FailureEffect { order: EffectOrder::BeforeSettlement }],
             },
         },
         Case {

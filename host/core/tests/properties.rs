@@ -127,7 +127,13 @@ fn random_event_sequences_keep_every_invariant() {
                 prop_assert!(next.run_at <= now, "ready before its time");
             }
             if job.queue != next.queue {
-                prop_assert!(is_allowed(QUEUE_TRANSITIONS, job.queue, next.queue), "queue {:?} → {:?} by {:?}", job.queue, next.queue, event);
+                prop_assert!(
+                    is_allowed(QUEUE_TRANSITIONS, job.queue, next.queue),
+                    "queue {:?} → {:?} by {:?}",
+                    job.queue,
+                    next.queue,
+                    event
+                );
                 prop_assert!(!QUEUE_FORBIDDEN.iter().any(|f| f.from == job.queue && f.to == next.queue));
             }
             job = next;

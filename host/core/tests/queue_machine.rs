@@ -29,12 +29,8 @@ fn blocked() -> Job {
 
 /// Submitted at t0 to run at at(60).
 fn delayed_submission() -> Job {
-    let submission = Submission {
-        id: JobId(Uuid::from_u128(7)),
-        rules: rules(),
-        steps: vec![("a".into(), 1)],
-        run_at: at(60),
-    };
+    let submission =
+        Submission { id: JobId(Uuid::from_u128(7)), rules: rules(), steps: vec![("a".into(), 1)], run_at: at(60) };
     Job::submit(submission, t0()).0
 }
 

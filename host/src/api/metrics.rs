@@ -9,7 +9,6 @@ use axum::response::IntoResponse;
 
 use super::{ApiError, ApiState, OperatorAuth};
 use crate::engine::STEP_BUCKETS;
-use crate::store::Storage;
 
 fn label(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
@@ -17,11 +16,11 @@ fn label(value: &str) -> String {
 
 /// `GET /metrics`.
 pub async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Result<impl IntoResponse, ApiError> {
-    let store = &state.host.store;
+    let engine = &state.host.engine;
     let counters = state.host.engine.counters();
     let mut out = String::new();
     let _ = writeln!(out, "# HELP spindle_jobs Open jobs by tenant, kind and state.\n# TYPE spindle_jobs gauge");
-    let depths = store.depths().await?;
+    let depths = engine.depths().await?;
     for d in &depths {
         let _ = writeln!(
             out,
@@ -53,7 +52,7 @@ pub async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Result<im
         out,
         "# HELP spindle_alerts_total Operational alerts by code, all hosts.\n# TYPE spindle_alerts_total counter"
     );
-    for (name, value) in store.counters().await? {
+    for (name, value) in engine.shared_counters().await? {
         if let Some(code) = name.strip_prefix("fault.") {
             let _ = writeln!(out, "spindle_sandbox_faults_total{{code=\"{}\"}} {value}", label(code));
         } else if let Some(code) = name.strip_prefix("alert.") {

@@ -32,7 +32,7 @@ use views::{JobSummaryView, JobView, KindView, VersionView};
 
 use crate::engine::{Command, SubmitRequest};
 use crate::host::Host;
-use crate::store::{Inserted, JobFilter, Role, Storage, TenantId};
+use crate::store::{Inserted, JobFilter, Role, TenantId};
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]
@@ -87,7 +87,7 @@ async fn authenticate(parts: &Parts, state: &ApiState) -> Result<(Option<TenantI
     let header = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let token = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|t| !t.is_empty());
     let Some(token) = token else { return Err(ApiError::unauthorised()) };
-    match state.host.store.token(&crate::tokens::hash(token)).await? {
+    match state.host.engine.authenticate(token).await? {
         Some(found) => Ok(found),
         None => Err(ApiError::unauthorised()),
     }
@@ -160,16 +160,13 @@ async fn create_tenant(
     if !spindle_runtime::is_valid_name(&request.name) {
         return Err(ApiError::invalid("a tenant name is 1-64 characters of a-z, 0-9, '-', '_' or '.'"));
     }
-    let now = state.host.engine.now();
-    let tenant = state.host.store.create_tenant(&request.name, now).await?;
-    let token = crate::tokens::generate();
-    state.host.store.add_token(&crate::tokens::hash(&token), Some(&tenant.id), Role::Tenant, "initial", now).await?;
+    let (tenant, token) = state.host.engine.create_tenant(&request.name).await?;
     let body = serde_json::json!({ "tenant": tenant.name, "token": token });
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
 async fn list_tenants(State(state): State<ApiState>, _: OperatorAuth) -> Result<Json<serde_json::Value>, ApiError> {
-    let tenants = state.host.store.tenants().await?;
+    let tenants = state.host.engine.tenants().await?;
     let names: Vec<serde_json::Value> = tenants
         .iter()
         .map(|t| serde_json::json!({ "name": t.name, "created_at": time::rfc3339(t.created_at) }))
@@ -183,12 +180,12 @@ async fn create_token(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let tenant = TenantId(name);
-    if state.host.store.tenant(&tenant).await?.is_none() {
-        return Err(ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such tenant"));
-    }
-    let token = crate::tokens::generate();
-    let now = state.host.engine.now();
-    state.host.store.add_token(&crate::tokens::hash(&token), Some(&tenant), Role::Tenant, "issued", now).await?;
+    let token = match state.host.engine.issue_token(&tenant).await {
+        Err(crate::engine::EngineError::Store(crate::store::StoreError::NotFound(_))) => {
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such tenant"));
+        }
+        other => other?,
+    };
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "tenant": tenant.0, "token": token }))).into_response())
 }
 
@@ -317,7 +314,7 @@ async fn get_job(
 ) -> Result<Json<JobView>, ApiError> {
     let id = job_id(&id)?;
     let record = state.host.engine.job(&tenant, id).await?;
-    let history = state.host.store.history(id).await?;
+    let history = state.host.engine.history(&tenant, id).await?;
     Ok(Json(JobView::new(&record, Some(&history))))
 }
 
@@ -379,7 +376,7 @@ async fn list(
     };
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     let filter = JobFilter { state: job_state, kind: query.kind, dead_letters: dead, before_seq: query.cursor, limit };
-    let records = state.host.store.list_jobs(tenant, &filter).await?;
+    let records = state.host.engine.list_jobs(tenant, &filter).await?;
     let next = if records.len() == usize::try_from(limit).unwrap_or(usize::MAX) {
         records.last().map(|r| r.seq)
     } else {

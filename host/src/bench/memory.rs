@@ -17,7 +17,7 @@ use anyhow::bail;
 use serde::Serialize;
 
 use super::{Context, stats, submit_bulk};
-use crate::store::Storage;
+use crate::store::JobStore;
 
 /// Jobs waiting.
 const QUEUED: usize = 10_000;

@@ -15,7 +15,7 @@ use spindle_core::{JobId, JobState};
 
 use crate::engine::{Command, SubmitRequest};
 use crate::host::{Host, HostConfig};
-use crate::store::{JobRecord, Storage, TenantId};
+use crate::store::{JobRecord, JobStore, TenantId};
 
 /// `spindle demo` flags.
 #[derive(Clone, Debug, clap::Args)]

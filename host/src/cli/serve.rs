@@ -7,7 +7,6 @@ use anyhow::Context;
 use crate::api::{ApiState, router};
 use crate::config::{ServeArgs, ServeConfig};
 use crate::host::Host;
-use crate::store::Storage;
 
 /// Runs a host until SIGINT or SIGTERM, then shuts down gracefully: stop claiming, let
 /// running steps finish within the grace period, hand back the rest.
@@ -54,10 +53,7 @@ async fn ensure_operator_token(host: &Host) -> anyhow::Result<()> {
             }
         },
     };
-    let hash = crate::tokens::hash(&token);
-    if host.store.token(&hash).await?.is_none() {
-        host.store.add_token(&hash, None, crate::store::Role::Operator, "operator", host.engine.now()).await?;
-    }
+    host.engine.register_operator_token(&token).await?;
     Ok(())
 }
 

@@ -15,8 +15,9 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::{Semaphore, oneshot};
 
-use super::Engine;
-use crate::store::{Backend, ClaimFilter, JobRecord, JobWrite, StoreError, WriteOutcome};
+use super::{Counters, HostDeriver};
+use crate::clock::Clock;
+use crate::store::{Backend, ClaimFilter, JobRecord, JobWrite, Storage, StoreError, WriteOutcome};
 
 /// Most writes one transaction carries, by backend. PostgreSQL runs two flushes side by
 /// side on separate connections, so a moderate batch keeps both busy; SQLite has one
@@ -43,17 +44,35 @@ struct Pending {
     waiter: Waiter,
 }
 
-/// The queue of writes waiting to be committed together.
+/// The queue of writes waiting to be committed together, and what a flush needs: the
+/// store, how this host claims, the clock, the counters it reports to.
 pub(crate) struct GroupCommit {
     queue: std::sync::Mutex<Vec<Pending>>,
     flushing: Semaphore,
     max_batch: usize,
+    store: Arc<dyn Storage>,
+    deriver: Arc<HostDeriver>,
+    clock: Arc<dyn Clock>,
+    counters: Arc<Counters>,
 }
 
 impl GroupCommit {
-    /// A group commit for a store on `backend`.
-    pub(crate) fn new(backend: Backend) -> Self {
-        Self { queue: std::sync::Mutex::default(), flushing: Semaphore::new(LEADERS), max_batch: max_batch(backend) }
+    /// A group commit over `store`.
+    pub(crate) fn new(
+        store: Arc<dyn Storage>,
+        deriver: Arc<HostDeriver>,
+        clock: Arc<dyn Clock>,
+        counters: Arc<Counters>,
+    ) -> Self {
+        Self {
+            queue: std::sync::Mutex::default(),
+            flushing: Semaphore::new(LEADERS),
+            max_batch: max_batch(store.backend()),
+            store,
+            deriver,
+            clock,
+            counters,
+        }
     }
 }
 
@@ -70,7 +89,7 @@ impl std::fmt::Debug for GroupCommit {
 impl GroupCommit {
     /// Commits `write` together with whatever else is waiting; answers its own outcome,
     /// and a job claimed for the writer when `next` asks for one.
-    pub(crate) async fn write(&self, engine: &Engine, write: JobWrite, next: Option<ClaimFilter>) -> Flushed {
+    pub(crate) async fn write(&self, write: JobWrite, next: Option<ClaimFilter>) -> Flushed {
         let (tx, mut rx) = oneshot::channel();
         self.lock_queue().push(Pending { write, next, waiter: tx });
         loop {
@@ -87,7 +106,7 @@ impl GroupCommit {
             if batch.is_empty() {
                 continue;
             }
-            self.flush(engine, batch).await;
+            self.flush(batch).await;
             if let Ok(result) = rx.try_recv() {
                 return result;
             }
@@ -95,7 +114,7 @@ impl GroupCommit {
     }
 
     /// Commits one batch and answers its waiters.
-    async fn flush(&self, engine: &Engine, batch: Vec<Pending>) {
+    async fn flush(&self, batch: Vec<Pending>) {
         let started = std::time::Instant::now();
         let carried = batch.len() as u64;
         // The batch claims for the writers that asked, with the first one's filter (a
@@ -109,16 +128,16 @@ impl GroupCommit {
             writes.push(pending.write);
             waiters.push((pending.waiter, asks));
         }
-        let now = engine.now();
+        let now = self.clock.now();
+        let deriver = self.deriver.as_ref();
         let result = match &filter {
             Some(filter) => {
-                let derive = engine.claim_derive(now);
                 let limit = u32::try_from(wanting).unwrap_or(u32::MAX);
-                engine.store.write_and_claim(writes, now, limit, filter, &derive).await
+                self.store.write_and_claim(writes, now, limit, filter, deriver).await
             }
-            None => engine.store.write(writes, now).await.map(|outcomes| (outcomes, Vec::new())),
+            None => self.store.write(writes, now, deriver).await.map(|outcomes| (outcomes, Vec::new())),
         };
-        let counters = &engine.counters;
+        let counters = &self.counters;
         counters.flushes.fetch_add(1, Ordering::Relaxed);
         counters.flushed_writes.fetch_add(carried, Ordering::Relaxed);
         counters.flush_micros.fetch_add(micros(started.elapsed()), Ordering::Relaxed);

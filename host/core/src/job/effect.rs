@@ -97,4 +97,3 @@ impl Transition {
         (before.state != self.job.state).then_some((before.state, self.job.state))
     }
 }
-

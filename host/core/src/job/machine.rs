@@ -70,7 +70,8 @@ impl Draft {
         change_state(before.state, self.job.state)?;
         let queue = self.queue_after(before, now);
         self.job.queue = change("queue", QUEUE_TRANSITIONS, before.queue, queue)?;
-        self.job.blocked_on = if queue == QueueState::Blocked { self.blocked_on.or(before.blocked_on.clone()) } else { None };
+        self.job.blocked_on =
+            if queue == QueueState::Blocked { self.blocked_on.or(before.blocked_on.clone()) } else { None };
         self.steps_changed.sort_unstable();
         self.steps_changed.dedup();
         Ok(Transition {

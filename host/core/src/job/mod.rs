@@ -277,4 +277,3 @@ pub enum HeartbeatReply {
     /// The claim is no longer this holder's: stop.
     StopLeaseLost,
 }
-

@@ -188,4 +188,3 @@ impl Refusal {
         matches!(self, Self::LateSuccessAfterFailure)
     }
 }
-

@@ -158,7 +158,6 @@ pub const JOB_FORBIDDEN: &[Forbidden<JobState>] = {
     ]
 };
 
-
 /// The one way a job's state changes: `to` when `from → to` is a row of
 /// [`JOB_TRANSITIONS`] (or no change), otherwise a [`Refusal::NotInTable`] — in release
 /// builds too, so a defect that asks for an unlisted change writes nothing.

@@ -1,0 +1,68 @@
+//! The core's answers inside store transactions: when a claim, a promotion or a lease
+//! key's release needs a decision about a job the transaction did not come with, the
+//! store asks this host's [`HostDeriver`], which asks the job machine and plans the
+//! write. The store commits what it answers, version-checked, and decides nothing.
+
+use std::time::Duration;
+
+use spindle_core::job::JobEvent;
+use spindle_core::{Timestamp, transition};
+
+use super::plan;
+use crate::store::{Deriver, JobRecord, JobWrite, OutboxEffect};
+
+/// This host's derivations: its claims carry its name and its lease TTL.
+#[derive(Clone, Debug)]
+pub struct HostDeriver {
+    owner: String,
+    ttl: Duration,
+}
+
+impl HostDeriver {
+    /// Claims by `owner` lasting `ttl` without a heartbeat.
+    pub fn new(owner: &str, ttl: Duration) -> Self {
+        Self { owner: owner.to_owned(), ttl }
+    }
+
+    /// The write of `event` on `record` at `now`, or `None` when the core refuses it or
+    /// nothing changes.
+    fn derive(&self, record: &JobRecord, event: &JobEvent, now: Timestamp) -> Option<JobWrite> {
+        let planned = transition(&record.job, event, now)
+            .and_then(|t| if t.is_noop(&record.job) { Ok(None) } else { plan(record, t, now).map(Some) });
+        match planned {
+            Ok(Some(mut plan)) => {
+                if plan.failure_effect_first {
+                    // No hook runs inside a transaction; these events never fail a job,
+                    // but if one ever did, the effect would still run from the outbox.
+                    plan.write.outbox.push(OutboxEffect::FailureEffect);
+                }
+                Some(plan.write)
+            }
+            Ok(None) => None,
+            Err(refusal) => {
+                // The store selected the job by its indexed columns, which project the
+                // machine: a refusal here means they disagree with it.
+                tracing::warn!(job = %record.job.id, event = event.name(), code = refusal.code(), queue = %record.job.queue, "the core refused a queue event: {refusal}");
+                None
+            }
+        }
+    }
+}
+
+impl Deriver for HostDeriver {
+    fn claim(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite> {
+        self.derive(record, &JobEvent::Claim { owner: self.owner.clone(), ttl: self.ttl }, now)
+    }
+
+    fn key_busy(&self, record: &JobRecord, key: &str, held_until: Timestamp, now: Timestamp) -> Option<JobWrite> {
+        self.derive(record, &JobEvent::KeyBusy { key: key.to_owned(), held_until }, now)
+    }
+
+    fn key_released(&self, record: &JobRecord, key: &str, now: Timestamp) -> Option<JobWrite> {
+        self.derive(record, &JobEvent::KeyReleased { key: key.to_owned() }, now)
+    }
+
+    fn due(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite> {
+        self.derive(record, &JobEvent::Due, now)
+    }
+}

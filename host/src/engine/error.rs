@@ -1,0 +1,70 @@
+//! Why the engine refused or failed a request: typed, each with a stable code.
+
+use std::sync::Arc;
+
+use spindle_core::{JobState, Refusal};
+use thiserror::Error;
+
+use crate::registry::RegistryError;
+use crate::store::StoreError;
+
+/// Why the engine refused or failed a request. Each has a stable code for APIs.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// The tenant has no such kind.
+    #[error("unknown kind {0:?}")]
+    UnknownKind(String),
+    /// No such job (for this tenant).
+    #[error("job not found")]
+    NotFound,
+    /// The input is over the cap.
+    #[error("the input is {bytes} bytes, over the {cap}-byte limit")]
+    PayloadTooLarge {
+        /// Its size.
+        bytes: usize,
+        /// The cap.
+        cap: usize,
+    },
+    /// The request is malformed (a lease key, a priority).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// The event does not apply to the job in its current state.
+    #[error("{refusal} (the job is {state})")]
+    Refused {
+        /// Why, as the core said it.
+        refusal: Refusal,
+        /// The job's state.
+        state: JobState,
+    },
+    /// Too many concurrent writers kept changing the job; the request did nothing.
+    #[error("the job kept changing under concurrent writers; try again")]
+    Contention,
+    /// The registry failed (unknown version, a component that does not load).
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The store failed a group commit this write was part of.
+    #[error(transparent)]
+    StoreShared(Arc<StoreError>),
+}
+
+impl EngineError {
+    /// A stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::UnknownKind(_) => "unknown-kind",
+            Self::NotFound => "not-found",
+            Self::PayloadTooLarge { .. } => "payload-too-large",
+            Self::Invalid(_) => "invalid-request",
+            Self::Refused { .. } => "illegal-transition",
+            Self::Contention => "contention",
+            Self::Registry(RegistryError::UnknownKind(_)) => "unknown-kind",
+            Self::Registry(RegistryError::UnknownVersion { .. }) => "unknown-version",
+            Self::Registry(RegistryError::InvalidName(_)) => "invalid-request",
+            Self::Registry(RegistryError::Invalid(_)) => "invalid-component",
+            Self::Registry(RegistryError::Store(_)) | Self::Store(_) | Self::StoreShared(_) => "internal",
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Submission: jobs pinned to their kind's current version, checked before anything
+//! is written.
+
+use serde::{Deserialize, Serialize};
+use spindle_core::job::{KindRules, Submission};
+use spindle_core::policy::priority::Priority;
+use spindle_core::{Job, Timestamp};
+
+use super::{Engine, EngineError};
+use crate::clock::new_job_id;
+use crate::registry::RegistryError;
+use crate::store::{Inserted, NewJob, StoreError, TenantId};
+
+/// A submission.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitRequest {
+    /// The kind's name.
+    pub kind: String,
+    /// The job's input (JSON by convention).
+    pub input: Vec<u8>,
+    /// Its priority layer.
+    pub priority: Priority,
+    /// Not before this time.
+    pub run_at: Option<Timestamp>,
+    /// A second submission with the same key returns the first job.
+    pub idempotency_key: Option<String>,
+    /// Exclusive lease keys: no two jobs holding one of them run a step at once.
+    pub lease_keys: Vec<String>,
+}
+
+/// A lease key as stored: the tenant's name, `/`, the key (tenant names hold no `/`).
+pub fn tenant_key(tenant: &TenantId, key: &str) -> String {
+    format!("{tenant}/{key}")
+}
+
+/// A stored lease key as its tenant sees it.
+pub fn untenant_key<'a>(tenant: &TenantId, key: &'a str) -> &'a str {
+    key.strip_prefix(&format!("{tenant}/")).unwrap_or(key)
+}
+
+impl Engine {
+    /// Submits a job.
+    pub async fn submit(&self, tenant: &TenantId, request: SubmitRequest) -> Result<Inserted, EngineError> {
+        let mut out = self.submit_many(tenant, vec![request]).await?;
+        out.pop().ok_or_else(|| EngineError::Store(StoreError::Corrupt("no job inserted".into())))
+    }
+
+    /// Submits several jobs in one transaction.
+    pub async fn submit_many(
+        &self,
+        tenant: &TenantId,
+        requests: Vec<SubmitRequest>,
+    ) -> Result<Vec<Inserted>, EngineError> {
+        let now = self.now();
+        let mut jobs = Vec::with_capacity(requests.len());
+        let mut resolved = std::collections::HashMap::new();
+        for request in requests {
+            self.check_request(&request)?;
+            if !resolved.contains_key(&request.kind) {
+                let current = match self.registry.current(tenant, &request.kind).await {
+                    Err(RegistryError::UnknownKind(kind)) => return Err(EngineError::UnknownKind(kind)),
+                    other => other?,
+                };
+                resolved.insert(request.kind.clone(), current);
+            }
+            let current = &resolved[&request.kind];
+            let spec = &current.kind.spec;
+            let rules = KindRules {
+                cancellable: spec.cancellable,
+                max_attempts: spec.retry.max_attempts,
+                failure_effect: spec.has_failure_effect,
+                notify_on_success: spec.notifies_on_success,
+            };
+            let submission = Submission {
+                id: new_job_id(),
+                rules,
+                steps: spec.steps.iter().map(|s| (s.key.clone(), s.weight)).collect(),
+                run_at: request.run_at.unwrap_or(now),
+            };
+            let (job, history) = Job::submit(submission, now);
+            jobs.push(NewJob {
+                job,
+                tenant: tenant.clone(),
+                kind: request.kind,
+                kind_version: current.version.version,
+                priority: request.priority,
+                payload: request.input,
+                idempotency_key: request.idempotency_key,
+                // Keys are per tenant: another tenant's `account:42` is another resource.
+                lease_keys: request.lease_keys.iter().map(|k| tenant_key(tenant, k)).collect(),
+                history,
+            });
+        }
+        let inserted = self.store.insert_jobs(jobs, now).await?;
+        self.wake.notify_one();
+        Ok(inserted)
+    }
+
+    fn check_request(&self, request: &SubmitRequest) -> Result<(), EngineError> {
+        if request.input.len() > self.config.max_payload_bytes {
+            return Err(EngineError::PayloadTooLarge {
+                bytes: request.input.len(),
+                cap: self.config.max_payload_bytes,
+            });
+        }
+        if request.lease_keys.len() > self.config.max_lease_keys {
+            return Err(EngineError::Invalid(format!("at most {} lease keys", self.config.max_lease_keys)));
+        }
+        for key in &request.lease_keys {
+            if key.is_empty() || key.len() > 200 || key.chars().any(char::is_control) {
+                return Err(EngineError::Invalid(format!("lease key {key:?}: 1-200 printable characters")));
+            }
+        }
+        if let Some(key) = &request.idempotency_key
+            && (key.is_empty() || key.len() > 200)
+        {
+            return Err(EngineError::Invalid("idempotency key: 1-200 characters".into()));
+        }
+        Ok(())
+    }
+}

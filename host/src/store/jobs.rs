@@ -1,0 +1,478 @@
+//! Jobs: submission, reads, version-checked writes, history, listings and the indexes
+//! recovery searches (lapsed claims, silent jobs).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use spindle_core::policy::priority::Priority;
+use spindle_core::{HistoryEvent, Job, JobId, JobState, Timestamp};
+
+use super::queue::Deriver;
+use super::rows::{
+    JOB_COLS, MAX_PARAMS, corrupt, fetch_jobs, history_rows, insert_rows, machine_json, parse_id, step_row, ts,
+};
+use super::sql::{Backend, Tx, Ty, Value, values_list};
+use super::tenants::TenantId;
+use super::writes::{IndexedColumns, JobWrite, WriteOutcome, commit_writes};
+use super::{SqlStore, StoreError};
+
+/// A job as stored: the machine plus what the store keeps beside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    /// The job machine's state, with the current pass's steps.
+    pub job: Job,
+    /// The row version this record was read at.
+    pub version: i64,
+    /// Submission sequence number (dispatch order within a priority layer).
+    pub seq: i64,
+    /// The owning tenant.
+    pub tenant: TenantId,
+    /// The kind's name.
+    pub kind: String,
+    /// The kind version the job is pinned to.
+    pub kind_version: i64,
+    /// Its priority layer.
+    pub priority: Priority,
+    /// Its input.
+    pub payload: Vec<u8>,
+    /// The submission's idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Exclusive lease keys its claims take.
+    pub lease_keys: Vec<String>,
+}
+
+impl JobRecord {
+    /// The retry job of this one: `job` (built by `Job::successor_of`) with this job's
+    /// tenant, kind version, priority, input and lease keys, and no idempotency key.
+    pub fn retry_job(&self, job: Job, history: Vec<HistoryEvent>) -> NewJob {
+        NewJob {
+            job,
+            tenant: self.tenant.clone(),
+            kind: self.kind.clone(),
+            kind_version: self.kind_version,
+            priority: self.priority,
+            payload: self.payload.clone(),
+            idempotency_key: None,
+            lease_keys: self.lease_keys.clone(),
+            history,
+        }
+    }
+}
+
+/// A job to insert.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewJob {
+    /// The submitted machine.
+    pub job: Job,
+    /// Its tenant.
+    pub tenant: TenantId,
+    /// Its kind.
+    pub kind: String,
+    /// The pinned kind version.
+    pub kind_version: i64,
+    /// Its priority layer.
+    pub priority: Priority,
+    /// Its input.
+    pub payload: Vec<u8>,
+    /// Optional idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Exclusive lease keys.
+    pub lease_keys: Vec<String>,
+    /// History of its creation.
+    pub history: Vec<HistoryEvent>,
+}
+
+/// What a submission produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    /// A new job.
+    Created(JobRecord),
+    /// A job with the same idempotency key already existed: it is returned instead.
+    Existing(JobRecord),
+}
+
+impl Inserted {
+    /// The job, new or existing.
+    pub fn record(&self) -> &JobRecord {
+        match self {
+            Self::Created(r) | Self::Existing(r) => r,
+        }
+    }
+}
+
+/// Filters for listing jobs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only this state.
+    pub state: Option<JobState>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Only failed jobs that have not been retried (the dead-letter view).
+    pub dead_letters: bool,
+    /// Only jobs older than this sequence number (the cursor of the previous page).
+    pub before_seq: Option<i64>,
+    /// Page size.
+    pub limit: u32,
+}
+
+/// One entry of a job's history as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// Its order.
+    pub id: i64,
+    /// When.
+    pub at: Timestamp,
+    /// What.
+    pub event: HistoryEvent,
+}
+
+/// A queue's depth per kind and state, for metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Depth {
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The kind.
+    pub kind: String,
+    /// The state.
+    pub state: String,
+    /// How many jobs.
+    pub count: i64,
+}
+
+/// A locked read-modify-write's derivation: the write for the job as read, or `None`.
+pub type Derive<'a> = &'a (dyn Fn(&JobRecord) -> Option<JobWrite> + Send + Sync);
+
+/// How a locked read-modify-write ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Updated {
+    /// No such job.
+    Missing,
+    /// The derivation wrote nothing; the job as read.
+    Skipped(JobRecord),
+    /// The derivation's write and how it ended.
+    Wrote(JobRecord, WriteOutcome),
+}
+
+/// Jobs.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Inserts submitted jobs; a job whose idempotency key exists yields the existing one.
+    async fn insert_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError>;
+    /// A job by id.
+    async fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError>;
+    /// Reads a job with its row locked (PostgreSQL `FOR UPDATE`; SQLite's write lock),
+    /// derives a write from it and commits it in the same transaction: no concurrent
+    /// writer can slip in between, so a busy job never starves the caller.
+    async fn update_job(
+        &self,
+        id: JobId,
+        now: Timestamp,
+        derive: Derive<'_>,
+        deriver: &dyn Deriver,
+    ) -> Result<Updated, StoreError>;
+    /// Commits writes in one transaction; each is checked against its version. Jobs
+    /// blocked on keys the writes release are woken through `deriver`.
+    async fn write(
+        &self,
+        writes: Vec<JobWrite>,
+        now: Timestamp,
+        deriver: &dyn Deriver,
+    ) -> Result<Vec<WriteOutcome>, StoreError>;
+    /// Jobs whose claim has lapsed (expired at or before `now`, as the core decides).
+    async fn lapsed_claims(&self, now: Timestamp, limit: u32) -> Result<Vec<JobId>, StoreError>;
+    /// Open jobs whose last activity is at or before `before`, oldest first.
+    async fn silent_jobs(&self, before: Timestamp, limit: u32) -> Result<Vec<JobId>, StoreError>;
+    /// A job's history, oldest first.
+    async fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>, StoreError>;
+    /// Appends history that no job change goes with (an after-commit effect ran).
+    async fn append_history(&self, id: JobId, events: &[HistoryEvent], now: Timestamp) -> Result<(), StoreError>;
+    /// A tenant's jobs, newest first.
+    async fn list_jobs(&self, tenant: &TenantId, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError>;
+    /// Jobs by tenant, kind and state, for metrics.
+    async fn depths(&self) -> Result<Vec<Depth>, StoreError>;
+}
+
+/// Columns of one row of the batched job INSERT: identity and submission, the indexed
+/// columns, the machine.
+const INSERT_COLS: usize = 19;
+
+/// Inserts jobs with multi-row statements (jobs, then their steps and history); answers
+/// each one's sequence number, `None` where its idempotency key was taken.
+pub(super) async fn insert_new_jobs(
+    tx: &mut Tx,
+    jobs: &[&NewJob],
+    now: Timestamp,
+) -> Result<Vec<Option<i64>>, StoreError> {
+    let mut seqs: HashMap<String, i64> = HashMap::with_capacity(jobs.len());
+    for chunk in jobs.chunks(MAX_PARAMS / INSERT_COLS) {
+        let mut args = Vec::with_capacity(chunk.len() * INSERT_COLS);
+        for new in chunk {
+            let job = &new.job;
+            args.extend([
+                Value::from(job.id.to_string()),
+                Value::from(new.tenant.0.as_str()),
+                Value::from(new.kind.as_str()),
+                Value::from(new.kind_version),
+                Value::from(i64::from(new.priority.rank())),
+                Value::from(job.created_at.as_micros()),
+                Value::from(new.payload.clone()),
+                Value::from(new.idempotency_key.clone()),
+                Value::from(serde_json::to_string(&new.lease_keys).map_err(corrupt)?),
+            ]);
+            args.extend(IndexedColumns::of(job).values());
+            args.push(Value::from(machine_json(job)?));
+        }
+        let sql = format!(
+            "INSERT INTO jobs (id, tenant_id, kind, kind_version, priority, created_at, payload, idempotency_key, \
+             lease_keys, {}, machine, version) \
+             SELECT column1, column2, column3, column4, column5, column6, column7, column8, column9, column10, \
+             column11, column12, CAST(column13 AS TEXT), CAST(column14 AS BIGINT), column15, \
+             CAST(column16 AS BIGINT), column17, CAST(column18 AS TEXT), column19, 1 FROM (VALUES {}) AS v WHERE true \
+             ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq, id",
+            IndexedColumns::COLUMNS,
+            values_list(chunk.len(), INSERT_COLS, 1)
+        );
+        for row in tx.fetch(&sql, args, &[Ty::Int, Ty::Text]).await? {
+            seqs.insert(row.text(1), row.int(0));
+        }
+    }
+    let mut steps = Vec::new();
+    let mut history = Vec::new();
+    let mut out = Vec::with_capacity(jobs.len());
+    for new in jobs {
+        let job = &new.job;
+        let id = job.id.to_string();
+        let seq = seqs.get(&id).copied();
+        if seq.is_some() {
+            for (i, step) in job.steps.iter().enumerate() {
+                steps.push(step_row(&id, job.pass, i, step)?);
+            }
+            history.extend(history_rows(&id, now, &new.history)?);
+        }
+        out.push(seq);
+    }
+    insert_rows(tx, "INSERT INTO steps (job_id, pass, position, key, state, body, output)", "", 7, steps).await?;
+    insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
+    Ok(out)
+}
+
+async fn job_by_key(tx: &mut Tx, tenant: &TenantId, key: &str) -> Result<Option<JobRecord>, StoreError> {
+    let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE tenant_id = $1 AND idempotency_key = $2");
+    Ok(fetch_jobs(tx, &sql, vec![Value::from(tenant.0.as_str()), Value::from(key)]).await?.pop())
+}
+
+fn ids_of(rows: Vec<super::sql::Row>) -> Result<Vec<JobId>, StoreError> {
+    rows.iter().map(|r| parse_id(&r.text(0), "job id")).collect()
+}
+
+#[async_trait]
+impl JobStore for SqlStore {
+    async fn insert_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError> {
+        let mut tx = self.db.begin().await?;
+        // Jobs whose idempotency key already names a job answer that job.
+        let mut existing: Vec<Option<JobRecord>> = Vec::with_capacity(jobs.len());
+        for new in &jobs {
+            existing.push(match &new.idempotency_key {
+                Some(key) => job_by_key(&mut tx, &new.tenant, key).await?,
+                None => None,
+            });
+        }
+        let fresh: Vec<&NewJob> = jobs.iter().zip(&existing).filter(|(_, e)| e.is_none()).map(|(j, _)| j).collect();
+        let any_ready = fresh.iter().any(|j| j.job.queue == spindle_core::QueueState::Ready);
+        let mut seqs = insert_new_jobs(&mut tx, &fresh, now).await?.into_iter();
+        let mut out = Vec::with_capacity(jobs.len());
+        for (new, found) in jobs.into_iter().zip(existing) {
+            if let Some(found) = found {
+                out.push(Inserted::Existing(found));
+                continue;
+            }
+            match seqs.next().flatten() {
+                Some(seq) => out.push(Inserted::Created(JobRecord {
+                    job: new.job,
+                    version: 1,
+                    seq,
+                    tenant: new.tenant,
+                    kind: new.kind,
+                    kind_version: new.kind_version,
+                    priority: new.priority,
+                    payload: new.payload,
+                    idempotency_key: new.idempotency_key,
+                    lease_keys: new.lease_keys,
+                })),
+                None => {
+                    // Another submission (concurrent, or earlier in this batch) took the key.
+                    let key = new.idempotency_key.as_deref().unwrap_or_default();
+                    let found = job_by_key(&mut tx, &new.tenant, key)
+                        .await?
+                        .ok_or_else(|| corrupt("idempotency conflict without a job"))?;
+                    out.push(Inserted::Existing(found));
+                }
+            }
+        }
+        if any_ready {
+            super::queue::notify_ready(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
+        let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1");
+        let rows = self.db.fetch(&sql, vec![Value::from(id.to_string())], super::rows::JOB_TYS).await?;
+        let mut records = rows.into_iter().map(super::rows::job_from_row).collect::<Result<Vec<_>, _>>()?;
+        let Some(mut record) = records.pop() else { return Ok(None) };
+        let steps = self
+            .db
+            .fetch(
+                "SELECT position, body, output FROM steps WHERE job_id = $1 AND pass = $2 ORDER BY position",
+                vec![Value::from(id.to_string()), Value::from(i64::from(record.job.pass))],
+                &[Ty::Int, Ty::Text, Ty::Blob],
+            )
+            .await?;
+        for mut row in steps {
+            record.job.steps.push(super::rows::step_from_row(&mut row, 1, 2)?);
+        }
+        Ok(Some(record))
+    }
+
+    async fn update_job(
+        &self,
+        id: JobId,
+        now: Timestamp,
+        derive: Derive<'_>,
+        deriver: &dyn Deriver,
+    ) -> Result<Updated, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let lock = match self.db.backend() {
+            Backend::Sqlite => "",
+            Backend::Postgres => " FOR UPDATE",
+        };
+        let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1{lock}");
+        let mut records = fetch_jobs(&mut tx, &sql, vec![Value::from(id.to_string())]).await?;
+        // Nothing to write: end the transaction now. A dropped one rolls back only when
+        // its pooled connection is next used, and until then PostgreSQL keeps the row
+        // locked (claims would skip it, other updates would wait for it).
+        let Some(record) = records.pop() else {
+            tx.commit().await?;
+            return Ok(Updated::Missing);
+        };
+        let Some(write) = derive(&record) else {
+            tx.commit().await?;
+            return Ok(Updated::Skipped(record));
+        };
+        let mut new_record = write.record.clone();
+        let outcome = commit_writes(&mut tx, vec![write], now, deriver).await?.pop().unwrap_or(WriteOutcome::Conflict);
+        if let WriteOutcome::Written { version } = outcome {
+            new_record.version = version;
+        }
+        tx.commit().await?;
+        Ok(Updated::Wrote(new_record, outcome))
+    }
+
+    async fn write(
+        &self,
+        writes: Vec<JobWrite>,
+        now: Timestamp,
+        deriver: &dyn Deriver,
+    ) -> Result<Vec<WriteOutcome>, StoreError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.db.begin().await?;
+        let outcomes = commit_writes(&mut tx, writes, now, deriver).await?;
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    async fn lapsed_claims(&self, now: Timestamp, limit: u32) -> Result<Vec<JobId>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT id FROM jobs WHERE claim_expires_at IS NOT NULL AND claim_expires_at <= $1 \
+                 ORDER BY claim_expires_at LIMIT $2",
+                vec![Value::from(now.as_micros()), Value::from(i64::from(limit))],
+                &[Ty::Text],
+            )
+            .await?;
+        ids_of(rows)
+    }
+
+    async fn silent_jobs(&self, before: Timestamp, limit: u32) -> Result<Vec<JobId>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT id FROM jobs WHERE state IN ('pending', 'running') AND last_activity_at <= $1 \
+                 ORDER BY last_activity_at LIMIT $2",
+                vec![Value::from(before.as_micros()), Value::from(i64::from(limit))],
+                &[Ty::Text],
+            )
+            .await?;
+        ids_of(rows)
+    }
+
+    async fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT id, at, body FROM history WHERE job_id = $1 ORDER BY id",
+                vec![Value::from(id.to_string())],
+                &[Ty::Int, Ty::Int, Ty::Text],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let event = serde_json::from_str(&r.text(2)).map_err(|e| corrupt(format!("history: {e}")))?;
+                Ok(HistoryEntry { id: r.int(0), at: ts(r, 1), event })
+            })
+            .collect()
+    }
+
+    async fn append_history(&self, id: JobId, events: &[HistoryEvent], now: Timestamp) -> Result<(), StoreError> {
+        let mut tx = self.db.begin().await?;
+        let rows = history_rows(&id.to_string(), now, events)?;
+        insert_rows(&mut tx, "INSERT INTO history (job_id, at, event, body)", "", 4, rows).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn list_jobs(&self, tenant: &TenantId, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError> {
+        let mut sql = format!("SELECT {JOB_COLS} FROM jobs WHERE tenant_id = $1");
+        let mut args = vec![Value::from(tenant.0.as_str())];
+        if filter.dead_letters {
+            sql.push_str(" AND state = 'failed' AND successor IS NULL");
+        } else if let Some(state) = filter.state {
+            args.push(Value::from(state.as_str()));
+            sql.push_str(&format!(" AND state = ${}", args.len()));
+        }
+        if let Some(kind) = &filter.kind {
+            args.push(Value::from(kind.as_str()));
+            sql.push_str(&format!(" AND kind = ${}", args.len()));
+        }
+        if let Some(before) = filter.before_seq {
+            args.push(Value::from(before));
+            sql.push_str(&format!(" AND seq < ${}", args.len()));
+        }
+        args.push(Value::from(i64::from(filter.limit.clamp(1, 1000))));
+        sql.push_str(&format!(" ORDER BY seq DESC LIMIT ${}", args.len()));
+        let mut tx = self.db.begin().await?;
+        let records = fetch_jobs(&mut tx, &sql, args).await?;
+        tx.commit().await?;
+        Ok(records)
+    }
+
+    async fn depths(&self) -> Result<Vec<Depth>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT tenant_id, kind, state, COUNT(*) FROM jobs WHERE state IN ('pending', 'running', 'paused') \
+                 GROUP BY tenant_id, kind, state",
+                vec![],
+                &[Ty::Text, Ty::Text, Ty::Text, Ty::Int],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Depth { tenant: TenantId(r.text(0)), kind: r.text(1), state: r.text(2), count: r.int(3) })
+            .collect())
+    }
+}

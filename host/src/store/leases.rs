@@ -1,0 +1,201 @@
+//! Exclusive lease keys (`account:42`: no two jobs holding one run a step at once) and
+//! process-wide singleton leases (one reconciler across hosts).
+//!
+//! A key row stays when it is released, marked free, so that its token keeps growing
+//! across holders: a token that started again at 1 would repeat one an earlier holder
+//! was given.
+
+use std::collections::BTreeSet;
+
+use async_trait::async_trait;
+use spindle_core::{JobId, Timestamp};
+
+use super::queue::Deriver;
+use super::rows::{parse_id, ts};
+use super::sql::{Backend, Tx, Ty, Value};
+use super::writes::{Applied, finish};
+use super::{SqlStore, StoreError};
+
+/// Lease keys and singleton leases.
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
+    /// Invalidates a lease key (its target was deleted, or an operator revoked it): the
+    /// key is free at once for waiting jobs (woken through `deriver`), and its holder can
+    /// no longer heartbeat or commit under it. Answers the job that held it.
+    async fn invalidate_lease(
+        &self,
+        key: &str,
+        now: Timestamp,
+        deriver: &dyn Deriver,
+    ) -> Result<Option<JobId>, StoreError>;
+    /// Takes or renews a process-wide lease; answers its fence when this owner holds it.
+    async fn singleton(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl_micros: i64,
+        now: Timestamp,
+    ) -> Result<Option<i64>, StoreError>;
+    /// Gives up a process-wide lease.
+    async fn release_singleton(&self, name: &str, owner: &str) -> Result<(), StoreError>;
+}
+
+/// A job's lease keys without repeats, in one order for every job: a claim takes each
+/// key once, and claims that share keys take them in the same order (so that two
+/// PostgreSQL transactions cannot each hold a key the other waits for).
+fn distinct(keys: &[String]) -> BTreeSet<&String> {
+    keys.iter().collect()
+}
+
+/// Takes job `id`'s `keys` for a claim under `fence`; answers the first key held by
+/// another job and when its holder's lease lapses, if any (and then holds none of them).
+pub(super) async fn acquire(
+    tx: &mut Tx,
+    id: &str,
+    keys: &[String],
+    fence: i64,
+    owner: &str,
+    expires_at: Timestamp,
+    now: Timestamp,
+) -> Result<Option<(String, Timestamp)>, StoreError> {
+    for key in distinct(keys) {
+        let taken = tx
+            .execute(
+                "INSERT INTO leases (key, job_id, holder_fence, token, owner, expires_at) VALUES ($1, $2, $3, 1, $4, $5) \
+                 ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, holder_fence = excluded.holder_fence, \
+                 token = leases.token + 1, owner = excluded.owner, expires_at = excluded.expires_at \
+                 WHERE leases.expires_at <= $6 OR leases.job_id = excluded.job_id",
+                vec![
+                    Value::from(key.as_str()),
+                    Value::from(id),
+                    Value::from(fence),
+                    Value::from(owner),
+                    Value::from(expires_at.as_micros()),
+                    Value::from(now.as_micros()),
+                ],
+            )
+            .await?;
+        if taken == 0 {
+            free(tx, id, fence, FenceMatch::Exactly).await?;
+            let holder = tx
+                .fetch("SELECT expires_at FROM leases WHERE key = $1", vec![Value::from(key.as_str())], &[Ty::Int])
+                .await?;
+            let held_until = holder.first().map_or(now, |r| ts(r, 0));
+            return Ok(Some((key.clone(), held_until)));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether job `id` still holds every one of `keys` under `fence`.
+pub(super) async fn holds_all(tx: &mut Tx, id: &str, fence: i64, keys: &[String]) -> Result<bool, StoreError> {
+    let held = tx
+        .fetch(
+            "SELECT COUNT(*) FROM leases WHERE job_id = $1 AND holder_fence = $2",
+            vec![Value::from(id), Value::from(fence)],
+            &[Ty::Int],
+        )
+        .await?;
+    let needed = i64::try_from(distinct(keys).len()).unwrap_or(i64::MAX);
+    Ok(held.first().map_or(0, |r| r.int(0)) >= needed)
+}
+
+/// Extends the keys job `id` holds under `fence` until `expires_at`.
+pub(super) async fn renew(tx: &mut Tx, id: &str, fence: i64, expires_at: Timestamp) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE leases SET expires_at = $1 WHERE job_id = $2 AND holder_fence = $3",
+        vec![Value::from(expires_at.as_micros()), Value::from(id), Value::from(fence)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Which of a job's key rows [`free`] lets go.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum FenceMatch {
+    /// Those taken under the fence.
+    Exactly,
+    /// Those taken under the fence or an earlier one.
+    AtMost,
+}
+
+/// Lets go of the keys job `id` holds under `fence`.
+pub(super) async fn free(tx: &mut Tx, id: &str, fence: i64, which: FenceMatch) -> Result<(), StoreError> {
+    let op = match which {
+        FenceMatch::Exactly => "=",
+        FenceMatch::AtMost => "<=",
+    };
+    let sql = format!(
+        "UPDATE leases SET job_id = '', holder_fence = 0, owner = '', expires_at = 0 \
+         WHERE job_id = $1 AND holder_fence {op} $2"
+    );
+    tx.execute(&sql, vec![Value::from(id), Value::from(fence)]).await?;
+    Ok(())
+}
+
+#[async_trait]
+impl LeaseStore for SqlStore {
+    async fn invalidate_lease(
+        &self,
+        key: &str,
+        now: Timestamp,
+        deriver: &dyn Deriver,
+    ) -> Result<Option<JobId>, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let lock = match self.db.backend() {
+            Backend::Sqlite => "",
+            Backend::Postgres => " FOR UPDATE",
+        };
+        let sql = format!("SELECT job_id FROM leases WHERE key = $1 AND job_id <> ''{lock}");
+        let holder = tx.fetch(&sql, vec![Value::from(key)], &[Ty::Text]).await?.first().map(|r| r.text(0));
+        if holder.is_some() {
+            tx.execute(
+                "UPDATE leases SET job_id = '', holder_fence = 0, owner = '', expires_at = 0 WHERE key = $1",
+                vec![Value::from(key)],
+            )
+            .await?;
+            let released = Applied { released: BTreeSet::from([key.to_owned()]), ..Applied::default() };
+            finish(&mut tx, &released, now, deriver).await?;
+        }
+        tx.commit().await?;
+        holder.map(|h| parse_id(&h, "lease job id")).transpose()
+    }
+
+    async fn singleton(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl_micros: i64,
+        now: Timestamp,
+    ) -> Result<Option<i64>, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let rows = tx
+            .fetch(
+                "INSERT INTO singletons (name, owner, fence, expires_at) VALUES ($1, $2, 1, $3) \
+                 ON CONFLICT (name) DO UPDATE SET \
+                 fence = CASE WHEN singletons.owner = excluded.owner THEN singletons.fence ELSE singletons.fence + 1 END, \
+                 owner = excluded.owner, expires_at = excluded.expires_at \
+                 WHERE singletons.owner = excluded.owner OR singletons.expires_at <= $4 RETURNING fence",
+                vec![
+                    Value::from(name),
+                    Value::from(owner),
+                    Value::from(now.as_micros().saturating_add(ttl_micros)),
+                    Value::from(now.as_micros()),
+                ],
+                &[Ty::Int],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(rows.first().map(|r| r.int(0)))
+    }
+
+    async fn release_singleton(&self, name: &str, owner: &str) -> Result<(), StoreError> {
+        self.db
+            .execute(
+                "UPDATE singletons SET expires_at = 0 WHERE name = $1 AND owner = $2",
+                vec![Value::from(name), Value::from(owner)],
+            )
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,136 @@
+//! After-commit effects (success notifications, failure effects of corrected
+//! settlements), durably queued with the write that decided them, and shared
+//! operational counters.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use spindle_core::{JobId, Timestamp};
+
+use super::rows::{corrupt, parse_id};
+use super::sql::{Ty, Value};
+use super::{SqlStore, StoreError};
+
+/// An effect to run after the write commits, durably queued with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxEffect {
+    /// The kind's success notification.
+    NotifySuccess,
+    /// The kind's failure effect, after a corrected settlement.
+    FailureEffect,
+}
+
+impl OutboxEffect {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotifySuccess => "notify_success",
+            Self::FailureEffect => "failure_effect",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "notify_success" => Some(Self::NotifySuccess),
+            "failure_effect" => Some(Self::FailureEffect),
+            _ => None,
+        }
+    }
+}
+
+/// A queued after-commit effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxItem {
+    /// Its row id.
+    pub id: i64,
+    /// The job.
+    pub job_id: JobId,
+    /// What to run.
+    pub effect: OutboxEffect,
+    /// Attempts so far.
+    pub attempts: i64,
+}
+
+/// The outbox and the shared counters.
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
+    /// Takes due after-commit effects, hiding them from other hosts until `now + lease`.
+    async fn outbox_claim(&self, now: Timestamp, lease_micros: i64, limit: u32) -> Result<Vec<OutboxItem>, StoreError>;
+    /// Marks an effect done.
+    async fn outbox_done(&self, id: i64) -> Result<(), StoreError>;
+    /// Reschedules an effect that failed.
+    async fn outbox_retry(&self, id: i64, at: Timestamp) -> Result<(), StoreError>;
+    /// Adds to a shared counter.
+    async fn bump_counter(&self, name: &str, by: i64) -> Result<(), StoreError>;
+    /// Every shared counter.
+    async fn counters(&self) -> Result<Vec<(String, i64)>, StoreError>;
+}
+
+#[async_trait]
+impl OutboxStore for SqlStore {
+    async fn outbox_claim(&self, now: Timestamp, lease_micros: i64, limit: u32) -> Result<Vec<OutboxItem>, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let sql = format!(
+            "SELECT id, job_id, effect, attempts FROM outbox WHERE run_at <= $1 ORDER BY run_at LIMIT $2{}",
+            match self.db.backend() {
+                super::Backend::Sqlite => "",
+                super::Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            }
+        );
+        let rows = tx
+            .fetch(
+                &sql,
+                vec![Value::from(now.as_micros()), Value::from(i64::from(limit))],
+                &[Ty::Int, Ty::Text, Ty::Text, Ty::Int],
+            )
+            .await?;
+        let mut items = Vec::with_capacity(rows.len());
+        for r in &rows {
+            tx.execute(
+                "UPDATE outbox SET run_at = $1 WHERE id = $2",
+                vec![Value::from(now.as_micros().saturating_add(lease_micros)), Value::from(r.int(0))],
+            )
+            .await?;
+            items.push(OutboxItem {
+                id: r.int(0),
+                job_id: parse_id(&r.text(1), "outbox job id")?,
+                effect: OutboxEffect::parse(&r.text(2)).ok_or_else(|| corrupt("outbox effect"))?,
+                attempts: r.int(3),
+            });
+        }
+        tx.commit().await?;
+        Ok(items)
+    }
+
+    async fn outbox_done(&self, id: i64) -> Result<(), StoreError> {
+        self.db.execute("DELETE FROM outbox WHERE id = $1", vec![Value::from(id)]).await?;
+        Ok(())
+    }
+
+    async fn outbox_retry(&self, id: i64, at: Timestamp) -> Result<(), StoreError> {
+        self.db
+            .execute(
+                "UPDATE outbox SET attempts = attempts + 1, run_at = $1 WHERE id = $2",
+                vec![Value::from(at.as_micros()), Value::from(id)],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn bump_counter(&self, name: &str, by: i64) -> Result<(), StoreError> {
+        self.db
+            .execute(
+                "INSERT INTO counters (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
+                vec![Value::from(name), Value::from(by)],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn counters(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows =
+            self.db.fetch("SELECT name, value FROM counters ORDER BY name", vec![], &[Ty::Text, Ty::Int]).await?;
+        Ok(rows.iter().map(|r| (r.text(0), r.int(1))).collect())
+    }
+}

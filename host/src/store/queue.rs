@@ -1,0 +1,338 @@
+//! Work discovery: the dispatch queue as the store indexes it, and the writes that move
+//! jobs through it.
+//!
+//! Every change of a job's queue state is the core's answer: the store selects
+//! candidates through its indexes and asks a [`Deriver`] (the engine, which asks the
+//! pure core) for each job's write — a claim, a promotion of a due job, a wait on a busy
+//! lease key, a wake when the key is released — then commits what it answers,
+//! version-checked. It never sets a queue column itself.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use spindle_core::Timestamp;
+
+use super::jobs::JobRecord;
+use super::rows::{JOB_COLS, fetch_jobs, placeholders};
+use super::sql::{Backend, Db, Tx, Ty, Value};
+use super::tenants::TenantId;
+use super::writes::{JobWrite, WriteOutcome, apply_writes, finish, queue_code};
+use super::{SqlStore, StoreError};
+
+/// The core's answers the store asks for inside its transactions. The engine implements
+/// it with the job machine; each answer is a version-checked write of the job as read,
+/// or `None` when the core refuses the event (the job is left as it is).
+pub trait Deriver: Send + Sync {
+    /// The claim of a ready job.
+    fn claim(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite>;
+    /// A ready job whose claim found `key` held by another job until `held_until`.
+    fn key_busy(&self, record: &JobRecord, key: &str, held_until: Timestamp, now: Timestamp) -> Option<JobWrite>;
+    /// A job blocked on `key`, which was released.
+    fn key_released(&self, record: &JobRecord, key: &str, now: Timestamp) -> Option<JobWrite>;
+    /// A delayed or blocked job whose time has come.
+    fn due(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite>;
+}
+
+/// Which ready jobs a host takes: empty lists admit everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimFilter {
+    /// Only these kinds.
+    pub kinds: Vec<String>,
+    /// Only these tenants.
+    pub tenants: Vec<TenantId>,
+}
+
+/// The dispatch queue.
+#[async_trait]
+pub trait QueueStore: Send + Sync {
+    /// Takes up to `limit` ready jobs that `filter` admits, best first (priority, then
+    /// sequence), each claim derived by `deriver` inside the transaction; answers the
+    /// claimed records. A candidate whose lease key is held waits for it (blocked).
+    async fn claim(
+        &self,
+        limit: u32,
+        now: Timestamp,
+        filter: &ClaimFilter,
+        deriver: &dyn Deriver,
+    ) -> Result<Vec<JobRecord>, StoreError>;
+    /// Commits `writes` and claims up to `claim_limit` ready jobs in one transaction (a
+    /// step's outcome and its worker's next job share a commit); answers the writes'
+    /// outcomes and the claimed records.
+    async fn write_and_claim(
+        &self,
+        writes: Vec<JobWrite>,
+        now: Timestamp,
+        claim_limit: u32,
+        filter: &ClaimFilter,
+        deriver: &dyn Deriver,
+    ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), StoreError>;
+    /// Makes up to `limit` delayed or blocked jobs whose time has come ready, each
+    /// through `deriver`; answers how many.
+    async fn promote_due(&self, now: Timestamp, limit: u32, deriver: &dyn Deriver) -> Result<u64, StoreError>;
+    /// When the next delayed or blocked job becomes due.
+    async fn next_due(&self) -> Result<Option<Timestamp>, StoreError>;
+    /// Signals that other hosts made work ready.
+    fn ready_signals(&self) -> ReadySignals;
+}
+
+/// Other hosts' "work is ready" signals: PostgreSQL's `LISTEN spindle_ready`, relayed
+/// over a connection of its own that reconnects when lost. An embedded SQLite store has
+/// no other hosts: it never signals.
+#[derive(Debug)]
+pub struct ReadySignals {
+    pool: Option<sqlx::PgPool>,
+    listener: Option<sqlx::postgres::PgListener>,
+}
+
+/// How long a lost `LISTEN` connection waits before it connects again.
+const RELISTEN_AFTER: Duration = Duration::from_secs(1);
+
+impl ReadySignals {
+    /// The next signal.
+    pub async fn next(&mut self) {
+        let Some(pool) = &self.pool else { return std::future::pending().await };
+        loop {
+            if self.listener.is_none() {
+                match listen(pool).await {
+                    Ok(listener) => self.listener = Some(listener),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "LISTEN connection failed; retrying");
+                        tokio::time::sleep(RELISTEN_AFTER).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(listener) = self.listener.as_mut() else { continue };
+            match listener.recv().await {
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
+                    self.listener = None;
+                    tokio::time::sleep(RELISTEN_AFTER).await;
+                }
+            }
+        }
+    }
+}
+
+async fn listen(pool: &sqlx::PgPool) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+    listener.listen("spindle_ready").await?;
+    Ok(listener)
+}
+
+/// Tells other hosts (LISTEN spindle_ready) that work is ready.
+pub(super) async fn notify_ready(tx: &mut Tx) -> Result<(), StoreError> {
+    if tx.backend() == Backend::Postgres {
+        tx.fetch("SELECT pg_notify('spindle_ready', '')::text", vec![], &[Ty::Text]).await?;
+    }
+    Ok(())
+}
+
+/// Wakes the jobs blocked on any of `keys` (just released), each through the core;
+/// answers whether any became ready. On PostgreSQL a blocked job another transaction
+/// holds is skipped: its recheck time wakes it instead.
+pub(super) async fn wake_blocked(
+    tx: &mut Tx,
+    keys: &BTreeSet<String>,
+    now: Timestamp,
+    deriver: &dyn Deriver,
+) -> Result<bool, StoreError> {
+    if keys.is_empty() {
+        return Ok(false);
+    }
+    let keys: Vec<&String> = keys.iter().collect();
+    let sql = format!(
+        "SELECT {JOB_COLS} FROM jobs WHERE queue = {} AND blocked_on IN ({}) ORDER BY priority, seq{}",
+        queue_code(spindle_core::QueueState::Blocked),
+        placeholders(1, keys.len()),
+        skip_locked(tx.backend())
+    );
+    let blocked = fetch_jobs(tx, &sql, keys.iter().map(|k| Value::from(k.as_str())).collect()).await?;
+    let writes: Vec<JobWrite> = blocked
+        .iter()
+        .filter_map(|r| deriver.key_released(r, r.job.blocked_on.as_deref().unwrap_or_default(), now))
+        .collect();
+    if writes.is_empty() {
+        return Ok(false);
+    }
+    let applied = apply_writes(tx, writes, now).await?;
+    Ok(applied.ready)
+}
+
+fn skip_locked(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => "",
+        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+    }
+}
+
+/// The candidates a claim considers: filter (ready, due; kind; tenant) → order by the
+/// cheap score the index holds (priority, sequence) → a finalist set of `limit`, each
+/// row locked (skipping rows other claims hold). The exact check is the deriver's.
+async fn candidates(
+    tx: &mut Tx,
+    limit: u32,
+    now: Timestamp,
+    filter: &ClaimFilter,
+) -> Result<Vec<JobRecord>, StoreError> {
+    let mut args = vec![Value::from(i64::from(limit)), Value::from(now.as_micros())];
+    let mut extra = String::new();
+    for (column, values) in
+        [("kind", filter.kinds.clone()), ("tenant_id", filter.tenants.iter().map(|t| t.0.clone()).collect())]
+    {
+        if values.is_empty() {
+            continue;
+        }
+        extra.push_str(&format!(" AND {column} IN ({})", placeholders(args.len() + 1, values.len())));
+        args.extend(values.into_iter().map(Value::from));
+    }
+    let sql = format!(
+        "SELECT {JOB_COLS} FROM jobs WHERE queue = {} AND run_at <= $2{extra} ORDER BY priority, seq LIMIT $1{}",
+        queue_code(spindle_core::QueueState::Ready),
+        skip_locked(tx.backend())
+    );
+    fetch_jobs(tx, &sql, args).await
+}
+
+/// A claim being committed: each candidate as read, and as its claim makes it.
+struct Claims {
+    read: Vec<JobRecord>,
+    claimed: Vec<JobRecord>,
+}
+
+impl Claims {
+    /// The claims of up to `limit` candidates, and their writes.
+    async fn derive(
+        tx: &mut Tx,
+        limit: u32,
+        now: Timestamp,
+        filter: &ClaimFilter,
+        deriver: &dyn Deriver,
+    ) -> Result<(Self, Vec<JobWrite>), StoreError> {
+        let mut claims = Self { read: Vec::new(), claimed: Vec::new() };
+        let mut writes = Vec::new();
+        if limit == 0 {
+            return Ok((claims, writes));
+        }
+        for candidate in candidates(tx, limit, now, filter).await? {
+            if let Some(write) = deriver.claim(&candidate, now) {
+                claims.claimed.push(write.record.clone());
+                writes.push(write);
+                claims.read.push(candidate);
+            }
+        }
+        Ok((claims, writes))
+    }
+
+    /// What the claim writes came to: the claimed records at their new version. A
+    /// candidate whose lease key is held waits for it, as the core answers.
+    async fn settle(
+        self,
+        tx: &mut Tx,
+        outcomes: Vec<WriteOutcome>,
+        now: Timestamp,
+        deriver: &dyn Deriver,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        let mut claimed = Vec::with_capacity(self.claimed.len());
+        let mut waits = Vec::new();
+        for ((read, record), outcome) in self.read.iter().zip(self.claimed).zip(outcomes) {
+            match outcome {
+                WriteOutcome::Written { version } => claimed.push(JobRecord { version, ..record }),
+                WriteOutcome::LeaseBusy { key, held_until } => {
+                    waits.extend(deriver.key_busy(read, &key, held_until, now));
+                }
+                WriteOutcome::Conflict | WriteOutcome::LeaseLost => {}
+            }
+        }
+        if !waits.is_empty() {
+            // A wait writes the job alone: it takes, renews and releases no key.
+            apply_writes(tx, waits, now).await?;
+        }
+        Ok(claimed)
+    }
+}
+
+#[async_trait]
+impl QueueStore for SqlStore {
+    async fn claim(
+        &self,
+        limit: u32,
+        now: Timestamp,
+        filter: &ClaimFilter,
+        deriver: &dyn Deriver,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let (claims, writes) = Claims::derive(&mut tx, limit, now, filter, deriver).await?;
+        if writes.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
+        let mut applied = apply_writes(&mut tx, writes, now).await?;
+        let outcomes = std::mem::take(&mut applied.outcomes);
+        let claimed = claims.settle(&mut tx, outcomes, now, deriver).await?;
+        finish(&mut tx, &applied, now, deriver).await?;
+        tx.commit().await?;
+        Ok(claimed)
+    }
+
+    async fn write_and_claim(
+        &self,
+        writes: Vec<JobWrite>,
+        now: Timestamp,
+        claim_limit: u32,
+        filter: &ClaimFilter,
+        deriver: &dyn Deriver,
+    ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), StoreError> {
+        let mut tx = self.db.begin().await?;
+        // The candidates are read before the outcomes are written: a job settled here is
+        // still claimed as read, so it is never its own successor's candidate.
+        let (claims, claim_writes) = Claims::derive(&mut tx, claim_limit, now, filter, deriver).await?;
+        let settled = writes.len();
+        let mut all = writes;
+        all.extend(claim_writes);
+        let mut applied = apply_writes(&mut tx, all, now).await?;
+        let claim_outcomes = applied.outcomes.split_off(settled);
+        let outcomes = std::mem::take(&mut applied.outcomes);
+        let claimed = claims.settle(&mut tx, claim_outcomes, now, deriver).await?;
+        finish(&mut tx, &applied, now, deriver).await?;
+        tx.commit().await?;
+        Ok((outcomes, claimed))
+    }
+
+    async fn promote_due(&self, now: Timestamp, limit: u32, deriver: &dyn Deriver) -> Result<u64, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let sql = format!(
+            "SELECT {JOB_COLS} FROM jobs WHERE queue >= {} AND run_at <= $1 ORDER BY run_at LIMIT $2{}",
+            queue_code(spindle_core::QueueState::Delayed),
+            skip_locked(self.db.backend())
+        );
+        let due = fetch_jobs(&mut tx, &sql, vec![Value::from(now.as_micros()), Value::from(i64::from(limit))]).await?;
+        let writes: Vec<JobWrite> = due.iter().filter_map(|r| deriver.due(r, now)).collect();
+        if writes.is_empty() {
+            tx.commit().await?;
+            return Ok(0);
+        }
+        let applied = apply_writes(&mut tx, writes, now).await?;
+        let promoted = applied.outcomes.iter().filter(|o| matches!(o, WriteOutcome::Written { .. })).count();
+        finish(&mut tx, &applied, now, deriver).await?;
+        tx.commit().await?;
+        Ok(promoted as u64)
+    }
+
+    async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
+        let sql =
+            format!("SELECT MIN(run_at) FROM jobs WHERE queue >= {}", queue_code(spindle_core::QueueState::Delayed));
+        let rows = self.db.fetch(&sql, vec![], &[Ty::Int]).await?;
+        Ok(rows.first().and_then(|r| r.opt_int(0)).map(Timestamp::from_micros))
+    }
+
+    fn ready_signals(&self) -> ReadySignals {
+        let pool = match &self.db {
+            Db::Postgres(pool) => Some(pool.clone()),
+            Db::Sqlite { .. } => None,
+        };
+        ReadySignals { pool, listener: None }
+    }
+}

@@ -1,0 +1,251 @@
+//! Deployed components (content-addressed bytes every host can load) and the versions
+//! of each tenant's kinds.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use spindle_core::Timestamp;
+
+use super::rows::{corrupt, ts};
+use super::sql::{Row, Ty, Value};
+use super::tenants::TenantId;
+use super::{SqlStore, StoreError};
+
+/// A version of a kind deployed by a tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindVersion {
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The kind's name as deployed.
+    pub kind: String,
+    /// 1, 2, … per kind.
+    pub version: i64,
+    /// The component's content address.
+    pub digest: String,
+    /// What the component says about itself, as JSON.
+    pub spec: String,
+    /// When it was deployed.
+    pub created_at: Timestamp,
+}
+
+/// A kind with its versions' summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindEntry {
+    /// The kind's name.
+    pub kind: String,
+    /// The version new submissions use.
+    pub current_version: i64,
+    /// The newest version deployed.
+    pub latest_version: i64,
+    /// When the current version last changed.
+    pub updated_at: Timestamp,
+}
+
+/// Components and kind versions.
+#[async_trait]
+pub trait RegistryStore: Send + Sync {
+    /// Stores component bytes under their digest (idempotent).
+    async fn put_component(&self, digest: &str, bytes: &[u8], now: Timestamp) -> Result<(), StoreError>;
+    /// Component bytes by digest.
+    async fn component(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Adds the next version of a tenant's kind and makes it current.
+    async fn add_kind_version(
+        &self,
+        tenant: &TenantId,
+        kind: &str,
+        digest: &str,
+        spec: &str,
+        now: Timestamp,
+    ) -> Result<KindVersion, StoreError>;
+    /// The version new submissions of a kind use.
+    async fn current_kind(&self, tenant: &TenantId, kind: &str) -> Result<Option<KindVersion>, StoreError>;
+    /// A specific version of a kind.
+    async fn kind_version(
+        &self,
+        tenant: &TenantId,
+        kind: &str,
+        version: i64,
+    ) -> Result<Option<KindVersion>, StoreError>;
+    /// A tenant's kinds.
+    async fn kinds(&self, tenant: &TenantId) -> Result<Vec<KindEntry>, StoreError>;
+    /// Every version of a tenant's kind.
+    async fn kind_versions(&self, tenant: &TenantId, kind: &str) -> Result<Vec<KindVersion>, StoreError>;
+    /// Makes an existing version current (a rollback, or a roll forward).
+    async fn set_current_version(
+        &self,
+        tenant: &TenantId,
+        kind: &str,
+        version: i64,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+}
+
+fn kind_version_from_row(row: &Row) -> KindVersion {
+    KindVersion {
+        tenant: TenantId(row.text(0)),
+        kind: row.text(1),
+        version: row.int(2),
+        digest: row.text(3),
+        spec: row.text(4),
+        created_at: ts(row, 5),
+    }
+}
+
+const KIND_VERSION_COLS: &str = "tenant_id, kind, version, digest, spec, created_at";
+const KIND_VERSION_TYS: &[Ty] = &[Ty::Text, Ty::Text, Ty::Int, Ty::Text, Ty::Text, Ty::Int];
+
+#[async_trait]
+impl RegistryStore for SqlStore {
+    async fn put_component(&self, digest: &str, bytes: &[u8], now: Timestamp) -> Result<(), StoreError> {
+        self.db
+            .execute(
+                "INSERT INTO components (digest, bytes, size, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                vec![
+                    Value::from(digest),
+                    Value::from(bytes.to_vec()),
+                    Value::from(i64::try_from(bytes.len()).unwrap_or(i64::MAX)),
+                    Value::from(now.as_micros()),
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn component(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut rows = self
+            .db
+            .fetch("SELECT bytes FROM components WHERE digest = $1", vec![Value::from(digest)], &[Ty::Blob])
+            .await?;
+        Ok(rows.pop().and_then(|mut r| r.take_blob(0)))
+    }
+
+    async fn add_kind_version(
+        &self,
+        tenant: &TenantId,
+        kind: &str,
+        digest: &str,
+        spec: &str,
+        now: Timestamp,
+    ) -> Result<KindVersion, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let rows = tx
+            .fetch(
+                "INSERT INTO kinds (tenant_id, name, current_version, latest_version, updated_at) VALUES ($1, $2, 1, 1, $3) \
+                 ON CONFLICT (tenant_id, name) DO UPDATE SET current_version = kinds.latest_version + 1, \
+                 latest_version = kinds.latest_version + 1, updated_at = excluded.updated_at RETURNING latest_version",
+                vec![Value::from(tenant.0.as_str()), Value::from(kind), Value::from(now.as_micros())],
+                &[Ty::Int],
+            )
+            .await?;
+        let version = rows.first().map(|r| r.int(0)).ok_or_else(|| corrupt("kind upsert returned nothing"))?;
+        tx.execute(
+            "INSERT INTO kind_versions (tenant_id, kind, version, digest, spec, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            vec![
+                Value::from(tenant.0.as_str()),
+                Value::from(kind),
+                Value::from(version),
+                Value::from(digest),
+                Value::from(spec),
+                Value::from(now.as_micros()),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(KindVersion {
+            tenant: tenant.clone(),
+            kind: kind.to_owned(),
+            version,
+            digest: digest.to_owned(),
+            spec: spec.to_owned(),
+            created_at: now,
+        })
+    }
+
+    async fn current_kind(&self, tenant: &TenantId, kind: &str) -> Result<Option<KindVersion>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT v.tenant_id, v.kind, v.version, v.digest, v.spec, v.created_at FROM kinds k \
+                 JOIN kind_versions v ON v.tenant_id = k.tenant_id AND v.kind = k.name AND v.version = k.current_version \
+                 WHERE k.tenant_id = $1 AND k.name = $2",
+                vec![Value::from(tenant.0.as_str()), Value::from(kind)],
+                KIND_VERSION_TYS,
+            )
+            .await?;
+        Ok(rows.first().map(kind_version_from_row))
+    }
+
+    async fn kind_version(
+        &self,
+        tenant: &TenantId,
+        kind: &str,
+        version: i64,
+    ) -> Result<Option<KindVersion>, StoreError> {
+        let sql = format!(
+            "SELECT {KIND_VERSION_COLS} FROM kind_versions WHERE tenant_id = $1 AND kind = $2 AND version = $3"
+        );
+        let rows = self
+            .db
+            .fetch(
+                &sql,
+                vec![Value::from(tenant.0.as_str()), Value::from(kind), Value::from(version)],
+                KIND_VERSION_TYS,
+            )
+            .await?;
+        Ok(rows.first().map(kind_version_from_row))
+    }
+
+    async fn kinds(&self, tenant: &TenantId) -> Result<Vec<KindEntry>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT name, current_version, latest_version, updated_at FROM kinds WHERE tenant_id = $1 ORDER BY name",
+                vec![Value::from(tenant.0.as_str())],
+                &[Ty::Text, Ty::Int, Ty::Int, Ty::Int],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| KindEntry {
+                kind: r.text(0),
+                current_version: r.int(1),
+                latest_version: r.int(2),
+                updated_at: ts(r, 3),
+            })
+            .collect())
+    }
+
+    async fn kind_versions(&self, tenant: &TenantId, kind: &str) -> Result<Vec<KindVersion>, StoreError> {
+        let sql = format!(
+            "SELECT {KIND_VERSION_COLS} FROM kind_versions WHERE tenant_id = $1 AND kind = $2 ORDER BY version"
+        );
+        let rows =
+            self.db.fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(kind)], KIND_VERSION_TYS).await?;
+        Ok(rows.iter().map(kind_version_from_row).collect())
+    }
+
+    async fn set_current_version(
+        &self,
+        tenant: &TenantId,
+        kind: &str,
+        version: i64,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let changed = self
+            .db
+            .execute(
+                "UPDATE kinds SET current_version = $1, updated_at = $2 WHERE tenant_id = $3 AND name = $4 \
+                 AND EXISTS (SELECT 1 FROM kind_versions v WHERE v.tenant_id = $3 AND v.kind = $4 AND v.version = $1)",
+                vec![
+                    Value::from(version),
+                    Value::from(now.as_micros()),
+                    Value::from(tenant.0.as_str()),
+                    Value::from(kind),
+                ],
+            )
+            .await?;
+        if changed == 0 {
+            return Err(StoreError::NotFound(format!("version {version} of kind {kind}")));
+        }
+        Ok(())
+    }
+}
