@@ -2,8 +2,8 @@
 //! runs each claimed step on a bounded pool, and keeps the queue moving (delayed jobs
 //! promoted when due, lapsed claims rescued, after-commit effects run).
 //!
-//! It wakes promptly on new work: the engine signals in-process submissions, and on
-//! PostgreSQL a `LISTEN spindle_ready` connection relays other hosts' commits. A poll
+//! It wakes promptly on new work: the engine signals in-process submissions, and the
+//! store's ready signals relay other hosts' commits (PostgreSQL's `LISTEN`). A poll
 //! interval is only the fallback.
 
 use std::collections::HashMap;
@@ -16,7 +16,6 @@ use tokio::sync::{Mutex, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::engine::Engine;
-use crate::store::sql::Db;
 
 /// Dispatcher settings.
 #[derive(Clone, Debug)]
@@ -59,17 +58,14 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// Starts dispatching with `engine`. On PostgreSQL, `db` is listened on for other
-    /// hosts' ready signals.
-    pub fn start(engine: Arc<Engine>, config: DispatcherConfig, db: Option<Db>) -> Self {
+    /// Starts dispatching with `engine`.
+    pub fn start(engine: Arc<Engine>, config: DispatcherConfig) -> Self {
         let (stop, stopped) = watch::channel(false);
         let in_flight = Arc::new(Mutex::new(HashMap::new()));
         let mut tasks = JoinSet::new();
         tasks.spawn(dispatch_loop(engine.clone(), config.clone(), stopped.clone(), in_flight.clone()));
         tasks.spawn(maintenance_loop(engine.clone(), config, stopped.clone()));
-        if let Some(Db::Postgres(pool)) = db {
-            tasks.spawn(listen_loop(engine.clone(), pool, stopped));
-        }
+        tasks.spawn(relay_ready_signals(engine.clone(), stopped));
         Self { stop, tasks, in_flight, engine }
     }
 
@@ -200,28 +196,12 @@ async fn maintenance_loop(engine: Arc<Engine>, config: DispatcherConfig, mut sto
     }
 }
 
-async fn listen_loop(engine: Arc<Engine>, pool: sqlx::PgPool, mut stopped: watch::Receiver<bool>) {
+/// Wakes the dispatcher when the store signals that another host made work ready.
+async fn relay_ready_signals(engine: Arc<Engine>, mut stopped: watch::Receiver<bool>) {
+    let mut signals = engine.store().ready_signals();
     loop {
-        let listener = async {
-            let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
-            listener.listen("spindle_ready").await?;
-            loop {
-                listener.recv().await?;
-                engine.wake_signal().notify_one();
-            }
-            #[allow(unreachable_code)]
-            Ok::<(), sqlx::Error>(())
-        };
         tokio::select! {
-            result = listener => {
-                if let Err(e) = result {
-                    tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
-                }
-            }
-            _ = stopped.changed() => return,
-        }
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = signals.next() => engine.wake_signal().notify_one(),
             _ = stopped.changed() => return,
         }
     }

@@ -128,8 +128,7 @@ impl Host {
     pub async fn start(&self) {
         let mut dispatcher = self.dispatcher.lock().await;
         if dispatcher.is_none() {
-            let db = Some(self.store.db().clone());
-            *dispatcher = Some(Dispatcher::start(self.engine.clone(), self.config.dispatcher.clone(), db));
+            *dispatcher = Some(Dispatcher::start(self.engine.clone(), self.config.dispatcher.clone()));
         }
         let mut reconciler = self.reconciler.lock().await;
         if reconciler.is_none() {

@@ -153,8 +153,7 @@ impl Scenario {
     pub fn start(&mut self) {
         let config = self.host.config();
         if self.dispatcher.is_none() {
-            let db = Some(self.host.store.db().clone());
-            self.dispatcher = Some(Dispatcher::start(self.host.engine.clone(), config.dispatcher.clone(), db));
+            self.dispatcher = Some(Dispatcher::start(self.host.engine.clone(), config.dispatcher.clone()));
         }
         if self.reconciler.is_none() {
             self.reconciler = Some(Reconciler::start(self.host.engine.clone(), config.reconcile));
