@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use spindle::engine::SubmitRequest;
-use spindle::store::{Backend, JobFilter, Storage};
+use spindle::store::prelude::*;
+use spindle::store::{Backend, JobFilter};
 use spindle_core::{HistoryEvent, JobId, JobState};
 use spindle_tests::harness::Harness;
 use spindle_tests::spindle_bin;

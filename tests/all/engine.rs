@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use spindle::clock::ManualClock;
 use spindle::engine::{Command, EngineConfig, Outcome, SubmitRequest};
+use spindle::store::prelude::*;
 use spindle::store::{Backend, Storage};
 use spindle_core::{HistoryEvent, JobId, JobState, StepState, Timestamp};
 use spindle_tests::harness::{Harness, test_engine_config};
@@ -255,7 +256,7 @@ async fn an_exclusive_lease_key_is_never_held_by_two_jobs_at_once(backend: Backe
         let record = h.store.job(id.parse().unwrap()).await.unwrap().unwrap();
         assert_eq!(record.job.state, JobState::Succeeded);
     }
-    assert_eq!(h.store.lease_holder("default/account:42").await.unwrap(), None, "released at the end");
+    assert_eq!(h.lease_holder("default/account:42").await, None, "released at the end");
     dispatcher.shutdown(Duration::from_secs(5)).await;
 }
 

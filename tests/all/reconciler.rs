@@ -9,8 +9,8 @@ use serde_json::json;
 use spindle::clock::ManualClock;
 use spindle::engine::{Command, Engine, EngineConfig};
 use spindle::reconciler::reconcile_once;
-use spindle::store::sql::Value;
-use spindle::store::{Backend, JobRecord, JobWrite, LeaseOp, Storage};
+use spindle::store::prelude::*;
+use spindle::store::{Backend, JobRecord, JobWrite, LeaseOp};
 use spindle_core::job::JobEvent;
 use spindle_core::step::StepState;
 use spindle_core::{JobId, JobState, ReconcilePolicy, Timestamp, transition};
@@ -69,14 +69,10 @@ impl Sim {
         self.h.store.history(id).await.unwrap().iter().map(|e| e.event.name().to_owned()).collect()
     }
 
-    /// Takes the job out of the dispatch queue without a claim: a lost dispatch.
+    /// Takes the job out of the dispatch queue without a claim: a lost dispatch, which
+    /// only a damaged row (or a defect) can leave behind.
     async fn lose_dispatch(&self, id: JobId) {
-        self.h
-            .store
-            .db()
-            .execute("UPDATE jobs SET queue = 0 WHERE id = $1", vec![Value::from(id.to_string())])
-            .await
-            .unwrap();
+        self.tamper(id, |job| job.queue = spindle_core::QueueState::Idle).await;
     }
 
     /// Rewrites a job's machine by hand (to build states a crash or a bug leaves behind).
@@ -94,10 +90,9 @@ impl Sim {
             leases: LeaseOp::None,
             outbox: vec![],
             spawn: None,
-            preserve_queue: false,
             at: self.clock_now(),
         };
-        self.h.store.write(vec![write], self.clock_now()).await.unwrap();
+        self.h.store.write(vec![write], self.clock_now(), self.engine.deriver()).await.unwrap();
     }
 
     fn clock_now(&self) -> Timestamp {
@@ -142,7 +137,7 @@ async fn a_probe_that_finds_the_execution_resets_the_misses(backend: Backend) {
     s.next_pass().await;
     assert_eq!(s.job(id).await.job.probe_misses, 2);
     // The job is back in the queue (its dispatch was found): the next probe finds it.
-    s.h.store.db().execute("UPDATE jobs SET queue = 1 WHERE id = $1", vec![Value::from(id.to_string())]).await.unwrap();
+    s.tamper(id, |job| job.queue = spindle_core::QueueState::Ready).await;
     s.next_pass().await;
     assert_eq!(s.job(id).await.job.probe_misses, 0, "misses must be trailing");
     s.lose_dispatch(id).await;

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use spindle::engine::{Command, EngineError};
-use spindle::store::{Backend, Storage};
+use spindle::store::Backend;
+use spindle::store::prelude::*;
 use spindle_core::step::{AttemptEnd, StepState};
 use spindle_core::{HistoryEvent, JobState, Refusal};
 use spindle_tests::harness::Harness;
@@ -130,7 +131,7 @@ async fn restart_while_running_starts_a_fresh_pass(backend: Backend) {
     let done = h.wait_final(id).await;
     assert_eq!(done.job.state, JobState::Succeeded);
     assert_eq!(done.job.pass, 2);
-    let first_pass = h.store.pass_steps(id, 1).await.unwrap();
+    let first_pass = h.pass_steps(id, 1).await;
     assert_eq!(first_pass[0].state, StepState::Failed);
     assert_eq!(first_pass[0].failure.as_ref().unwrap().code, "restart.superseded");
     assert!(done.job.steps.iter().all(|s| s.state == StepState::Completed));

@@ -1,7 +1,7 @@
 //! Dispatch: which ready jobs a claim takes and in what order, delayed jobs, and the
 //! queries the rescuer and the reconciler run (lapsed claims, silent jobs).
 
-use spindle::store::{Backend, JobRecord, LeaseOp, NewJob};
+use spindle::store::{Backend, JobRecord, NewJob};
 use spindle_core::policy::priority::Priority;
 use spindle_core::{Actor, JobEvent, JobState};
 
@@ -103,7 +103,6 @@ async fn a_delayed_job_is_claimed_only_after_it_is_promoted(backend: Backend) {
             report: spindle_core::StepReport::Snooze { delay: std::time::Duration::from_secs(10) },
         },
         at(61_000),
-        LeaseOp::Release { fence: crate::fixture::fence_of(fence), verify: true },
     );
     crate::fixture::write_ok(&db, snooze, at(61_000)).await;
     assert_eq!(db.next_due().await.unwrap(), Some(at(71_000)));
@@ -124,9 +123,8 @@ async fn lapsed_claims_and_silent_jobs_are_found_by_time(backend: Backend) {
     // done: cancelled at 3s (final). paused: paused at 4s.
     let actor = Actor::new("ops");
     let cancel = JobEvent::Cancel { actor: actor.clone(), reason: "obsolete".into() };
-    crate::fixture::write_ok(&db, derive(&done, &cancel, at(3_000), LeaseOp::None), at(3_000)).await;
-    crate::fixture::write_ok(&db, derive(&paused, &JobEvent::Pause { actor }, at(4_000), LeaseOp::None), at(4_000))
-        .await;
+    crate::fixture::write_ok(&db, derive(&done, &cancel, at(3_000)), at(3_000)).await;
+    crate::fixture::write_ok(&db, derive(&paused, &JobEvent::Pause { actor }, at(4_000)), at(4_000)).await;
 
     // c: claimed at 20s (expires 50s), a and b: claimed at 25s (expire 55s).
     let mut claimed = Vec::new();
@@ -151,12 +149,7 @@ async fn lapsed_claims_and_silent_jobs_are_found_by_time(backend: Backend) {
     crate::fixture::write_ok(&db, ended, at(30_000)).await;
     let a_claimed = &claimed[1];
     let fence = crate::fixture::held_fence(a_claimed);
-    let heartbeat = derive(
-        a_claimed,
-        &JobEvent::Heartbeat { fence, ttl: TTL, progress: None },
-        at(40_000),
-        LeaseOp::Renew { fence: crate::fixture::fence_of(fence), expires_at: at(40_000).plus(TTL) },
-    );
+    let heartbeat = derive(a_claimed, &JobEvent::Heartbeat { fence, ttl: TTL, progress: None }, at(40_000));
     crate::fixture::write_ok(&db, heartbeat, at(40_000)).await;
     assert_eq!(db.lapsed_claims(at(60_000), 10).await.unwrap(), vec![b.job.id]);
     assert_eq!(db.lapsed_claims(at(70_001), 10).await.unwrap(), vec![b.job.id, a.job.id]);

@@ -1,20 +1,23 @@
 //! What the conformance tests share: a fresh store behind `&dyn Storage`, explicit
-//! instants, submitted jobs, and job writes derived from core transitions the way the
-//! engine derives them (`host/src/engine/plan.rs`), but by hand, so each test states
-//! the lease operation it commits.
+//! instants, submitted jobs, and job writes derived from core transitions exactly as the
+//! engine derives them (`spindle::engine::plan`, `HostDeriver`): lease-key operations
+//! come from the core's effects, never from the test.
 
 use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use spindle::engine::{HostDeriver, plan};
+use spindle::store::prelude::*;
+use spindle::store::sql::{Ty, Value};
 use spindle::store::{
-    Backend, Inserted, JobRecord, JobWrite, LeaseOp, NewJob, OutboxEffect, SqlStore, Storage, TenantId, WriteOutcome,
+    Backend, ClaimFilter, Deriver, Inserted, JobRecord, JobWrite, NewJob, SqlStore, Storage, TenantId, Updated,
+    WriteOutcome,
 };
 use spindle_core::policy::priority::Priority;
-use spindle_core::{
-    Effect, EffectOrder, Job, JobEvent, JobId, KindRules, StepReport, Submission, Timestamp, Transition, transition,
-};
+use spindle_core::step::Step;
+use spindle_core::{Job, JobEvent, JobId, KindRules, StepReport, Submission, Timestamp, transition};
 use spindle_tests::harness::{Scratch, fresh_store};
 
 /// A fresh, migrated store on one backend, seen only through [`Storage`].
@@ -37,6 +40,159 @@ impl Deref for Db {
     type Target = dyn Storage;
     fn deref(&self) -> &Self::Target {
         self.store.as_ref()
+    }
+}
+
+/// A claim's choice of candidates, as tests state it: the write for a candidate, or
+/// `None` to leave it.
+pub type Pick<'a> = &'a (dyn Fn(&JobRecord) -> Option<JobWrite> + Send + Sync);
+
+/// A deriver whose claims a test picks; its other answers (due, busy and released keys)
+/// are [`HOST`]'s.
+struct Picky<'a> {
+    pick: Pick<'a>,
+    host: HostDeriver,
+}
+
+impl Deriver for Picky<'_> {
+    fn claim(&self, record: &JobRecord, _now: Timestamp) -> Option<JobWrite> {
+        (self.pick)(record)
+    }
+    fn key_busy(&self, record: &JobRecord, key: &str, held_until: Timestamp, now: Timestamp) -> Option<JobWrite> {
+        self.host.key_busy(record, key, held_until, now)
+    }
+    fn key_released(&self, record: &JobRecord, key: &str, now: Timestamp) -> Option<JobWrite> {
+        self.host.key_released(record, key, now)
+    }
+    fn due(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite> {
+        self.host.due(record, now)
+    }
+}
+
+/// [`HOST`]'s deriver.
+pub fn host() -> HostDeriver {
+    HostDeriver::new(HOST, TTL)
+}
+
+/// The store's operations with the deriver of [`HOST`] (or a test's pick of claims)
+/// filled in, so that tests state only what they are about.
+impl Db {
+    /// The connection pools, to read tables directly.
+    pub fn sql(&self) -> &spindle::store::sql::Db {
+        self.store.db()
+    }
+
+    /// Claims up to `limit` candidates at `now` as `pick` chooses.
+    pub async fn claim(
+        &self,
+        limit: u32,
+        now: Timestamp,
+        pick: Pick<'_>,
+    ) -> Result<Vec<JobRecord>, spindle::store::StoreError> {
+        self.claim_filtered(limit, now, &ClaimFilter::default(), pick).await
+    }
+
+    /// [`claim`](Self::claim) among the jobs `filter` admits.
+    pub async fn claim_filtered(
+        &self,
+        limit: u32,
+        now: Timestamp,
+        filter: &ClaimFilter,
+        pick: Pick<'_>,
+    ) -> Result<Vec<JobRecord>, spindle::store::StoreError> {
+        self.store.claim(limit, now, filter, &Picky { pick, host: host() }).await
+    }
+
+    /// Commits `writes` and claims up to `limit` as `pick` chooses, in one transaction.
+    pub async fn write_and_claim(
+        &self,
+        writes: Vec<JobWrite>,
+        now: Timestamp,
+        limit: u32,
+        filter: &ClaimFilter,
+        pick: Pick<'_>,
+    ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), spindle::store::StoreError> {
+        self.store.write_and_claim(writes, now, limit, filter, &Picky { pick, host: host() }).await
+    }
+
+    /// Commits `writes` in one transaction.
+    pub async fn write(
+        &self,
+        writes: Vec<JobWrite>,
+        now: Timestamp,
+    ) -> Result<Vec<WriteOutcome>, spindle::store::StoreError> {
+        self.store.write(writes, now, &host()).await
+    }
+
+    /// Promotes every delayed or blocked job due at `now`; answers how many.
+    pub async fn promote_due(&self, now: Timestamp) -> Result<u64, spindle::store::StoreError> {
+        self.store.promote_due(now, 10_000, &host()).await
+    }
+
+    /// A locked read-modify-write of job `id`.
+    pub async fn update_job(
+        &self,
+        id: JobId,
+        now: Timestamp,
+        derive: Pick<'_>,
+    ) -> Result<Updated, spindle::store::StoreError> {
+        self.store.update_job(id, now, derive, &host()).await
+    }
+
+    /// Who holds lease `key`, and with which token (read from the table: no store
+    /// operation needs to answer it).
+    pub async fn lease_holder(&self, key: &str) -> Option<(JobId, i64)> {
+        let rows = self
+            .store
+            .db()
+            .fetch(
+                "SELECT job_id, token FROM leases WHERE key = $1 AND job_id <> ''",
+                vec![Value::from(key)],
+                &[Ty::Text, Ty::Int],
+            )
+            .await
+            .expect("read the leases table");
+        rows.first().map(|r| (r.text(0).parse().expect("a job id"), r.int(1)))
+    }
+
+    /// The steps of `id`'s pass `pass`, as stored.
+    pub async fn pass_steps(&self, id: JobId, pass: u32) -> Vec<Step> {
+        let rows = self
+            .store
+            .db()
+            .fetch(
+                "SELECT body, output FROM steps WHERE job_id = $1 AND pass = $2 ORDER BY position",
+                vec![Value::from(id.to_string()), Value::from(i64::from(pass))],
+                &[Ty::Text, spindle::store::sql::Ty::Blob],
+            )
+            .await
+            .expect("read the steps table");
+        rows.into_iter()
+            .map(|mut r| {
+                let mut step: Step = serde_json::from_str(&r.text(0)).expect("a step");
+                step.output = r.take_blob(1);
+                step
+            })
+            .collect()
+    }
+
+    /// The indexed columns of job `id`'s row, as stored.
+    pub async fn indexed_columns(&self, id: JobId) -> spindle::store::IndexedColumns {
+        let sql = format!("SELECT {} FROM jobs WHERE id = $1", spindle::store::IndexedColumns::COLUMNS);
+        let tys = [Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Text];
+        let rows = self.sql().fetch(&sql, vec![Value::from(id.to_string())], &tys).await.expect("read the job row");
+        let r = rows.first().unwrap_or_else(|| panic!("job {id} has no row"));
+        spindle::store::IndexedColumns {
+            state: r.text(0),
+            queue: r.int(1),
+            run_at: r.int(2),
+            blocked_on: r.opt_text(3),
+            claim_expires_at: r.opt_int(4),
+            last_activity_at: r.int(5),
+            settled_at: r.opt_int(6),
+            progress: r.int(7),
+            successor: r.opt_text(8),
+        }
     }
 }
 
@@ -132,71 +288,28 @@ pub fn ids(records: &[JobRecord]) -> Vec<JobId> {
     records.iter().map(|r| r.job.id).collect()
 }
 
-/// A core fence as the store's integer.
-pub fn fence_of(fence: spindle_core::Fence) -> i64 {
-    i64::try_from(fence.0).expect("fence fits in i64")
-}
-
 /// The claim fence `record` holds.
 pub fn held_fence(record: &JobRecord) -> spindle_core::Fence {
     record.job.claim.as_ref().unwrap_or_else(|| panic!("job {} holds no claim", record.job.id)).fence
 }
 
-/// Turns a core transition of `before` into the write the engine would commit, with
-/// the lease operation `leases`. After-commit effects become outbox rows, a retry
-/// becomes the spawned job; dispatch and lease-release effects are the caller's
-/// `leases` and the job's `run_at`.
-pub fn write_of(before: &JobRecord, t: Transition, now: Timestamp, leases: LeaseOp) -> JobWrite {
-    let Transition { job, steps_changed, previous_pass, history, effects } = t;
-    let mut outbox = Vec::new();
-    let mut spawn = None;
-    for effect in &effects {
-        match effect {
-            Effect::NotifySuccess => outbox.push(OutboxEffect::NotifySuccess),
-            Effect::FailureEffect { order: EffectOrder::AfterSettlement } => outbox.push(OutboxEffect::FailureEffect),
-            Effect::SpawnRetry { successor } => {
-                let (retry, history) = Job::successor_of(&job, *successor, now).expect("successor");
-                spawn = Some(before.retry_job(retry, history));
-            }
-            Effect::Dispatch { .. } | Effect::ReleaseLeases | Effect::FailureEffect { .. } => {}
-        }
-    }
-    JobWrite {
-        record: JobRecord { job, ..before.clone() },
-        expected_version: before.version,
-        steps_changed,
-        previous_pass: previous_pass.map(|steps| (before.job.pass, steps)),
-        history,
-        leases,
-        outbox,
-        spawn,
-        preserve_queue: false,
-        at: now,
-    }
-}
-
-/// The write of `event` on `before` at `now`, which the core must accept.
-pub fn derive(before: &JobRecord, event: &JobEvent, now: Timestamp, leases: LeaseOp) -> JobWrite {
+/// The write of `event` on `before` at `now`, as the engine plans it; the core must
+/// accept the event.
+pub fn derive(before: &JobRecord, event: &JobEvent, now: Timestamp) -> JobWrite {
     let t = transition(&before.job, event, now)
         .unwrap_or_else(|refusal| panic!("the core refused {} on job {}: {refusal}", event.name(), before.job.id));
-    write_of(before, t, now, leases)
+    plan(before, t, now).expect("the transition plans").write
 }
 
 /// A claim of `before` by `owner` at `now`, taking its lease keys (what a dispatcher's
-/// `derive` answers); `None` when the core refuses the claim.
+/// deriver answers); `None` when the core refuses the claim.
 pub fn claim_write(before: &JobRecord, owner: &str, now: Timestamp) -> Option<JobWrite> {
-    let t = transition(&before.job, &JobEvent::Claim { owner: owner.to_owned(), ttl: TTL }, now).ok()?;
-    let claim = t.job.claim.clone()?;
-    let leases =
-        LeaseOp::Acquire { fence: fence_of(claim.fence), owner: owner.to_owned(), expires_at: claim.expires_at };
-    Some(write_of(before, t, now, leases))
+    HostDeriver::new(owner, TTL).claim(before, now)
 }
 
 /// Claims up to `limit` ready jobs for `owner` at `now`.
 pub async fn claim_as(db: &Db, owner: &str, limit: u32, now: Timestamp) -> Vec<JobRecord> {
-    let owner = owner.to_owned();
-    let derive = move |record: &JobRecord| claim_write(record, &owner, now);
-    db.claim(limit, now, &derive).await.expect("claim")
+    db.store.claim(limit, now, &ClaimFilter::default(), &HostDeriver::new(owner, TTL)).await.expect("claim")
 }
 
 /// Claims up to `limit` ready jobs for [`HOST`] at `now`.
@@ -208,7 +321,7 @@ pub async fn claim(db: &Db, limit: u32, now: Timestamp) -> Vec<JobRecord> {
 /// checking it still holds them (what a step's host commits when the attempt ends).
 pub fn settle(before: &JobRecord, report: StepReport, now: Timestamp) -> JobWrite {
     let fence = held_fence(before);
-    derive(before, &JobEvent::Report { fence, report }, now, LeaseOp::Release { fence: fence_of(fence), verify: true })
+    derive(before, &JobEvent::Report { fence, report }, now)
 }
 
 /// A completed step with `output`.
@@ -247,9 +360,7 @@ pub async fn run_step(db: &Db, record: &JobRecord, output: &[u8], now: Timestamp
 }
 
 /// What a write stores of a record and a read gives back: the job, its version and its
-/// submission fields. (A record may also carry what the store observed about the row
-/// as it read it; a write's record, cloned from the record it was derived from, cannot
-/// know that, so comparisons of a write with a read use this.)
+/// submission fields.
 pub type Stored<'a> =
     (&'a Job, i64, i64, &'a TenantId, &'a str, i64, Priority, &'a [u8], Option<&'a str>, &'a [String]);
 

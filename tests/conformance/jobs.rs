@@ -1,6 +1,6 @@
 //! Jobs: insert and load, idempotent submission, version-checked writes.
 
-use spindle::store::{Backend, Inserted, JobFilter, JobRecord, LeaseOp, NewJob, TenantId, WriteOutcome};
+use spindle::store::{Backend, Inserted, JobFilter, JobRecord, NewJob, TenantId, WriteOutcome};
 use spindle_core::policy::priority::Priority;
 use spindle_core::{Actor, HistoryEvent, JobEvent, JobState, StepReport, StepState};
 
@@ -151,13 +151,8 @@ async fn a_write_from_a_stale_version_conflicts_and_lands_nothing(backend: Backe
     assert!(history.iter().all(|e| !matches!(e, HistoryEvent::StepFailed { .. } | HistoryEvent::Failed { .. })));
 
     // In one batch, two writes from one version: one lands, one conflicts.
-    let pause = derive(&after, &JobEvent::Pause { actor: Actor::new("ops") }, at(3_000), LeaseOp::None);
-    let cancel = derive(
-        &after,
-        &JobEvent::Cancel { actor: Actor::new("ops"), reason: "duplicate".into() },
-        at(3_000),
-        LeaseOp::None,
-    );
+    let pause = derive(&after, &JobEvent::Pause { actor: Actor::new("ops") }, at(3_000));
+    let cancel = derive(&after, &JobEvent::Cancel { actor: Actor::new("ops"), reason: "duplicate".into() }, at(3_000));
     let outcomes = db.write(vec![pause.clone(), cancel], at(3_000)).await.unwrap();
     assert_eq!(outcomes, vec![WriteOutcome::Written { version: 4 }, WriteOutcome::Conflict]);
     let paused = load(&db, job.job.id).await;
@@ -169,15 +164,10 @@ async fn a_write_from_a_stale_version_conflicts_and_lands_nothing(backend: Backe
     // A claim derived from a stale version conflicts and leaves its lease keys free.
     let keyed = insert(&db, keyed_job("charge", &["account:42"], at(4_000)), at(4_000)).await;
     let stale = claim_write(&keyed, "host-b", at(5_000)).expect("claimable");
-    let cancel = derive(
-        &keyed,
-        &JobEvent::Cancel { actor: Actor::new("ops"), reason: "not needed".into() },
-        at(4_500),
-        LeaseOp::None,
-    );
+    let cancel = derive(&keyed, &JobEvent::Cancel { actor: Actor::new("ops"), reason: "not needed".into() }, at(4_500));
     write_ok(&db, cancel, at(4_500)).await;
     assert_eq!(write(&db, stale, at(5_000)).await, WriteOutcome::Conflict);
-    assert_eq!(db.lease_holder("account:42").await.unwrap(), None, "a conflicting claim holds no key");
+    assert_eq!(db.lease_holder("account:42").await, None, "a conflicting claim holds no key");
     assert_eq!(load(&db, keyed.job.id).await.job.state, JobState::Cancelled);
 }
 

@@ -1,6 +1,6 @@
 //! What operators read: history, job listings and their filters, dead letters, depths.
 
-use spindle::store::{Backend, Depth, JobFilter, JobRecord, LeaseOp, NewJob};
+use spindle::store::{Backend, Depth, JobFilter, JobRecord, NewJob};
 use spindle_core::{Actor, HistoryEvent, JobEvent, JobId, JobState, SafeFailure, StepReport};
 
 use crate::fixture::{
@@ -59,17 +59,17 @@ async fn listings_filter_page_and_count_jobs(backend: Backend) {
         email.push(insert(&db, new_job("email", 1, at(i)), at(i)).await.job.id);
     }
     let cancel = JobEvent::Cancel { actor: actor.clone(), reason: "unsubscribed".into() };
-    write_ok(&db, derive(&load(&db, email[2]).await, &cancel, at(10), LeaseOp::None), at(10)).await;
+    write_ok(&db, derive(&load(&db, email[2]).await, &cancel, at(10)), at(10)).await;
 
     let report_pending = insert(&db, new_job("report", 1, at(20)), at(20)).await.job.id;
     let dead = failed_job(&db, new_job("report", 1, at(21)), at(21)).await.job.id;
     let retried = failed_job(&db, new_job("report", 1, at(22)), at(22)).await;
     let successor = job_id();
-    let retry = derive(&retried, &JobEvent::Retry { successor }, at(23), LeaseOp::None);
+    let retry = derive(&retried, &JobEvent::Retry { successor }, at(23));
     assert!(retry.spawn.is_some());
     write_ok(&db, retry, at(23)).await;
     let paused = insert(&db, new_job("report", 2, at(24)), at(24)).await;
-    write_ok(&db, derive(&paused, &JobEvent::Pause { actor }, at(25), LeaseOp::None), at(25)).await;
+    write_ok(&db, derive(&paused, &JobEvent::Pause { actor }, at(25)), at(25)).await;
     let running = insert(&db, new_job("report", 1, at(26)), at(26)).await.job.id;
     let only =
         |r: &JobRecord| (r.job.id == running).then(|| crate::fixture::claim_write(r, "host-a", at(27))).flatten();

@@ -39,6 +39,7 @@ mod jobs;
 mod leases;
 mod listing;
 mod passes;
+mod projection;
 mod queue;
 mod registry;
 mod services;

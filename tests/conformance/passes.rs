@@ -1,12 +1,11 @@
 //! Writes that carry more than the job row: a restart's previous pass, a retry job.
 
-use spindle::store::{Backend, JobRecord, LeaseOp, WriteOutcome};
+use spindle::store::{Backend, JobRecord, WriteOutcome};
 use spindle_core::step::Partial;
 use spindle_core::{Actor, HistoryEvent, JobEvent, JobState, SafeFailure, StepReport, StepState};
 
 use crate::fixture::{
-    Db, at, claim, complete, derive, fence_of, held_fence, insert, job_id, load, new_job, run_step, settle, write,
-    write_ok,
+    Db, at, claim, complete, derive, held_fence, insert, job_id, load, new_job, run_step, settle, write, write_ok,
 };
 
 on_both_backends!(a_restart_keeps_the_previous_pass_steps, a_retry_job_is_created_with_the_write);
@@ -19,7 +18,7 @@ async fn a_restart_keeps_the_previous_pass_steps(backend: Backend) {
     // A restart requested while the second step runs waits for the step boundary.
     let running = claim(&db, 1, at(2_000)).await.remove(0);
     assert_eq!(running.job.steps[1].state, StepState::Running);
-    let request = derive(&running, &JobEvent::RequestRestart { actor: Actor::new("ops") }, at(3_000), LeaseOp::None);
+    let request = derive(&running, &JobEvent::RequestRestart { actor: Actor::new("ops") }, at(3_000));
     assert_eq!(request.previous_pass, None);
     let version = write_ok(&db, request.clone(), at(3_000)).await;
     let requested = JobRecord { version, ..request.record };
@@ -28,12 +27,7 @@ async fn a_restart_keeps_the_previous_pass_steps(backend: Backend) {
     // in flight ends superseded in pass 1, which only the write's previous pass records.
     let fence = held_fence(&requested);
     let checkpoint = StepReport::More { cursor: "row:500".into(), partial: Partial { done: 500, total: Some(1_000) } };
-    let boundary = derive(
-        &requested,
-        &JobEvent::Report { fence, report: checkpoint },
-        at(4_000),
-        LeaseOp::Release { fence: fence_of(fence), verify: true },
-    );
+    let boundary = derive(&requested, &JobEvent::Report { fence, report: checkpoint }, at(4_000));
     let (pass, first_pass) = boundary.previous_pass.clone().expect("the core hands over pass 1 as it ended");
     assert_eq!(pass, 1);
     assert_eq!(
@@ -49,16 +43,16 @@ async fn a_restart_keeps_the_previous_pass_steps(backend: Backend) {
     assert_eq!(reread.job.pass, 2);
     assert_eq!(reread.job.steps, boundary.record.job.steps, "the job reads the new pass");
     assert!(reread.job.steps.iter().all(|s| s.state == StepState::Queued && s.output.is_none()));
-    assert_eq!(db.pass_steps(job.job.id, 1).await.unwrap(), first_pass, "pass 1 is kept as it ended, outputs too");
-    assert_eq!(db.pass_steps(job.job.id, 2).await.unwrap(), reread.job.steps);
-    assert_eq!(db.pass_steps(job.job.id, 3).await.unwrap(), vec![]);
+    assert_eq!(db.pass_steps(job.job.id, 1).await, first_pass, "pass 1 is kept as it ended, outputs too");
+    assert_eq!(db.pass_steps(job.job.id, 2).await, reread.job.steps);
+    assert_eq!(db.pass_steps(job.job.id, 3).await, vec![]);
 
     // Running the new pass changes only the new pass's rows.
     let next = run_step(&db, &reread, b"fetched again", at(5_000)).await;
     assert_eq!(load(&db, job.job.id).await.job.steps[0].output.as_deref(), Some(&b"fetched again"[..]));
     assert_eq!(next.job.steps[0].attempts.len(), 1, "a fresh pass starts its attempts over");
-    assert_eq!(db.pass_steps(job.job.id, 1).await.unwrap(), first_pass);
-    assert_eq!(db.pass_steps(job.job.id, 2).await.unwrap(), load(&db, job.job.id).await.job.steps);
+    assert_eq!(db.pass_steps(job.job.id, 1).await, first_pass);
+    assert_eq!(db.pass_steps(job.job.id, 2).await, load(&db, job.job.id).await.job.steps);
     let passes: Vec<_> = db
         .history(job.job.id)
         .await
@@ -85,10 +79,10 @@ async fn a_retry_job_is_created_with_the_write(backend: Backend) {
     // Two operators retry it from the same version: one retry job is created, with
     // the write that links it; the conflicting write creates nothing.
     let successor = job_id();
-    let retry = derive(&failed, &JobEvent::Retry { successor }, at(3_000), LeaseOp::None);
+    let retry = derive(&failed, &JobEvent::Retry { successor }, at(3_000));
     let spawned = retry.spawn.clone().expect("a retry spawns the successor");
     let lost = job_id();
-    let racing = derive(&failed, &JobEvent::Retry { successor: lost }, at(3_000), LeaseOp::None);
+    let racing = derive(&failed, &JobEvent::Retry { successor: lost }, at(3_000));
     assert!(racing.spawn.is_some());
     write_ok(&db, retry, at(3_000)).await;
     assert_eq!(write(&db, racing, at(3_000)).await, WriteOutcome::Conflict);

@@ -1,20 +1,18 @@
-//! The row's place in the dispatch queue as reads report it (`queued`), writes that
-//! leave it alone (`preserve_queue`), and locked read-modify-writes (`update_job`).
+//! The row's place in the dispatch queue is the projection of the machine it stores
+//! (claims, busy and released keys, promotions all answered by the core), and locked
+//! read-modify-writes (`update_job`).
 
 use std::time::Duration;
 
-use spindle::store::{Backend, JobRecord, JobWrite, LeaseOp, Updated, WriteOutcome};
-use spindle_core::{Actor, Evidence, JobEvent, JobState, ReconcilePolicy, StepReport};
+use spindle::store::{Backend, IndexedColumns, JobRecord, JobWrite, Updated, WriteOutcome};
+use spindle_core::{Actor, Evidence, JobEvent, QueueState, ReconcilePolicy};
 
 use crate::fixture::{
-    Db, at, claim, derive, held_fence, ids, insert, job_id, keyed_job, load, new_job, new_job_with, rules, stored,
-    write_ok,
+    Db, at, claim, complete, derive, ids, insert, job_id, keyed_job, load, new_job, new_job_with, rules, settle,
+    stored, write_ok,
 };
 
-on_both_backends!(
-    reads_report_queue_membership_and_probes_preserve_it,
-    update_job_derives_and_commits_under_the_row_lock
-);
+on_both_backends!(the_queue_columns_are_the_machines_projection, update_job_derives_and_commits_under_the_row_lock);
 
 /// The jobs a claim at `now` considers (it takes none of them).
 async fn candidates(db: &Db, now: spindle_core::Timestamp) -> Vec<spindle_core::JobId> {
@@ -28,69 +26,70 @@ async fn candidates(db: &Db, now: spindle_core::Timestamp) -> Vec<spindle_core::
 }
 
 /// A reconciliation probe that finds no execution (one miss of three) at `now`.
-fn probe(before: &JobRecord, now: spindle_core::Timestamp, preserve_queue: bool) -> JobWrite {
+fn probe(before: &JobRecord, now: spindle_core::Timestamp) -> JobWrite {
     let policy = ReconcilePolicy { silence: Duration::from_secs(60), required_misses: 3, ..ReconcilePolicy::default() };
-    let w = derive(before, &JobEvent::Reconcile { evidence: Evidence::Missing, policy }, now, LeaseOp::None);
-    JobWrite { preserve_queue, ..w }
+    derive(before, &JobEvent::Reconcile { evidence: Evidence::Missing, policy }, now)
 }
 
-async fn reads_report_queue_membership_and_probes_preserve_it(backend: Backend) {
+async fn the_queue_columns_are_the_machines_projection(backend: Backend) {
     let db = Db::new(backend).await;
     let ready = insert(&db, new_job("sync", 1, at(0)), at(0)).await;
     let delayed = insert(&db, new_job_with("sync", 1, rules(), at(600_000), at(0)), at(0)).await;
     let holder = insert(&db, keyed_job("sync", &["key:1"], at(0)), at(0)).await;
     let blocked = insert(&db, keyed_job("sync", &["key:1"], at(0)), at(0)).await;
-    assert!(ready.queued && delayed.queued && holder.queued, "new open jobs are queued, due or not");
+    let queue = |id| {
+        let db = &db;
+        async move { (load(db, id).await.job.queue, db.indexed_columns(id).await) }
+    };
+    for (record, expect) in [(&ready, QueueState::Ready), (&delayed, QueueState::Delayed), (&holder, QueueState::Ready)]
+    {
+        let (machine, columns) = queue(record.job.id).await;
+        assert_eq!(machine, expect);
+        assert_eq!(columns, IndexedColumns::of(&load(&db, record.job.id).await.job), "written as the core answered");
+    }
 
-    let only_holder = |r: &JobRecord| {
+    // The holder takes the key; the other job's claim finds it held and, as the core
+    // answers, waits for it: blocked on the key, rechecked at the holder's expiry or
+    // within a second.
+    let both = |r: &JobRecord| {
         (r.job.id == holder.job.id || r.job.id == blocked.job.id)
             .then(|| crate::fixture::claim_write(r, "host-a", at(1_000)))
             .flatten()
     };
-    let claimed = db.claim(10, at(1_000), &only_holder).await.unwrap();
+    let claimed = db.claim(10, at(1_000), &both).await.unwrap();
     assert_eq!(ids(&claimed), vec![holder.job.id]);
-    let queued = |id| {
-        let db = &db;
-        async move { load(db, id).await.queued }
-    };
-    assert!(queued(ready.job.id).await, "ready");
-    assert!(queued(delayed.job.id).await, "delayed");
-    assert!(!queued(holder.job.id).await, "claimed");
-    assert!(queued(blocked.job.id).await, "blocked on a key");
+    let (machine, columns) = queue(blocked.job.id).await;
+    assert_eq!(machine, QueueState::Blocked);
+    let waiting = load(&db, blocked.job.id).await.job;
+    assert_eq!((waiting.blocked_on.as_deref(), waiting.run_at), (Some("key:1"), at(2_000)));
+    assert_eq!(columns, IndexedColumns::of(&waiting));
+    assert_eq!(queue(holder.job.id).await.0, QueueState::Idle, "claimed");
+    assert_eq!(queue(ready.job.id).await.0, QueueState::Ready, "left where it was");
+
+    // The holder's outcome releases the key, and the blocked job is woken through the
+    // core in the same transaction.
+    write_ok(&db, settle(&claimed[0], complete(b"done"), at(1_500)), at(1_500)).await;
+    let (machine, columns) = queue(blocked.job.id).await;
+    assert_eq!(machine, QueueState::Ready);
+    let woken = load(&db, blocked.job.id).await.job;
+    assert_eq!((woken.blocked_on, woken.run_at), (None, at(1_500)));
+    assert_eq!(columns, IndexedColumns::of(&load(&db, blocked.job.id).await.job));
+
+    // Pausing takes a job out of the queue; a reconciliation probe changes nothing of it.
     let paused = insert(&db, new_job("sync", 1, at(2_000)), at(2_000)).await;
-    write_ok(&db, derive(&paused, &JobEvent::Pause { actor: Actor::new("ops") }, at(2_000), LeaseOp::None), at(2_000))
-        .await;
-    assert!(!queued(paused.job.id).await, "paused");
-
-    // A probe of a queued job leaves it queued and claimable.
-    write_ok(&db, probe(&load(&db, ready.job.id).await, at(100_000), true), at(100_000)).await;
+    write_ok(&db, derive(&paused, &JobEvent::Pause { actor: Actor::new("ops") }, at(2_000)), at(2_000)).await;
+    assert_eq!(queue(paused.job.id).await.0, QueueState::Idle, "paused");
+    write_ok(&db, probe(&load(&db, ready.job.id).await, at(100_000)), at(100_000)).await;
     let probed = load(&db, ready.job.id).await;
-    assert_eq!((probed.queued, probed.job.probe_misses), (true, 1));
+    assert_eq!((probed.job.queue, probed.job.probe_misses), (QueueState::Ready, 1));
+    assert_eq!(db.indexed_columns(ready.job.id).await, IndexedColumns::of(&probed.job));
 
-    // A job that lost its dispatch (open, unclaimed, out of the queue): here its claim
-    // was handed back by a write that kept the row where it was.
-    let fence = held_fence(&claimed[0]);
-    let handed_back = derive(
-        &claimed[0],
-        &JobEvent::Report { fence, report: StepReport::Release },
-        at(3_000),
-        LeaseOp::Release { fence: crate::fixture::fence_of(fence), verify: true },
-    );
-    assert!(handed_back.record.job.claim.is_none() && handed_back.record.job.run_at <= at(3_000));
-    write_ok(&db, JobWrite { preserve_queue: true, ..handed_back }, at(3_000)).await;
-    let lost = load(&db, holder.job.id).await;
-    assert_eq!((lost.queued, lost.job.state, lost.job.claim.is_none()), (false, JobState::Running, true));
-
-    // The reconciler's probe observes it and must not repair it...
-    write_ok(&db, probe(&lost, at(100_000), true), at(100_000)).await;
-    let observed = load(&db, holder.job.id).await;
-    assert_eq!((observed.queued, observed.job.probe_misses), (false, 1));
-    let claimable = claim(&db, 10, at(100_000)).await;
-    assert!(!ids(&claimable).contains(&holder.job.id), "a job out of the queue is not claimed");
-    // ...while an ordinary write puts it back where its state says.
-    write_ok(&db, probe(&observed, at(200_000), false), at(200_000)).await;
-    assert!(queued(holder.job.id).await);
-    assert_eq!(ids(&claim(&db, 10, at(200_000)).await), vec![holder.job.id]);
+    // A delayed job is promoted through the core when due, not before.
+    assert_eq!(db.promote_due(at(599_999)).await.unwrap(), 0);
+    assert_eq!(db.promote_due(at(600_000)).await.unwrap(), 1);
+    let promoted = load(&db, delayed.job.id).await;
+    assert_eq!(promoted.job.queue, QueueState::Ready);
+    assert_eq!(db.indexed_columns(delayed.job.id).await, IndexedColumns::of(&promoted.job));
 }
 
 async fn update_job_derives_and_commits_under_the_row_lock(backend: Backend) {
@@ -114,7 +113,7 @@ async fn update_job_derives_and_commits_under_the_row_lock(backend: Backend) {
     assert_eq!(claimed.version, 2);
     let cancel = |r: &JobRecord| {
         let event = JobEvent::Cancel { actor: Actor::new("ops"), reason: "customer left".into() };
-        Some(derive(r, &event, at(3_000), LeaseOp::None))
+        Some(derive(r, &event, at(3_000)))
     };
     let Updated::Wrote(written, outcome) = db.update_job(job.job.id, at(3_000), &cancel).await.unwrap() else {
         panic!("the cancel was derived and written");

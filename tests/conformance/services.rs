@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use spindle::store::{Backend, LeaseOp, OutboxEffect, OutboxItem, WriteOutcome};
+use spindle::store::{Backend, OutboxEffect, OutboxItem, WriteOutcome};
 use spindle_core::{Actor, JobEvent, JobState, KindRules};
 
 use crate::fixture::{Db, at, claim, complete, derive, insert, new_job, new_job_with, rules, settle, write, write_ok};
@@ -66,7 +66,7 @@ async fn outbox_effects_are_queued_with_the_write_and_leased_out(backend: Backen
     // An effect queued with another job's write (set by hand: the store does not care why).
     let other = insert(&db, new_job("charge", 1, at(0)), at(0)).await;
     let cancel = JobEvent::Cancel { actor: Actor::new("ops"), reason: "fraud".into() };
-    let mut cancelled = derive(&other, &cancel, at(2_000), LeaseOp::None);
+    let mut cancelled = derive(&other, &cancel, at(2_000));
     cancelled.outbox = vec![OutboxEffect::FailureEffect];
     let mut racing = cancelled.clone();
     write_ok(&db, cancelled, at(2_000)).await;

@@ -10,7 +10,8 @@ use spindle::clock::{Clock, SystemClock};
 use spindle::dispatcher::{Dispatcher, DispatcherConfig};
 use spindle::engine::{Engine, EngineConfig, SubmitRequest};
 use spindle::registry::Registry;
-use spindle::store::{Backend, ConnectOptions, JobRecord, KindVersion, SqlStore, Storage, TenantId};
+use spindle::store::prelude::*;
+use spindle::store::{Backend, ConnectOptions, JobRecord, KindVersion, SqlStore, TenantId};
 use spindle_core::JobId;
 use spindle_runtime::Runtime;
 
@@ -123,13 +124,49 @@ impl Harness {
         self.engine_with(test_engine_config())
     }
 
+    /// Who holds lease `key` (read from the table: no store operation answers it).
+    pub async fn lease_holder(&self, key: &str) -> Option<(JobId, i64)> {
+        use spindle::store::sql::{Ty, Value};
+        let rows = self
+            .store
+            .db()
+            .fetch(
+                "SELECT job_id, token FROM leases WHERE key = $1 AND job_id <> ''",
+                vec![Value::from(key)],
+                &[Ty::Text, Ty::Int],
+            )
+            .await
+            .expect("read the leases table");
+        rows.first().map(|r| (r.text(0).parse().expect("a job id"), r.int(1)))
+    }
+
+    /// The steps of `id`'s pass `pass`, as stored.
+    pub async fn pass_steps(&self, id: JobId, pass: u32) -> Vec<spindle_core::step::Step> {
+        use spindle::store::sql::{Ty, Value};
+        let rows = self
+            .store
+            .db()
+            .fetch(
+                "SELECT body, output FROM steps WHERE job_id = $1 AND pass = $2 ORDER BY position",
+                vec![Value::from(id.to_string()), Value::from(i64::from(pass))],
+                &[Ty::Text, Ty::Blob],
+            )
+            .await
+            .expect("read the steps table");
+        rows.into_iter()
+            .map(|mut r| {
+                let mut step: spindle_core::step::Step = serde_json::from_str(&r.text(0)).expect("a step");
+                step.output = r.take_blob(1);
+                step
+            })
+            .collect()
+    }
+
     /// Starts a dispatcher for `engine`.
     pub fn dispatch(&self, engine: &Arc<Engine>) -> Dispatcher {
-        let db = Some(self.store.db().clone());
         Dispatcher::start(
             engine.clone(),
             DispatcherConfig { maintenance_interval: Duration::from_millis(200), ..DispatcherConfig::default() },
-            db,
         )
     }
 

@@ -133,7 +133,7 @@ impl Engine {
     }
 
     /// How this host's transactions ask the core about jobs they did not come with.
-    pub(crate) fn deriver(&self) -> &HostDeriver {
+    pub fn deriver(&self) -> &HostDeriver {
         &self.deriver
     }
 

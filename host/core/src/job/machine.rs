@@ -49,6 +49,8 @@ struct Draft {
     dispatched: Option<Timestamp>,
     /// Its claim found this lease key held: it waits for the key.
     blocked_on: Option<String>,
+    /// A reconciliation probe: it observes where the job waits and must not repair it.
+    observing: bool,
 }
 
 impl Draft {
@@ -61,6 +63,7 @@ impl Draft {
             effects: Vec::new(),
             dispatched: None,
             blocked_on: None,
+            observing: false,
         }
     }
 
@@ -95,8 +98,9 @@ impl Draft {
             by_time(at)
         } else if self.blocked_on.is_some() {
             QueueState::Blocked
-        } else if before.queue == QueueState::Idle {
-            // Open, unclaimed and not paused, but nothing dispatched it: never lose it.
+        } else if before.queue == QueueState::Idle && !self.observing {
+            // Open, unclaimed and not paused, yet out of the queue (only a defect or a
+            // damaged row leaves it so): any change but a probe's puts it back.
             by_time(job.run_at)
         } else {
             before.queue
@@ -504,6 +508,7 @@ impl Draft {
 
     fn reconcile(&mut self, evidence: Evidence, policy: &ReconcilePolicy, now: Timestamp) -> Result<(), Refusal> {
         self.refuse_if_final()?;
+        self.observing = true;
         if self.job.state == JobState::Paused {
             return Err(Refusal::Paused);
         }
