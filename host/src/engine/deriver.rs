@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use spindle_core::job::JobEvent;
-use spindle_core::{Timestamp, transition};
+use spindle_core::{Refusal, Timestamp, transition};
 
 use super::plan;
 use crate::store::{Deriver, JobRecord, JobWrite, OutboxEffect};
@@ -39,6 +39,11 @@ impl HostDeriver {
                 Some(plan.write)
             }
             Ok(None) => None,
+            Err(refusal @ Refusal::NotDue { .. }) => {
+                // Made ready by a host whose clock runs ahead of this one's.
+                tracing::debug!(job = %record.job.id, event = event.name(), "not due yet by this host's clock: {refusal}");
+                None
+            }
             Err(refusal) => {
                 // The store selected the job by its indexed columns, which project the
                 // machine: a refusal here means they disagree with it.
