@@ -26,6 +26,8 @@ mod rows;
 mod schema;
 pub mod sql;
 pub mod tenants;
+#[cfg(test)]
+mod test_db;
 mod writes;
 
 use thiserror::Error;

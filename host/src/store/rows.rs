@@ -208,7 +208,6 @@ pub(super) fn placeholders(first: usize, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::sql::{ConnectOptions, Db};
 
     /// A fresh table has no statistics until autovacuum gets to it; `job_id IN (…)` over
     /// 64 ids was then planned as a scan of every step, on every claim. The lookup must
@@ -217,19 +216,9 @@ mod tests {
     /// `SPINDLE_TEST_DATABASE_URL`).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_loads_steps_by_key_on_an_unanalysed_table() {
-        let Ok(url) = std::env::var("SPINDLE_TEST_DATABASE_URL") else {
-            eprintln!("SPINDLE_TEST_DATABASE_URL is not set: run through `cargo xtask test`");
-            return;
-        };
-        let admin = Db::connect(&ConnectOptions { url: url.clone(), max_connections: 2 }).await.expect("connect");
-        let name = format!("rows_{}", std::process::id());
-        // Outside a transaction: PostgreSQL creates and drops databases in none.
-        admin.fetch(&format!("DROP DATABASE IF EXISTS {name}"), vec![], &[]).await.expect("drop database");
-        admin.fetch(&format!("CREATE DATABASE {name}"), vec![], &[]).await.expect("create database");
-        let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
-        let options = ConnectOptions { url: format!("{base}/{name}"), max_connections: 2 };
-        let db = Db::connect(&options).await.expect("connect");
-        crate::store::schema::migrate(&db).await.expect("migrate");
+        let Some(test) = crate::store::test_db::fresh(Backend::Postgres).await else { return };
+        let db = &test.db;
+        crate::store::schema::migrate(db).await.expect("migrate");
         db.execute("ALTER TABLE steps SET (autovacuum_enabled = false)", vec![]).await.expect("alter");
         let mut tx = db.begin().await.expect("begin");
         let rows: Vec<Vec<Value>> = (0..6_000)
@@ -268,7 +257,6 @@ mod tests {
             wanted.iter().flat_map(|(id, _)| [(id.clone(), 0), (id.clone(), 1)]).collect();
         expected.sort();
         assert_eq!(found, expected, "both steps of every job asked for, and nothing else");
-        db.close().await;
-        admin.fetch(&format!("DROP DATABASE IF EXISTS {name}"), vec![], &[]).await.expect("drop database");
+        test.drop().await;
     }
 }

@@ -8,12 +8,14 @@ use super::sql::{Backend, Db, Ty, Value};
 const SQLITE: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/sqlite/0001_initial.sql")),
     (2, include_str!("../../migrations/sqlite/0002_fewer_job_indexes.sql")),
+    (3, include_str!("../../migrations/sqlite/0003_queue_in_the_machine.sql")),
 ];
 const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_initial.sql")),
     (2, include_str!("../../migrations/postgres/0002_fewer_job_indexes.sql")),
     (3, include_str!("../../migrations/postgres/0003_cheaper_step_and_history_writes.sql")),
     (4, include_str!("../../migrations/postgres/0004_jobs_keyed_by_id.sql")),
+    (5, include_str!("../../migrations/postgres/0005_queue_in_the_machine.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.
@@ -21,6 +23,11 @@ const MIGRATION_LOCK: i64 = 0x0053_5049_4e44_4c45;
 
 /// Brings the schema up to date.
 pub(super) async fn migrate(db: &Db) -> Result<(), StoreError> {
+    migrate_to(db, i64::MAX).await
+}
+
+/// Applies the migrations up to `target` (all of them for a host; fewer to test one).
+async fn migrate_to(db: &Db, target: i64) -> Result<(), StoreError> {
     let migrations = match db.backend() {
         Backend::Sqlite => SQLITE,
         Backend::Postgres => POSTGRES,
@@ -36,7 +43,7 @@ pub(super) async fn migrate(db: &Db) -> Result<(), StoreError> {
     .await?;
     let applied = tx.fetch("SELECT COALESCE(MAX(version), 0) FROM spindle_schema", vec![], &[Ty::Int]).await?;
     let current = applied.first().map_or(0, |row| row.int(0));
-    for (version, script) in migrations.iter().filter(|(v, _)| *v > current) {
+    for (version, script) in migrations.iter().filter(|(v, _)| *v > current && *v <= target) {
         for statement in statements(script) {
             tx.execute(&statement, vec![]).await?;
         }
@@ -73,7 +80,11 @@ fn statements(script: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
     use super::*;
+    use crate::store::test_db::fresh;
+    use crate::store::{JobStore, SqlStore};
 
     #[test]
     fn scripts_split_into_statements() {
@@ -82,5 +93,251 @@ mod tests {
         assert!(s[1].contains("WHERE x > 1;"));
         assert!(statements(SQLITE[0].1).len() > 10);
         assert_eq!(statements(SQLITE[0].1).len(), statements(POSTGRES[0].1).len());
+    }
+
+    /// What a schema says, in terms both backends share: each table's columns (type
+    /// class and nullability), its unique keys (the primary key among them), and its
+    /// other indexes (columns and partial predicate).
+    #[derive(Debug, Default, PartialEq, Eq)]
+    struct Schema {
+        columns: BTreeMap<String, BTreeMap<String, (String, bool)>>,
+        keys: BTreeSet<(String, String)>,
+        indexes: BTreeSet<(String, String, String, String)>,
+    }
+
+    fn type_class(ty: &str) -> String {
+        let ty = ty.to_ascii_lowercase();
+        if ty.contains("int") {
+            "integer".into()
+        } else if ty.contains("text") || ty.contains("char") {
+            "text".into()
+        } else if ty.contains("blob") || ty.contains("bytea") {
+            "bytes".into()
+        } else {
+            ty
+        }
+    }
+
+    /// A partial index's predicate without the notation each backend adds.
+    fn predicate(text: &str) -> String {
+        let text = text.to_ascii_lowercase().replace("::text", "").replace("= any (array[", "in (").replace("])", ")");
+        text.chars().filter(|c| !c.is_whitespace() && *c != '(' && *c != ')').collect()
+    }
+
+    /// `(a, b)` in `… ON t (a, b) …` / `… USING btree (a, b) …`.
+    fn index_columns(definition: &str) -> String {
+        let after_on = definition.split_once(" ON ").map_or(definition, |(_, rest)| rest);
+        let open = after_on.find('(').map_or(0, |i| i + 1);
+        let close = after_on[open..].find(')').map_or(after_on.len(), |i| open + i);
+        // PostgreSQL quotes a column named like a keyword (`"position"`).
+        after_on[open..close].split(',').map(|c| c.trim().trim_matches('"')).collect::<Vec<_>>().join(",")
+    }
+
+    async fn read_schema(db: &Db) -> Schema {
+        let mut schema = Schema::default();
+        match db.backend() {
+            Backend::Sqlite => {
+                let tables = db
+                    .fetch(
+                        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+                         AND name <> 'spindle_schema'",
+                        vec![],
+                        &[Ty::Text],
+                    )
+                    .await
+                    .expect("tables");
+                for table in tables.iter().map(|r| r.text(0)) {
+                    let info = db
+                        .fetch(
+                            &format!("SELECT name, type, \"notnull\", pk FROM pragma_table_info('{table}')"),
+                            vec![],
+                            &[Ty::Text, Ty::Text, Ty::Int, Ty::Int],
+                        )
+                        .await
+                        .expect("columns");
+                    let mut pk: Vec<(i64, String)> = Vec::new();
+                    let columns = schema.columns.entry(table.clone()).or_default();
+                    for r in &info {
+                        // A primary key column is never NULL, whatever SQLite's flag says.
+                        columns.insert(r.text(0), (type_class(&r.text(1)), r.int(2) != 0 || r.int(3) > 0));
+                        if r.int(3) > 0 {
+                            pk.push((r.int(3), r.text(0)));
+                        }
+                    }
+                    pk.sort();
+                    let pk: Vec<String> = pk.into_iter().map(|(_, c)| c).collect();
+                    schema.keys.insert((table.clone(), pk.join(",")));
+                    let indexes = db
+                        .fetch(
+                            &format!("SELECT name, \"unique\", partial FROM pragma_index_list('{table}')"),
+                            vec![],
+                            &[Ty::Text, Ty::Int, Ty::Int],
+                        )
+                        .await
+                        .expect("indexes");
+                    for index in &indexes {
+                        let name = index.text(0);
+                        let cols = db
+                            .fetch(
+                                &format!("SELECT name FROM pragma_index_info('{name}') ORDER BY seqno"),
+                                vec![],
+                                &[Ty::Text],
+                            )
+                            .await
+                            .expect("index columns");
+                        let cols: Vec<String> = cols.iter().map(|r| r.text(0)).collect();
+                        let sql = db
+                            .fetch(
+                                "SELECT sql FROM sqlite_master WHERE name = $1",
+                                vec![Value::from(name.as_str())],
+                                &[Ty::Text],
+                            )
+                            .await
+                            .expect("index sql");
+                        let sql = sql.first().and_then(|r| r.opt_text(0)).unwrap_or_default();
+                        let pred = sql.split_once(" WHERE ").map(|(_, p)| predicate(p)).unwrap_or_default();
+                        if index.int(1) != 0 && pred.is_empty() {
+                            schema.keys.insert((table.clone(), cols.join(",")));
+                        } else {
+                            let kind = if index.int(1) != 0 { "unique" } else { "index" };
+                            schema.indexes.insert((table.clone(), kind.into(), cols.join(","), pred));
+                        }
+                    }
+                }
+            }
+            Backend::Postgres => {
+                let columns = db
+                    .fetch(
+                        "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns \
+                         WHERE table_schema = 'public' AND table_name <> 'spindle_schema'",
+                        vec![],
+                        &[Ty::Text, Ty::Text, Ty::Text, Ty::Text],
+                    )
+                    .await
+                    .expect("columns");
+                for r in &columns {
+                    let entry = schema.columns.entry(r.text(0)).or_default();
+                    entry.insert(r.text(1), (type_class(&r.text(2)), r.text(3) == "NO"));
+                }
+                let indexes = db
+                    .fetch(
+                        "SELECT t.relname, i.indisunique::text, pg_get_indexdef(i.indexrelid), \
+                         COALESCE(pg_get_expr(i.indpred, i.indrelid), '') \
+                         FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid \
+                         JOIN pg_namespace n ON n.oid = t.relnamespace \
+                         WHERE n.nspname = 'public' AND t.relname <> 'spindle_schema'",
+                        vec![],
+                        &[Ty::Text, Ty::Text, Ty::Text, Ty::Text],
+                    )
+                    .await
+                    .expect("indexes");
+                for r in &indexes {
+                    let (table, unique, cols, pred) =
+                        (r.text(0), r.text(1) == "true", index_columns(&r.text(2)), predicate(&r.text(3)));
+                    if unique && pred.is_empty() {
+                        schema.keys.insert((table, cols));
+                    } else {
+                        let kind = if unique { "unique" } else { "index" };
+                        schema.indexes.insert((table, kind.into(), cols, pred));
+                    }
+                }
+            }
+        }
+        schema
+    }
+
+    /// Where the backends differ on purpose, and why: SQLite numbers jobs and history
+    /// through each table's rowid (`INTEGER PRIMARY KEY`), so those tables keep the key
+    /// they were created with; PostgreSQL keys jobs by id and history by (job, id)
+    /// (migrations 0003 and 0004), which SQLite's history index and its unique job id
+    /// mirror.
+    const ONLY_SQLITE: &[(&str, &str)] = &[("jobs", "key seq"), ("history", "key id"), ("history", "index job_id,id")];
+    const ONLY_POSTGRES: &[(&str, &str)] = &[("history", "key job_id,id")];
+
+    fn facts(schema: &Schema) -> BTreeSet<(String, String)> {
+        let mut facts = BTreeSet::new();
+        for (table, columns) in &schema.columns {
+            for (column, (ty, not_null)) in columns {
+                facts.insert((
+                    table.clone(),
+                    format!("column {column} {ty}{}", if *not_null { " not null" } else { "" }),
+                ));
+            }
+        }
+        for (table, cols) in &schema.keys {
+            facts.insert((table.clone(), format!("key {cols}")));
+        }
+        for (table, kind, cols, pred) in &schema.indexes {
+            let pred = if pred.is_empty() { String::new() } else { format!(" where {pred}") };
+            facts.insert((table.clone(), format!("{kind} {cols}{pred}")));
+        }
+        facts
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_and_postgres_migrations_describe_the_same_schema() {
+        let (Some(sqlite), Some(postgres)) = (fresh(Backend::Sqlite).await, fresh(Backend::Postgres).await) else {
+            return;
+        };
+        migrate(&sqlite.db).await.expect("migrate SQLite");
+        migrate(&postgres.db).await.expect("migrate PostgreSQL");
+        let (lite, pg) = (facts(&read_schema(&sqlite.db).await), facts(&read_schema(&postgres.db).await));
+        assert!(lite.len() > 80, "the SQLite schema was read: {lite:?}");
+        let only = |a: &BTreeSet<(String, String)>, b: &BTreeSet<(String, String)>| -> BTreeSet<(String, String)> {
+            a.difference(b).cloned().collect()
+        };
+        let expected = |list: &[(&str, &str)]| list.iter().map(|(t, f)| ((*t).to_owned(), (*f).to_owned())).collect();
+        assert_eq!(only(&lite, &pg), expected(ONLY_SQLITE), "in SQLite's schema only");
+        assert_eq!(only(&pg, &lite), expected(ONLY_POSTGRES), "in PostgreSQL's schema only");
+        sqlite.drop().await;
+        postgres.drop().await;
+    }
+
+    /// Rows written before the queue moved into the machine read as they were: the
+    /// migration copies the stored queue column into it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_old_job_row_reads_after_the_queue_moved_into_the_machine() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let Some(test) = fresh(backend).await else { return };
+            let before = match backend {
+                Backend::Sqlite => 2,
+                Backend::Postgres => 4,
+            };
+            migrate_to(&test.db, before).await.expect("migrate to the previous version");
+            let (job, _) = spindle_core::Job::submit(
+                spindle_core::Submission {
+                    id: spindle_core::JobId(uuid::Uuid::from_u128(42)),
+                    rules: spindle_core::KindRules {
+                        cancellable: true,
+                        max_attempts: 3,
+                        failure_effect: false,
+                        notify_on_success: false,
+                    },
+                    steps: vec![("a".into(), 1)],
+                    run_at: spindle_core::Timestamp::from_micros(10),
+                },
+                spindle_core::Timestamp::from_micros(10),
+            );
+            let mut old: serde_json::Value = serde_json::to_value(&job).expect("encode");
+            if let Some(fields) = old.as_object_mut() {
+                fields.remove("queue");
+                fields.remove("blocked_on");
+            }
+            test.db
+                .execute(
+                    "INSERT INTO jobs (id, tenant_id, kind, kind_version, state, queue, priority, run_at, blocked_on, \
+                     last_activity_at, created_at, progress, payload, lease_keys, version, machine) \
+                     VALUES ($1, 'acme', 'sync', 1, 'pending', 3, 3, 10, 'acme/account:1', 10, 10, 0, $2, '[]', 1, $3)",
+                    vec![Value::from(job.id.to_string()), Value::from(Vec::<u8>::new()), Value::from(old.to_string())],
+                )
+                .await
+                .expect("an old row");
+            migrate(&test.db).await.expect("migrate the rest");
+            let store = SqlStore { db: test.db.clone() };
+            let read = store.job(job.id).await.expect("read").expect("the job");
+            assert_eq!(read.job.queue, spindle_core::QueueState::Blocked, "{backend:?}");
+            assert_eq!(read.job.blocked_on.as_deref(), Some("acme/account:1"), "{backend:?}");
+            test.drop().await;
+        }
     }
 }
