@@ -198,28 +198,38 @@ async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
     assert_eq!(cancel.status(), 409);
     let body: Value = cancel.json().await.unwrap();
     assert_eq!(body["error"]["code"], "illegal-transition");
+    assert_eq!(body["error"]["reason"], "finished", "the error keeps the core's own refusal code");
     assert_eq!(body["error"]["state"], "succeeded", "the error names the current state");
     let job = host.cli(Some(&token), &["job", &done, "--json"]).json();
     assert_eq!(job["state"], "succeeded");
     let jobs_after = host.cli(Some(&token), &["jobs", "--json"]).json()["jobs"].as_array().unwrap().len();
     assert_eq!(jobs_before, jobs_after, "no bad request created a job");
 
-    // The API describes itself, and every described route answers (not the fallback).
+    // The API describes itself (the document is generated from the router's own routes), and
+    // every described route answers (not the fallback).
     let spec: Value = http.get(url("/v1/openapi.json")).send().await.unwrap().json().await.unwrap();
     assert_eq!(spec["openapi"], "3.1.0");
-    for (method, path) in spindle::api::openapi::ROUTES {
-        let concrete = path.replace("{id}", &done).replace("{kind}", "scripted").replace("{name}", "acme");
-        let concrete = concrete.replace("{key}", "account:1");
-        let request = match *method {
-            "get" => http.get(url(&concrete)),
-            "put" => http.put(url(&concrete)),
-            "delete" => http.delete(url(&concrete)),
-            _ => http.post(url(&concrete)),
-        };
-        let response = request.bearer_auth("spt_nobody").send().await.unwrap();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        assert_ne!(body["error"]["message"], "no such route", "{method} {path} is not routed");
+    let mut described = 0;
+    for (path, item) in spec["paths"].as_object().expect("the document lists paths") {
+        for method in ["get", "put", "post", "delete"] {
+            if !item[method].is_object() {
+                continue;
+            }
+            described += 1;
+            let concrete = path.replace("{id}", &done).replace("{kind}", "scripted").replace("{name}", "acme");
+            let concrete = concrete.replace("{key}", "account:1");
+            let request = match method {
+                "get" => http.get(url(&concrete)),
+                "put" => http.put(url(&concrete)),
+                "delete" => http.delete(url(&concrete)),
+                _ => http.post(url(&concrete)),
+            };
+            let response = request.bearer_auth("spt_nobody").send().await.unwrap();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            assert_ne!(body["error"]["message"], "no such route", "{method} {path} is not routed");
+        }
     }
+    assert_eq!(described, 21, "the document describes every route");
     let metrics = http.get(url("/metrics")).bearer_auth(&host.operator).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("spindle_step_duration_seconds_count") && metrics.contains("spindle_jobs"), "{metrics}");
 }

@@ -1,105 +1,199 @@
-//! Typed JSON errors with stable codes.
+//! Typed errors with stable codes, and the one place where the engine's, the registry's and
+//! the store's errors become them. A code fixes its HTTP status; a refused command keeps the
+//! job machine's own refusal code as `reason` under the `illegal-transition` family.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
-use spindle_core::JobState;
+use spindle_core::{JobState, Refusal};
+use spindle_runtime::LoadError;
 
+use super::views::{ErrorBody, ErrorDetail};
 use crate::engine::EngineError;
 use crate::registry::RegistryError;
 use crate::store::StoreError;
 
-/// An API error: an HTTP status, a stable code and an operator-safe message.
+/// A top-level error code: the family a caller branches on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// The request is malformed: its body, its query or a field's value.
+    InvalidRequest,
+    /// No valid bearer token.
+    Unauthorised,
+    /// A valid token of the wrong role.
+    Forbidden,
+    /// No such route, job or tenant (another tenant's job included).
+    NotFound,
+    /// The tenant has no such kind.
+    UnknownKind,
+    /// The kind has no such version.
+    UnknownVersion,
+    /// A body, a job input or a component over its cap.
+    PayloadTooLarge,
+    /// The upload is not a valid job-kind component; the message names the `component.*` reason.
+    InvalidComponent,
+    /// The job's machine refused the command: `reason` says which refusal, `state` where the job was.
+    IllegalTransition,
+    /// A unique name is taken.
+    AlreadyExists,
+    /// Concurrent writers kept changing the job; nothing was done, try again.
+    Contention,
+    /// The host failed; the detail is in its log under the reference in the message.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code. A code added to the enum must be added here: [`API_CODES`] and the
+    /// document's enum for `error.code` are read from this list.
+    pub const ALL: [Self; 12] = [
+        Self::InvalidRequest,
+        Self::Unauthorised,
+        Self::Forbidden,
+        Self::NotFound,
+        Self::UnknownKind,
+        Self::UnknownVersion,
+        Self::PayloadTooLarge,
+        Self::InvalidComponent,
+        Self::IllegalTransition,
+        Self::AlreadyExists,
+        Self::Contention,
+        Self::Internal,
+    ];
+
+    /// The code as the body carries it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidRequest => "invalid-request",
+            Self::Unauthorised => "unauthorised",
+            Self::Forbidden => "forbidden",
+            Self::NotFound => "not-found",
+            Self::UnknownKind => "unknown-kind",
+            Self::UnknownVersion => "unknown-version",
+            Self::PayloadTooLarge => "payload-too-large",
+            Self::InvalidComponent => "invalid-component",
+            Self::IllegalTransition => "illegal-transition",
+            Self::AlreadyExists => "already-exists",
+            Self::Contention => "contention",
+            Self::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status the code answers with.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::InvalidRequest => StatusCode::BAD_REQUEST,
+            Self::Unauthorised => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::NotFound | Self::UnknownKind | Self::UnknownVersion => StatusCode::NOT_FOUND,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::InvalidComponent => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::IllegalTransition | Self::AlreadyExists => StatusCode::CONFLICT,
+            Self::Contention => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// Every top-level code the API answers, as the body carries it (the document's enum for
+/// `error.code`).
+pub const API_CODES: &[&str] = &{
+    let mut codes = [""; ErrorCode::ALL.len()];
+    let mut i = 0;
+    while i < codes.len() {
+        codes[i] = ErrorCode::ALL[i].as_str();
+        i += 1;
+    }
+    codes
+};
+
+/// An API error: a stable code, an operator-safe message and, for a refused command, the
+/// refusal's code and the job's state.
 #[derive(Debug)]
 pub struct ApiError {
-    status: StatusCode,
-    code: String,
+    code: ErrorCode,
     message: String,
+    reason: Option<&'static str>,
     state: Option<JobState>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    error: Inner<'a>,
-}
-
-#[derive(Serialize)]
-struct Inner<'a> {
-    code: &'a str,
-    message: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    state: Option<&'a str>,
-}
-
 impl ApiError {
-    /// An error with this status, code and message.
-    pub fn new(status: StatusCode, code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { status, code: code.into(), message: message.into(), state: None }
+    /// An error with this code and message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), reason: None, state: None }
     }
 
-    /// 400 `invalid-request`.
+    /// `invalid-request`.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid-request", message)
+        Self::new(ErrorCode::InvalidRequest, message)
     }
 
-    /// 401 `unauthorised`.
+    /// `unauthorised`.
     pub fn unauthorised() -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorised", "a valid bearer token is required")
+        Self::new(ErrorCode::Unauthorised, "a valid bearer token is required")
     }
 
-    /// 403 `forbidden`.
+    /// `forbidden`.
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+        Self::new(ErrorCode::Forbidden, message)
     }
 
-    /// 404 `not-found`.
+    /// `not-found` for a job: another tenant's job is not found either.
     pub fn not_found() -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not-found", "no such job")
+        Self::new(ErrorCode::NotFound, "no such job")
     }
 
-    /// 500 `internal`: the detail goes to the log, never to the caller.
+    /// `internal`: the detail goes to the log, never to the caller.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         let reference = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         tracing::error!(reference, "internal error: {detail}");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("internal error (reference {reference})"))
+        Self::new(ErrorCode::Internal, format!("internal error (reference {reference})"))
+    }
+
+    /// `illegal-transition`, keeping the refusal's own code and the job's state.
+    fn refused(refusal: &Refusal, state: JobState) -> Self {
+        Self {
+            code: ErrorCode::IllegalTransition,
+            message: refusal.to_string(),
+            reason: Some(refusal.code()),
+            state: Some(state),
+        }
+    }
+
+    /// Its code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// The body it answers with.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code.as_str().to_owned(),
+                message: self.message.clone(),
+                reason: self.reason.map(str::to_owned),
+                state: self.state.map(|state| state.as_str().to_owned()),
+            },
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body =
-            Body { error: Inner { code: &self.code, message: &self.message, state: self.state.map(JobState::as_str) } };
-        (self.status, Json(body)).into_response()
+        (self.code.status(), Json(self.body())).into_response()
     }
 }
 
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         match e {
-            EngineError::UnknownKind(kind) => {
-                Self::new(StatusCode::NOT_FOUND, "unknown-kind", format!("unknown kind {kind:?}"))
-            }
+            EngineError::UnknownKind(kind) => Self::new(ErrorCode::UnknownKind, format!("unknown kind {kind:?}")),
             EngineError::NotFound => Self::not_found(),
-            EngineError::PayloadTooLarge { .. } => {
-                Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", e.to_string())
-            }
+            EngineError::PayloadTooLarge { .. } => Self::new(ErrorCode::PayloadTooLarge, e.to_string()),
             EngineError::Invalid(message) => Self::invalid(message),
-            EngineError::Refused { refusal, state } => {
-                let (status, code) = match refusal {
-                    spindle_core::Refusal::StaleFence { .. } => (StatusCode::CONFLICT, "stale-lease"),
-                    _ => (StatusCode::CONFLICT, "illegal-transition"),
-                };
-                Self {
-                    status,
-                    code: code.into(),
-                    message: format!("{refusal} ({})", refusal.code()),
-                    state: Some(state),
-                }
-            }
-            EngineError::Contention => Self::new(StatusCode::SERVICE_UNAVAILABLE, "contention", e.to_string()),
+            EngineError::Refused { refusal, state } => Self::refused(&refusal, state),
+            EngineError::Contention => Self::new(ErrorCode::Contention, e.to_string()),
             EngineError::Registry(e) => e.into(),
-            EngineError::Store(e) => Self::internal(e),
+            EngineError::Store(e) => e.into(),
             EngineError::StoreShared(e) => Self::internal(e),
         }
     }
@@ -109,21 +203,17 @@ impl From<RegistryError> for ApiError {
     fn from(e: RegistryError) -> Self {
         match e {
             RegistryError::InvalidName(_) => Self::invalid(e.to_string()),
+            RegistryError::Invalid(LoadError::Internal(_)) => Self::internal(e),
             RegistryError::Invalid(load) => {
-                let status = match load {
-                    spindle_runtime::LoadError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-                    spindle_runtime::LoadError::Internal(_) => return Self::internal(load),
-                    _ => StatusCode::UNPROCESSABLE_ENTITY,
+                let code = match load {
+                    LoadError::TooLarge { .. } => ErrorCode::PayloadTooLarge,
+                    _ => ErrorCode::InvalidComponent,
                 };
-                let code =
-                    if status == StatusCode::PAYLOAD_TOO_LARGE { "payload-too-large" } else { "invalid-component" };
-                Self::new(status, code, format!("{load} ({})", load.code()))
+                Self::new(code, format!("{load} ({})", load.code()))
             }
-            RegistryError::UnknownKind(kind) => {
-                Self::new(StatusCode::NOT_FOUND, "unknown-kind", format!("unknown kind {kind:?}"))
-            }
+            RegistryError::UnknownKind(kind) => Self::new(ErrorCode::UnknownKind, format!("unknown kind {kind:?}")),
             RegistryError::UnknownVersion { kind, version } => {
-                Self::new(StatusCode::NOT_FOUND, "unknown-version", format!("kind {kind:?} has no version {version}"))
+                Self::new(ErrorCode::UnknownVersion, format!("kind {kind:?} has no version {version}"))
             }
             RegistryError::Store(e) => Self::internal(e),
         }
@@ -133,11 +223,180 @@ impl From<RegistryError> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Duplicate(what) => {
-                Self::new(StatusCode::CONFLICT, "already-exists", format!("{what} already exists"))
-            }
-            StoreError::NotFound(_) => Self::not_found(),
+            StoreError::Duplicate(what) => Self::new(ErrorCode::AlreadyExists, format!("{what} already exists")),
+            StoreError::NotFound(what) => Self::new(ErrorCode::NotFound, format!("no such {what}")),
             other => Self::internal(other),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::time::Duration;
+
+    use spindle_core::step::{StepRefusal, StepState};
+    use spindle_core::table::NotInTable;
+    use spindle_core::{Fence, JobId, QueueState, Timestamp};
+
+    use super::*;
+
+    /// One refusal of every kind the core has.
+    fn every_refusal() -> Vec<Refusal> {
+        let examples = vec![
+            Refusal::Finished { state: JobState::Succeeded },
+            Refusal::LateSuccessAfterFailure,
+            Refusal::StaleFence { presented: Fence(1), current: Fence(2) },
+            Refusal::ConflictingReport { fence: Fence(1) },
+            Refusal::Claimed { fence: Fence(1) },
+            Refusal::NotClaimed,
+            Refusal::ClaimLive { expires_at: Timestamp::EPOCH },
+            Refusal::NotDue { run_at: Timestamp::EPOCH },
+            Refusal::Paused,
+            Refusal::AlreadyPausing,
+            Refusal::AlreadyPaused,
+            Refusal::NotPaused,
+            Refusal::Cancelling,
+            Refusal::AlreadyCancelling,
+            Refusal::NotCancellable,
+            Refusal::BlankReason,
+            Refusal::NotStarted,
+            Refusal::NothingToRun,
+            Refusal::NotSilent { silent_for: Duration::ZERO },
+            Refusal::NotRetryable { state: JobState::Running },
+            Refusal::AlreadyRetried { successor: JobId(uuid::Uuid::from_u128(9)) },
+            Refusal::NotWaiting { queue: QueueState::Idle },
+            Refusal::Step(StepRefusal::Invalid { step: "a".into(), from: StepState::Queued, event: "skip" }),
+            Refusal::Step(StepRefusal::DifferentFinal { step: "a".into(), state: StepState::Completed }),
+            Refusal::NotInTable(NotInTable { machine: "job", from: "succeeded", to: "running" }),
+        ];
+        // Exhaustive: a refusal added to the core fails to compile here until it has an example.
+        for refusal in &examples {
+            match refusal {
+                Refusal::Finished { .. }
+                | Refusal::LateSuccessAfterFailure
+                | Refusal::StaleFence { .. }
+                | Refusal::ConflictingReport { .. }
+                | Refusal::Claimed { .. }
+                | Refusal::NotClaimed
+                | Refusal::ClaimLive { .. }
+                | Refusal::NotDue { .. }
+                | Refusal::Paused
+                | Refusal::AlreadyPausing
+                | Refusal::AlreadyPaused
+                | Refusal::NotPaused
+                | Refusal::Cancelling
+                | Refusal::AlreadyCancelling
+                | Refusal::NotCancellable
+                | Refusal::BlankReason
+                | Refusal::NotStarted
+                | Refusal::NothingToRun
+                | Refusal::NotSilent { .. }
+                | Refusal::NotRetryable { .. }
+                | Refusal::AlreadyRetried { .. }
+                | Refusal::NotWaiting { .. }
+                | Refusal::Step(_)
+                | Refusal::NotInTable(_) => {}
+            }
+        }
+        examples
+    }
+
+    /// What `error` answers on the wire: its status and its body, read back as a client would.
+    async fn answer(error: ApiError) -> (StatusCode, serde_json::Value) {
+        let response = error.into_response();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("a readable body");
+        (status, serde_json::from_slice(&bytes).expect("a JSON body"))
+    }
+
+    #[tokio::test]
+    async fn every_refusal_answers_409_illegal_transition_with_its_own_code_as_reason() {
+        let refusals = every_refusal();
+        let codes: HashSet<&str> = refusals.iter().map(Refusal::code).collect();
+        let listed: HashSet<&str> = Refusal::CODES.iter().copied().collect();
+        assert_eq!(codes, listed, "the examples cover every listed refusal code");
+        for refusal in refusals {
+            let code = refusal.code();
+            let error = ApiError::from(EngineError::Refused { refusal, state: JobState::Paused });
+            let (status, body) = answer(error).await;
+            assert_eq!(status, StatusCode::CONFLICT, "{code}");
+            assert_eq!(body["error"]["code"], "illegal-transition", "{code}");
+            assert_eq!(body["error"]["reason"], code);
+            assert_eq!(body["error"]["state"], "paused", "{code}");
+            let typed: ErrorBody = serde_json::from_value(body).expect("the client's type decodes it");
+            assert_eq!(typed.error.reason.as_deref(), Some(code));
+        }
+    }
+
+    #[tokio::test]
+    async fn other_errors_carry_neither_reason_nor_state() {
+        let (status, body) = answer(ApiError::from(EngineError::NotFound)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(body, serde_json::json!({ "error": { "code": "not-found", "message": "no such job" } }));
+    }
+
+    #[test]
+    fn store_and_registry_errors_keep_their_codes_through_the_engine() {
+        let cases = [
+            (EngineError::Store(StoreError::Duplicate("tenant acme".into())), ErrorCode::AlreadyExists),
+            (EngineError::Store(StoreError::NotFound("tenant acme".into())), ErrorCode::NotFound),
+            (EngineError::Store(StoreError::Corrupt("x".into())), ErrorCode::Internal),
+            (EngineError::Registry(RegistryError::UnknownKind("k".into())), ErrorCode::UnknownKind),
+            (
+                EngineError::Registry(RegistryError::UnknownVersion { kind: "k".into(), version: 7 }),
+                ErrorCode::UnknownVersion,
+            ),
+            (EngineError::Registry(RegistryError::InvalidName("K".into())), ErrorCode::InvalidRequest),
+            (EngineError::Registry(RegistryError::Invalid(LoadError::NotWasm)), ErrorCode::InvalidComponent),
+            (
+                EngineError::Registry(RegistryError::Invalid(LoadError::TooLarge { bytes: 2, cap: 1 })),
+                ErrorCode::PayloadTooLarge,
+            ),
+            (EngineError::Registry(RegistryError::Invalid(LoadError::Internal("x".into()))), ErrorCode::Internal),
+            (EngineError::PayloadTooLarge { bytes: 2, cap: 1 }, ErrorCode::PayloadTooLarge),
+            (EngineError::Invalid("x".into()), ErrorCode::InvalidRequest),
+            (EngineError::Contention, ErrorCode::Contention),
+        ];
+        for (error, code) in cases {
+            let engine_code = error.code();
+            let mapped = ApiError::from(error).code();
+            assert_eq!(mapped, code, "{engine_code}");
+            // The engine's own code agrees, but where the API is finer: the engine knows no store
+            // codes, and files an oversized or unloadable component under `invalid-component`.
+            if engine_code != "internal" && !matches!(code, ErrorCode::PayloadTooLarge | ErrorCode::Internal) {
+                assert_eq!(mapped.as_str(), engine_code);
+            }
+        }
+    }
+
+    #[test]
+    fn api_codes_are_the_codes_each_with_one_status() {
+        let listed: Vec<&str> = ErrorCode::ALL.iter().map(|code| code.as_str()).collect();
+        assert_eq!(API_CODES, listed.as_slice());
+        assert_eq!(API_CODES.iter().collect::<HashSet<_>>().len(), API_CODES.len(), "no code is listed twice");
+        for code in ErrorCode::ALL {
+            assert!(code.status().is_client_error() || code.status().is_server_error(), "{code:?}");
+        }
+    }
+
+    #[test]
+    fn the_document_lists_every_api_code_and_every_refusal_code() {
+        let document = serde_json::to_value(crate::api::openapi_document()).expect("the document serialises");
+        let detail = &document["components"]["schemas"]["ErrorDetail"]["properties"];
+        let listed = |field: &str| -> Vec<String> {
+            detail[field]["enum"]
+                .as_array()
+                .map(|values| values.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default()
+        };
+        let codes = listed("code");
+        for code in API_CODES {
+            assert!(codes.iter().any(|c| c == code), "{code} is not in the document's error codes");
+        }
+        let reasons = listed("reason");
+        for reason in Refusal::CODES {
+            assert!(reasons.iter().any(|r| r == reason), "{reason} is not in the document's refusal codes");
         }
     }
 }

@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 
+use super::views::ErrorBody;
 use super::{ApiError, ApiState, OperatorAuth};
 use crate::engine::STEP_BUCKETS;
 
@@ -14,8 +15,23 @@ fn label(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// `GET /metrics`.
-pub async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Result<impl IntoResponse, ApiError> {
+/// Prometheus metrics
+///
+/// Operator token only. Jobs by tenant, kind and state; queue depth per kind; step latency on
+/// this host; sandbox faults and alerts across hosts.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "metrics",
+    responses(
+        (status = 200, description = "The text exposition format", body = String, content_type = "text/plain"),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not the operator token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Result<impl IntoResponse, ApiError> {
     let engine = &state.host.engine;
     let counters = state.host.engine.counters();
     let mut out = String::new();

@@ -1,213 +1,211 @@
-//! The OpenAPI 3.1 document the host serves at `/v1/openapi.json`. A test checks that
-//! every route the router serves is described here.
+//! The OpenAPI 3.1 document served at `/v1/openapi.json`. It is generated: `utoipa` reads each
+//! handler's `#[utoipa::path]` and each view's `ToSchema`, and the handlers are registered
+//! through the same `routes!` calls that build the router, so a served route cannot be missing
+//! from it. This module adds only what no handler says: the title, the tags and the bearer
+//! scheme.
+
+use std::fmt;
+use std::sync::Arc;
 
 use axum::Json;
-use serde_json::{Value, json};
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use utoipa::Modify;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::tag::TagBuilder;
+use utoipa::openapi::{Components, InfoBuilder, OpenApi, OpenApiBuilder, SecurityRequirement};
 
-/// Every `(method, path)` the router serves under `/v1` or at `/metrics`.
-pub const ROUTES: &[(&str, &str)] = &[
-    ("get", "/v1/health"),
-    ("get", "/v1/openapi.json"),
-    ("get", "/metrics"),
-    ("post", "/v1/tenants"),
-    ("get", "/v1/tenants"),
-    ("post", "/v1/tenants/{name}/tokens"),
-    ("get", "/v1/kinds"),
-    ("put", "/v1/kinds/{kind}"),
-    ("get", "/v1/kinds/{kind}"),
-    ("post", "/v1/kinds/{kind}/rollback"),
-    ("post", "/v1/jobs"),
-    ("get", "/v1/jobs"),
-    ("get", "/v1/jobs/{id}"),
-    ("get", "/v1/jobs/{id}/wait"),
-    ("post", "/v1/jobs/{id}/cancel"),
-    ("post", "/v1/jobs/{id}/pause"),
-    ("post", "/v1/jobs/{id}/resume"),
-    ("post", "/v1/jobs/{id}/restart"),
-    ("post", "/v1/jobs/{id}/retry"),
-    ("get", "/v1/dead-letters"),
-    ("delete", "/v1/leases/{key}"),
+use super::ApiState;
+
+/// The name of the bearer scheme every operation needs unless it says otherwise.
+pub const BEARER: &str = "bearer";
+
+const DESCRIPTION: &str = "Durable jobs whose steps run as sandboxed WebAssembly components. \
+Every request but health and this document needs `Authorization: Bearer TOKEN`: a tenant token \
+(scoped to its tenant; another tenant's job is not found) or the operator token (tenants and \
+metrics only). Errors are `{\"error\": {\"code\", \"message\", \"reason\"?, \"state\"?}}`: `code` \
+is stable and fixes the status; a command the job's machine refuses answers 409 \
+`illegal-transition` with the refusal's own code as `reason` and the job's state as `state`.";
+
+/// Each tag and what its operations do.
+const TAGS: &[(&str, &str)] = &[
+    ("meta", "Liveness and this document; no token needed."),
+    ("tenants", "Tenants and their tokens (operator token)."),
+    ("kinds", "Deployed components: the versions of a tenant's job kinds."),
+    ("jobs", "Submitting, reading, waiting for and listing jobs."),
+    ("control", "Run control: cancel, pause, resume, restart, retry."),
+    ("leases", "Exclusive lease keys."),
+    ("metrics", "Prometheus metrics (operator token)."),
 ];
 
-fn error_responses(codes: &[(&str, &str)]) -> Value {
-    let mut out = serde_json::Map::new();
-    for (status, description) in codes {
-        out.insert(
-            (*status).to_owned(),
-            json!({ "description": description, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } }),
-        );
+/// The generated document, built once with the router and shared by every request.
+#[derive(Clone)]
+pub struct Document(Arc<OpenApi>);
+
+impl Document {
+    pub(super) fn new(document: OpenApi) -> Self {
+        Self(Arc::new(document))
     }
-    Value::Object(out)
-}
 
-fn ok(status: &str, description: &str, schema: &str) -> Value {
-    json!({ status: { "description": description, "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } } } })
-}
-
-fn merge(a: Value, b: Value) -> Value {
-    match (a, b) {
-        (Value::Object(mut a), Value::Object(b)) => {
-            a.extend(b);
-            Value::Object(a)
-        }
-        (a, _) => a,
+    /// The document.
+    pub fn get(&self) -> &OpenApi {
+        &self.0
     }
 }
 
-fn id_param() -> Value {
-    json!([{ "name": "id", "in": "path", "required": true, "schema": { "type": "string", "format": "uuid" } }])
-}
-
-fn control(summary: &str, body: Option<Value>) -> Value {
-    let mut op = json!({
-        "summary": summary,
-        "parameters": id_param(),
-        "responses": merge(ok("200", "the job after the change", "Job"), error_responses(&[
-            ("401", "unauthorised"), ("404", "not-found (also another tenant's job)"),
-            ("409", "illegal-transition, with the job's current state"),
-        ])),
-    });
-    if let (Some(body), Value::Object(map)) = (body, &mut op) {
-        map.insert(
-            "requestBody".into(),
-            json!({ "required": true, "content": { "application/json": { "schema": body } } }),
-        );
+impl fmt::Debug for Document {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // utoipa's types implement Debug only under its `debug` feature.
+        f.debug_struct("Document").field("paths", &self.0.paths.paths.len()).finish()
     }
-    op
 }
 
-/// The document.
-pub fn spec() -> Value {
-    let list_params = json!([
-        { "name": "state", "in": "query", "schema": { "type": "string", "enum": ["pending", "running", "paused", "succeeded", "failed", "cancelled"] } },
-        { "name": "kind", "in": "query", "schema": { "type": "string" } },
-        { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 500, "default": 50 } },
-        { "name": "cursor", "in": "query", "description": "next_cursor of the previous page", "schema": { "type": "integer" } }
-    ]);
-    json!({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "Spindle",
-            "version": env!("CARGO_PKG_VERSION"),
-            "description": "Durable jobs whose steps run as sandboxed WebAssembly components. Every request but health and this document needs `Authorization: Bearer TOKEN`: a tenant token (scoped to its tenant) or the operator token (tenants and metrics only). Errors are `{\"error\": {\"code\", \"message\", \"state\"?}}` with stable codes: unknown-kind, unknown-version, illegal-transition, stale-lease, payload-too-large, invalid-component, invalid-request, unauthorised, forbidden, not-found, already-exists, contention, internal."
-        },
-        "security": [{ "bearer": [] }],
-        "paths": {
-            "/v1/health": { "get": { "summary": "Liveness", "security": [], "responses": { "200": { "description": "ok" } } } },
-            "/v1/openapi.json": { "get": { "summary": "This document", "security": [], "responses": { "200": { "description": "the OpenAPI document" } } } },
-            "/metrics": { "get": { "summary": "Prometheus metrics (operator token)", "responses": merge(json!({ "200": { "description": "text exposition format", "content": { "text/plain": {} } } }), error_responses(&[("401", "unauthorised"), ("403", "forbidden")])) } },
-            "/v1/tenants": {
-                "post": {
-                    "summary": "Create a tenant and its first token (operator token)",
-                    "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["name"], "properties": { "name": { "type": "string" } } } } } },
-                    "responses": merge(ok("201", "the tenant and its token, shown once", "TenantToken"), error_responses(&[("400", "invalid-request"), ("401", "unauthorised"), ("403", "forbidden"), ("409", "already-exists")]))
-                },
-                "get": { "summary": "List tenants (operator token)", "responses": merge(json!({ "200": { "description": "tenants" } }), error_responses(&[("401", "unauthorised"), ("403", "forbidden")])) }
-            },
-            "/v1/tenants/{name}/tokens": {
-                "post": {
-                    "summary": "Issue another token for a tenant (operator token)",
-                    "parameters": [{ "name": "name", "in": "path", "required": true, "schema": { "type": "string" } }],
-                    "responses": merge(ok("201", "the token, shown once", "TenantToken"), error_responses(&[("401", "unauthorised"), ("403", "forbidden"), ("404", "not-found")]))
-                }
-            },
-            "/v1/kinds": { "get": { "summary": "List the tenant's kinds", "responses": merge(json!({ "200": { "description": "kinds" } }), error_responses(&[("401", "unauthorised")])) } },
-            "/v1/kinds/{kind}": {
-                "put": {
-                    "summary": "Deploy a component as the next version of a kind (validated, compiled, stored; current at once on every host)",
-                    "parameters": [{ "name": "kind", "in": "path", "required": true, "schema": { "type": "string" } }],
-                    "requestBody": { "required": true, "content": { "application/wasm": { "schema": { "type": "string", "format": "binary" } } } },
-                    "responses": merge(ok("201", "the new version", "Deployed"), error_responses(&[("400", "invalid-request"), ("401", "unauthorised"), ("413", "payload-too-large"), ("422", "invalid-component, with the component.* reason in the message")]))
-                },
-                "get": {
-                    "summary": "A kind and its versions",
-                    "parameters": [{ "name": "kind", "in": "path", "required": true, "schema": { "type": "string" } }],
-                    "responses": merge(ok("200", "the kind", "Kind"), error_responses(&[("401", "unauthorised"), ("404", "unknown-kind")]))
-                }
-            },
-            "/v1/kinds/{kind}/rollback": {
-                "post": {
-                    "summary": "Make an earlier (or later) version current",
-                    "parameters": [{ "name": "kind", "in": "path", "required": true, "schema": { "type": "string" } }],
-                    "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["version"], "properties": { "version": { "type": "integer" } } } } } },
-                    "responses": merge(json!({ "200": { "description": "the current version" } }), error_responses(&[("401", "unauthorised"), ("404", "unknown-version")]))
-                }
-            },
-            "/v1/jobs": {
-                "post": {
-                    "summary": "Submit a job (pinned to the kind's current version)",
-                    "requestBody": { "required": true, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Submit" } } } },
-                    "responses": merge(merge(ok("201", "the new job", "Job"), ok("200", "the existing job with the same idempotency key", "Job")), error_responses(&[("400", "invalid-request"), ("401", "unauthorised"), ("404", "unknown-kind"), ("413", "payload-too-large")]))
-                },
-                "get": { "summary": "List the tenant's jobs, newest first", "parameters": list_params, "responses": merge(ok("200", "a page of jobs", "JobPage"), error_responses(&[("400", "invalid-request"), ("401", "unauthorised")])) }
-            },
-            "/v1/jobs/{id}": { "get": { "summary": "A job with its steps, attempts, progress and history", "parameters": id_param(), "responses": merge(ok("200", "the job", "Job"), error_responses(&[("401", "unauthorised"), ("404", "not-found")])) } },
-            "/v1/jobs/{id}/wait": {
-                "get": {
-                    "summary": "Wait until the job is final (or the timeout passes)",
-                    "parameters": [id_param()[0].clone(), { "name": "timeout", "in": "query", "schema": { "type": "number", "default": 30, "maximum": 300 } }],
-                    "responses": merge(ok("200", "the job", "Job"), error_responses(&[("401", "unauthorised"), ("404", "not-found")]))
-                }
-            },
-            "/v1/jobs/{id}/cancel": { "post": control("Cancel (cancellable kinds; a nonblank reason)", Some(json!({ "type": "object", "required": ["reason"], "properties": { "reason": { "type": "string" } } }))) },
-            "/v1/jobs/{id}/pause": { "post": control("Pause at the next step boundary", None) },
-            "/v1/jobs/{id}/resume": { "post": control("Resume a paused job", None) },
-            "/v1/jobs/{id}/restart": { "post": control("Start a fresh pass (waits for any pause or cancel)", None) },
-            "/v1/jobs/{id}/retry": { "post": {
-                "summary": "Retry a failed or cancelled job as a new, linked job whose completed steps are carried",
-                "parameters": id_param(),
-                "responses": merge(ok("201", "the retry job", "Job"), error_responses(&[("401", "unauthorised"), ("404", "not-found"), ("409", "illegal-transition")]))
-            } },
-            "/v1/leases/{key}": { "delete": {
-                "summary": "Invalidate an exclusive lease key (its target was deleted, or it is revoked): waiting jobs may run; its holder can no longer commit under it",
-                "parameters": [{ "name": "key", "in": "path", "required": true, "schema": { "type": "string" } }],
-                "responses": merge(json!({ "200": { "description": "the key and the job that held it, if any" } }), error_responses(&[("401", "unauthorised")]))
-            } },
-            "/v1/dead-letters": { "get": { "summary": "Failed jobs not yet retried", "parameters": list_params, "responses": merge(ok("200", "a page of jobs", "JobPage"), error_responses(&[("401", "unauthorised")])) } }
-        },
-        "components": {
-            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
-            "schemas": {
-                "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "object", "required": ["code", "message"], "properties": {
-                    "code": { "type": "string" }, "message": { "type": "string" }, "state": { "type": "string" } } } } },
-                "TenantToken": { "type": "object", "properties": { "tenant": { "type": "string" }, "token": { "type": "string" } } },
-                "Deployed": { "type": "object", "properties": { "kind": { "type": "string" }, "version": { "type": "integer" }, "digest": { "type": "string" }, "spec": { "type": "object" } } },
-                "Kind": { "type": "object", "properties": { "kind": { "type": "string" }, "current_version": { "type": "integer" }, "latest_version": { "type": "integer" }, "versions": { "type": "array", "items": { "type": "object" } } } },
-                "Submit": { "type": "object", "required": ["kind"], "properties": {
-                    "kind": { "type": "string" }, "input": {},
-                    "priority": { "type": "string", "enum": ["forced", "critical", "scheduled", "normal", "background"], "default": "normal" },
-                    "run_at": { "type": "string", "format": "date-time" }, "delay_secs": { "type": "number" },
-                    "idempotency_key": { "type": "string" }, "lease_keys": { "type": "array", "items": { "type": "string" } } } },
-                "Job": { "type": "object", "properties": {
-                    "id": { "type": "string" }, "kind": { "type": "string" }, "kind_version": { "type": "integer" },
-                    "state": { "type": "string" }, "progress": { "type": "integer" }, "priority": { "type": "string" },
-                    "pass": { "type": "integer" }, "created_at": { "type": "string" }, "started_at": { "type": "string" },
-                    "settled_at": { "type": "string" }, "run_at": { "type": "string" }, "failure": { "type": "object" },
-                    "steps": { "type": "array", "items": { "type": "object" } }, "history": { "type": "array", "items": { "type": "object" } },
-                    "predecessor": { "type": "string" }, "successor": { "type": "string" }, "input": {} } },
-                "JobPage": { "type": "object", "properties": { "jobs": { "type": "array", "items": { "type": "object" } }, "next_cursor": { "type": ["integer", "null"] } } }
-            }
-        }
-    })
+/// What the routes are added to: the title, the version and the tags.
+pub(super) fn base() -> OpenApi {
+    let info =
+        InfoBuilder::new().title("Spindle").version(env!("CARGO_PKG_VERSION")).description(Some(DESCRIPTION)).build();
+    let tags =
+        TAGS.iter().map(|(name, description)| TagBuilder::new().name(*name).description(Some(*description)).build());
+    OpenApiBuilder::new().info(info).tags(Some(tags)).build()
 }
 
-/// `GET /v1/openapi.json`.
-pub async fn document() -> Json<Value> {
-    Json(spec())
+/// Adds the bearer scheme and makes it the default requirement of every operation; health
+/// and the document opt out with `security(())`.
+#[derive(Debug)]
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut OpenApi) {
+        openapi
+            .components
+            .get_or_insert_with(Components::new)
+            .add_security_scheme(BEARER, SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        openapi.security = Some(vec![SecurityRequirement::new(BEARER, Vec::<String>::new())]);
+    }
+}
+
+/// The document of `routes`, completed.
+pub(super) fn finish(mut document: OpenApi) -> OpenApi {
+    BearerAuth.modify(&mut document);
+    document
+}
+
+/// The document this API serves, built without a host (for tests and tools).
+pub fn openapi_document() -> OpenApi {
+    finish(super::routes(0).into_openapi())
+}
+
+/// This document
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    operation_id = "openapi",
+    tag = "meta",
+    security(()),
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json"))
+)]
+pub(super) async fn serve(State(state): State<ApiState>) -> Response {
+    Json(state.document.get()).into_response()
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
-    #[test]
-    fn every_route_is_described() {
-        let spec = spec();
-        for (method, path) in ROUTES {
-            assert!(spec["paths"][path][method].is_object(), "{method} {path} is not in the OpenAPI document");
+    /// Every `(method, path)` the API serves; a route that leaves or moves fails here, and the
+    /// document holds exactly what the router was built from (the same `routes!` calls).
+    const ROUTES: &[(&str, &str)] = &[
+        ("get", "/v1/health"),
+        ("get", "/v1/openapi.json"),
+        ("get", "/metrics"),
+        ("post", "/v1/tenants"),
+        ("get", "/v1/tenants"),
+        ("post", "/v1/tenants/{name}/tokens"),
+        ("get", "/v1/kinds"),
+        ("put", "/v1/kinds/{kind}"),
+        ("get", "/v1/kinds/{kind}"),
+        ("post", "/v1/kinds/{kind}/rollback"),
+        ("post", "/v1/jobs"),
+        ("get", "/v1/jobs"),
+        ("get", "/v1/jobs/{id}"),
+        ("get", "/v1/jobs/{id}/wait"),
+        ("post", "/v1/jobs/{id}/cancel"),
+        ("post", "/v1/jobs/{id}/pause"),
+        ("post", "/v1/jobs/{id}/resume"),
+        ("post", "/v1/jobs/{id}/restart"),
+        ("post", "/v1/jobs/{id}/retry"),
+        ("get", "/v1/dead-letters"),
+        ("delete", "/v1/leases/{key}"),
+    ];
+
+    const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+
+    fn document() -> Value {
+        serde_json::to_value(openapi_document()).expect("the document serialises")
+    }
+
+    /// Every `(method, path)` the document describes.
+    fn operations(document: &Value) -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        for (path, item) in document["paths"].as_object().into_iter().flatten() {
+            for method in METHODS {
+                if item[*method].is_object() {
+                    found.push(((*method).to_owned(), path.clone()));
+                }
+            }
         }
-        let described: usize =
-            spec["paths"].as_object().map_or(0, |p| p.values().map(|m| m.as_object().map_or(0, |m| m.len())).sum());
-        assert_eq!(described, ROUTES.len(), "the document describes a route the router does not serve");
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn the_document_describes_exactly_the_served_routes() {
+        let mut expected: Vec<(String, String)> =
+            ROUTES.iter().map(|(method, path)| ((*method).to_owned(), (*path).to_owned())).collect();
+        expected.sort();
+        assert_eq!(operations(&document()), expected);
+    }
+
+    #[test]
+    fn the_document_names_spindle_and_its_bearer_scheme() {
+        let document = document();
+        assert_eq!(document["openapi"], "3.1.0");
+        assert_eq!(document["info"]["title"], "Spindle");
+        assert_eq!(document["info"]["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(document["components"]["securitySchemes"][BEARER]["scheme"], "bearer");
+        assert_eq!(document["security"][0][BEARER], serde_json::json!([]));
+        for path in ["/v1/health", "/v1/openapi.json"] {
+            assert_eq!(document["paths"][path]["get"]["security"], serde_json::json!([{}]), "{path} needs no token");
+        }
+    }
+
+    #[test]
+    fn every_operation_is_tagged_and_documents_its_errors_as_error_bodies() {
+        let document = document();
+        let error_ref = "#/components/schemas/ErrorBody";
+        for (method, path) in operations(&document) {
+            let operation = &document["paths"][&path][&method];
+            let tag = operation["tags"][0].as_str().unwrap_or_default();
+            assert!(TAGS.iter().any(|(name, _)| *name == tag), "{method} {path} has no known tag");
+            let responses = operation["responses"].as_object().expect("responses");
+            assert!(responses.keys().any(|status| status.starts_with('2')), "{method} {path} has no success");
+            let public = operation["security"] == serde_json::json!([{}]);
+            if !public {
+                assert_eq!(
+                    operation["responses"]["401"]["content"]["application/json"]["schema"]["$ref"], error_ref,
+                    "{method} {path} does not document 401 unauthorised"
+                );
+            }
+            for (status, response) in responses {
+                if status.starts_with('4') || status.starts_with('5') {
+                    assert_eq!(
+                        response["content"]["application/json"]["schema"]["$ref"], error_ref,
+                        "{method} {path} {status} is not an ErrorBody"
+                    );
+                }
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::api::{ApiState, router};
+use crate::api::router;
 use crate::config::{ServeArgs, ServeConfig};
 use crate::host::Host;
 
@@ -22,7 +22,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let host = Arc::new(host);
     tracing::info!(%addr, database = %redact(&config.host.database_url()), host = %config.host.engine.host_id, "spindle is serving");
     println!("spindle listening on http://{addr}");
-    let app = router(ApiState { host: host.clone() });
+    let app = router(host.clone());
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving the API")?;
     tracing::info!("shutting down");
     host.shutdown(config.shutdown_grace).await;

@@ -1,0 +1,129 @@
+//! Kinds: deploying components as versions, reading them, choosing the current one. Tenant
+//! token; every call goes through the registry.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+
+use super::body::{body, json_body};
+use super::views::{Deployed, ErrorBody, KindList, KindView, Rollback, RolledBack, SpecView, VersionView};
+use super::{ApiError, ApiState, ErrorCode, TenantAuth};
+
+/// Deploy a component as the next version of a kind
+///
+/// The component is validated and compiled in the sandbox before anything is stored; the new
+/// version is current at once on every host. Running jobs stay on the version they started with.
+#[utoipa::path(
+    put,
+    path = "/v1/kinds/{kind}",
+    tag = "kinds",
+    params(("kind" = String, Path, description = "The kind's name: 1-64 characters of a-z, 0-9, '-', '_' or '.'")),
+    request_body(
+        description = "The component: a wasm32-wasip2 component of the spindle:job/job-kind world",
+        content(("application/wasm"))
+    ),
+    responses(
+        (status = 201, description = "The new version", body = Deployed),
+        (status = 400, description = "`invalid-request`: an invalid kind name", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 413, description = "`payload-too-large`: over the host's component cap", body = ErrorBody),
+        (status = 422, description = "`invalid-component`: the message names its `component.*` code", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn deploy(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(kind): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Deployed>), ApiError> {
+    let bytes = body(bytes)?;
+    let now = state.host.engine.now();
+    let (version, spec) = state.host.registry.deploy(&tenant, &kind, &bytes, now).await?;
+    tracing::info!(tenant = %tenant, kind, version = version.version, digest = %version.digest, "deployed");
+    let deployed = Deployed { kind, version: version.version, digest: version.digest, spec: SpecView::from(&spec) };
+    Ok((StatusCode::CREATED, Json(deployed)))
+}
+
+/// List the tenant's kinds
+#[utoipa::path(
+    get,
+    path = "/v1/kinds",
+    tag = "kinds",
+    responses(
+        (status = 200, description = "The tenant's kinds, without their versions", body = KindList),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn list_kinds(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+) -> Result<Json<KindList>, ApiError> {
+    let kinds = state.host.registry.kinds(&tenant).await?;
+    Ok(Json(KindList { kinds: kinds.iter().map(|k| KindView::new(k, None)).collect() }))
+}
+
+/// A kind and its versions
+#[utoipa::path(
+    get,
+    path = "/v1/kinds/{kind}",
+    tag = "kinds",
+    params(("kind" = String, Path, description = "The kind's name")),
+    responses(
+        (status = 200, description = "The kind with every version", body = KindView),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 404, description = "`unknown-kind`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn get_kind(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(kind): Path<String>,
+) -> Result<Json<KindView>, ApiError> {
+    let kinds = state.host.registry.kinds(&tenant).await?;
+    let entry = kinds
+        .iter()
+        .find(|k| k.kind == kind)
+        .ok_or_else(|| ApiError::new(ErrorCode::UnknownKind, format!("unknown kind {kind:?}")))?;
+    let versions = state.host.registry.versions(&tenant, &kind).await?;
+    Ok(Json(KindView::new(entry, Some(&versions))))
+}
+
+/// Make an earlier (or later) version current
+///
+/// New submissions use it at once; running jobs stay on theirs.
+#[utoipa::path(
+    post,
+    path = "/v1/kinds/{kind}/rollback",
+    tag = "kinds",
+    params(("kind" = String, Path, description = "The kind's name")),
+    request_body = Rollback,
+    responses(
+        (status = 200, description = "The version now current", body = RolledBack),
+        (status = 400, description = "`invalid-request`: a malformed body", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 404, description = "`unknown-version` (also for an unknown kind)", body = ErrorBody),
+        (status = 413, description = "`payload-too-large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn rollback(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(kind): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Json<RolledBack>, ApiError> {
+    let request: Rollback = json_body(bytes)?;
+    let now = state.host.engine.now();
+    state.host.registry.set_current(&tenant, &kind, request.version, now).await?;
+    let version = state.host.registry.version(&tenant, &kind, request.version).await?.version;
+    Ok(Json(RolledBack { kind, current_version: request.version, version: VersionView::from(&version) }))
+}

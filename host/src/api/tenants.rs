@@ -1,0 +1,88 @@
+//! Tenants and their tokens: the operator token's side of the API.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+
+use super::body::json_body;
+use super::views::{ErrorBody, NewTenant, TenantList, TenantToken, TenantView};
+use super::{ApiError, ApiState, OperatorAuth};
+use crate::store::TenantId;
+
+/// Create a tenant and its first token
+///
+/// Operator token only. The token is shown this once: only its hash is kept.
+#[utoipa::path(
+    post,
+    path = "/v1/tenants",
+    tag = "tenants",
+    request_body = NewTenant,
+    responses(
+        (status = 201, description = "The tenant and its first token", body = TenantToken),
+        (status = 400, description = "`invalid-request`: a malformed body or an invalid name", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not the operator token", body = ErrorBody),
+        (status = 409, description = "`already-exists`: the name is taken", body = ErrorBody),
+        (status = 413, description = "`payload-too-large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn create_tenant(
+    State(state): State<ApiState>,
+    _: OperatorAuth,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<TenantToken>), ApiError> {
+    let request: NewTenant = json_body(bytes)?;
+    if !spindle_runtime::is_valid_name(&request.name) {
+        return Err(ApiError::invalid("a tenant name is 1-64 characters of a-z, 0-9, '-', '_' or '.'"));
+    }
+    let (tenant, token) = state.host.engine.create_tenant(&request.name).await?;
+    Ok((StatusCode::CREATED, Json(TenantToken { tenant: tenant.name, token })))
+}
+
+/// List tenants
+///
+/// Operator token only.
+#[utoipa::path(
+    get,
+    path = "/v1/tenants",
+    tag = "tenants",
+    responses(
+        (status = 200, description = "Every tenant", body = TenantList),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not the operator token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn list_tenants(State(state): State<ApiState>, _: OperatorAuth) -> Result<Json<TenantList>, ApiError> {
+    let tenants = state.host.engine.tenants().await?;
+    Ok(Json(TenantList { tenants: tenants.iter().map(TenantView::from).collect() }))
+}
+
+/// Issue another token for a tenant
+///
+/// Operator token only. The token is shown this once.
+#[utoipa::path(
+    post,
+    path = "/v1/tenants/{name}/tokens",
+    tag = "tenants",
+    params(("name" = String, Path, description = "The tenant's name")),
+    responses(
+        (status = 201, description = "The tenant and its new token", body = TenantToken),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not the operator token", body = ErrorBody),
+        (status = 404, description = "`not-found`: no such tenant", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn create_token(
+    State(state): State<ApiState>,
+    _: OperatorAuth,
+    Path(name): Path<String>,
+) -> Result<(StatusCode, Json<TenantToken>), ApiError> {
+    let tenant = TenantId(name);
+    let token = state.host.engine.issue_token(&tenant).await?;
+    Ok((StatusCode::CREATED, Json(TenantToken { tenant: tenant.0, token })))
+}

@@ -1,0 +1,389 @@
+//! Jobs as the API shows them (whole, in lists, with steps, attempts and history) and the
+//! bodies that submit and cancel them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use spindle_core::policy::priority::Priority;
+use spindle_core::step::{AttemptEnd, Step};
+use spindle_core::{HistoryEvent, SafeFailure};
+use utoipa::ToSchema;
+use utoipa::openapi::Object;
+
+use super::{job_state_schema, one_of};
+use crate::api::time::rfc3339;
+use crate::store::{HistoryEntry, JobRecord};
+
+/// Bytes shown as JSON when they are JSON, else as a note of their size.
+fn json_or_size(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|_| serde_json::json!({ "non_json_bytes": bytes.len() }))
+}
+
+fn priority_schema() -> Object {
+    one_of("A priority class, most urgent first.", Priority::ALL.iter().map(|priority| priority.as_str()))
+}
+
+/// A submission.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Submit {
+    /// The kind to run; the job is pinned to its current version.
+    pub kind: String,
+    /// The job's input: any JSON, at most the host's input cap once encoded.
+    #[serde(default)]
+    pub input: Value,
+    /// The priority class (default `normal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = priority_schema)]
+    pub priority: Option<String>,
+    /// Run no earlier than this (RFC 3339, UTC); not with `delay_secs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<String>,
+    /// Run no earlier than this many seconds from now; not with `run_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_secs: Option<f64>,
+    /// A second submission with the same key answers the first job (200) instead of a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Exclusive lease keys (e.g. `account:42`): jobs sharing one never run at once.
+    #[serde(default)]
+    pub lease_keys: Vec<String>,
+}
+
+/// A cancellation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelBody {
+    /// Why (nonblank); kept in the job's history.
+    pub reason: String,
+}
+
+/// A failure as shown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FailureView {
+    /// Stable, machine-readable reason, e.g. `card-declined` or `sandbox.deadline`.
+    pub code: String,
+    /// Operator-safe explanation (empty for transient failures, whose detail is logged).
+    pub message: String,
+    /// Reference to the host log lines that hold the detail, when there is any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation: Option<String>,
+}
+
+impl From<&SafeFailure> for FailureView {
+    fn from(f: &SafeFailure) -> Self {
+        Self { code: f.code.clone(), message: f.message.clone(), correlation: f.correlation.clone() }
+    }
+}
+
+/// One attempt of a step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AttemptView {
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// When it began.
+    pub started_at: String,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// `running`, `completed`, `skipped`, `retryable` or `failed`.
+    pub outcome: String,
+    /// Why it did not complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureView>,
+}
+
+/// One step of a job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StepView {
+    /// The step's key.
+    pub key: String,
+    /// Its share of the job's progress.
+    pub weight: u32,
+    /// The step's state.
+    pub state: String,
+    /// Completed by the predecessor this job retries, and not run again.
+    pub carried: bool,
+    /// Its attempts, oldest first.
+    pub attempts: Vec<AttemptView>,
+    /// Its output: JSON when it is JSON, else a note of its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// Why it was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
+    /// Why it failed for good.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureView>,
+    /// Units done, as the step last reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<u64>,
+    /// Units in all, when the step knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+}
+
+impl From<&Step> for StepView {
+    fn from(s: &Step) -> Self {
+        Self {
+            key: s.key.clone(),
+            weight: s.weight,
+            state: s.state.as_str().to_owned(),
+            carried: s.carried,
+            attempts: s
+                .attempts
+                .iter()
+                .map(|a| {
+                    let (outcome, failure) = match &a.end {
+                        None => ("running", None),
+                        Some(AttemptEnd::Completed) => ("completed", None),
+                        Some(AttemptEnd::Skipped) => ("skipped", None),
+                        Some(AttemptEnd::Retryable { failure }) => ("retryable", Some(failure.into())),
+                        Some(AttemptEnd::Failed { failure }) => ("failed", Some(failure.into())),
+                    };
+                    AttemptView {
+                        number: a.number,
+                        started_at: rfc3339(a.started_at),
+                        ended_at: a.ended_at.map(rfc3339),
+                        outcome: outcome.to_owned(),
+                        failure,
+                    }
+                })
+                .collect(),
+            output: s.output.as_deref().map(json_or_size),
+            skip_reason: s.skip_reason.clone(),
+            failure: s.failure.as_ref().map(Into::into),
+            done: s.partial.map(|p| p.done),
+            total: s.partial.and_then(|p| p.total),
+        }
+    }
+}
+
+/// A recorded cancellation, waiting for the step in flight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CancelRequestView {
+    /// Who asked (`api:TENANT` for the API).
+    pub actor: String,
+    /// Why.
+    pub reason: String,
+    /// When.
+    pub at: String,
+}
+
+/// One history entry: when, what, and the event's own fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HistoryEntryView {
+    /// When it happened.
+    pub at: String,
+    /// What happened (`submitted`, `step_started`, `step_retrying`, …).
+    pub event: String,
+    /// The event's own fields (times as RFC 3339 text).
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
+
+impl From<&HistoryEntry> for HistoryEntryView {
+    fn from(entry: &HistoryEntry) -> Self {
+        let mut fields = match serde_json::to_value(&entry.event) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        };
+        let event = match fields.remove("event") {
+            Some(Value::String(name)) => name,
+            _ => String::new(),
+        };
+        if let HistoryEvent::StepRetrying { retry_at, .. } = &entry.event {
+            fields.insert("retry_at".into(), Value::String(rfc3339(*retry_at)));
+        }
+        if let HistoryEvent::Snoozed { until, .. } = &entry.event {
+            fields.insert("until".into(), Value::String(rfc3339(*until)));
+        }
+        Self { at: rfc3339(entry.at), event, fields }
+    }
+}
+
+/// A job, whole.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct JobView {
+    /// The job's id (a UUID).
+    pub id: String,
+    /// Its kind.
+    pub kind: String,
+    /// The kind's version it is pinned to.
+    pub kind_version: i64,
+    /// Its state.
+    #[schema(schema_with = job_state_schema)]
+    pub state: String,
+    /// Percent done, by step weight.
+    pub progress: u8,
+    /// Its priority class.
+    #[schema(schema_with = priority_schema)]
+    pub priority: String,
+    /// Which pass (a restart starts another).
+    pub pass: u32,
+    /// When it was submitted.
+    pub created_at: String,
+    /// When it may run.
+    pub run_at: String,
+    /// When its first step began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When it became final.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_at: Option<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureView>,
+    /// Whether a host holds it now.
+    pub claimed: bool,
+    /// A pause waits for the step in flight.
+    pub pause_requested: bool,
+    /// A cancellation waits for the step in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_requested: Option<CancelRequestView>,
+    /// A restart waits for the step boundary.
+    pub restart_requested: bool,
+    /// The failed or cancelled job this one retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predecessor: Option<String>,
+    /// The job that retries this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<String>,
+    /// Its idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Its exclusive lease keys.
+    pub lease_keys: Vec<String>,
+    /// Its input: JSON when it is JSON, else a note of its size.
+    pub input: Value,
+    /// Its steps, in order.
+    pub steps: Vec<StepView>,
+    /// Its history, oldest first (only `GET /v1/jobs/{id}` includes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<Vec<HistoryEntryView>>,
+}
+
+impl JobView {
+    /// A view of `record`, with its history when given.
+    pub fn new(record: &JobRecord, history: Option<&[HistoryEntry]>) -> Self {
+        let job = &record.job;
+        Self {
+            id: job.id.to_string(),
+            kind: record.kind.clone(),
+            kind_version: record.kind_version,
+            state: job.state.as_str().to_owned(),
+            progress: job.progress,
+            priority: record.priority.as_str().to_owned(),
+            pass: job.pass,
+            created_at: rfc3339(job.created_at),
+            run_at: rfc3339(job.run_at),
+            started_at: job.started_at.map(rfc3339),
+            settled_at: job.settled_at.map(rfc3339),
+            failure: job.failure.as_ref().map(Into::into),
+            claimed: job.claim.is_some(),
+            pause_requested: job.requests.pause.is_some(),
+            cancel_requested: job.requests.cancel.as_ref().map(|c| CancelRequestView {
+                actor: c.actor.0.clone(),
+                reason: c.reason.clone(),
+                at: rfc3339(c.at),
+            }),
+            restart_requested: job.requests.restart.is_some(),
+            predecessor: job.predecessor.map(|p| p.to_string()),
+            successor: job.successor.map(|s| s.to_string()),
+            idempotency_key: record.idempotency_key.clone(),
+            lease_keys: record
+                .lease_keys
+                .iter()
+                .map(|k| crate::engine::untenant_key(&record.tenant, k).to_owned())
+                .collect(),
+            input: json_or_size(&record.payload),
+            steps: job.steps.iter().map(Into::into).collect(),
+            history: history.map(|entries| entries.iter().map(Into::into).collect()),
+        }
+    }
+}
+
+/// A job in a list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobSummaryView {
+    /// The job's id.
+    pub id: String,
+    /// Its kind.
+    pub kind: String,
+    /// The kind's version it is pinned to.
+    pub kind_version: i64,
+    /// Its state.
+    #[schema(schema_with = job_state_schema)]
+    pub state: String,
+    /// Percent done.
+    pub progress: u8,
+    /// When it was submitted.
+    pub created_at: String,
+    /// When it became final.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_at: Option<String>,
+    /// Its failure's code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_code: Option<String>,
+}
+
+impl From<&JobRecord> for JobSummaryView {
+    fn from(r: &JobRecord) -> Self {
+        Self {
+            id: r.job.id.to_string(),
+            kind: r.kind.clone(),
+            kind_version: r.kind_version,
+            state: r.job.state.as_str().to_owned(),
+            progress: r.job.progress,
+            created_at: rfc3339(r.job.created_at),
+            settled_at: r.job.settled_at.map(rfc3339),
+            failure_code: r.job.failure.as_ref().map(|f| f.code.clone()),
+        }
+    }
+}
+
+/// A page of jobs, newest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobPage {
+    /// The jobs.
+    pub jobs: Vec<JobSummaryView>,
+    /// Pass as `cursor` for the next page; `null` on the last one.
+    pub next_cursor: Option<i64>,
+}
+
+/// An invalidated lease key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LeaseInvalidated {
+    /// The key, as the tenant names it.
+    pub key: String,
+    /// The job that held it, if any: it can no longer heartbeat or commit under it.
+    pub held_by: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use spindle_core::Timestamp;
+
+    use super::*;
+
+    #[test]
+    fn a_history_entry_shows_its_time_its_event_and_the_event_fields() {
+        let entry = HistoryEntry {
+            id: 1,
+            at: Timestamp::EPOCH,
+            event: HistoryEvent::StepStarted { step: "a".into(), attempt: 2 },
+        };
+        let view = HistoryEntryView::from(&entry);
+        let json = serde_json::to_value(&view).expect("serialises");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "at": "1970-01-01T00:00:00.000000Z",
+                "event": "step_started",
+                "step": "a",
+                "attempt": 2,
+            })
+        );
+        let back: HistoryEntryView = serde_json::from_value(json).expect("decodes");
+        assert_eq!(back, view);
+    }
+}

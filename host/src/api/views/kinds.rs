@@ -1,0 +1,179 @@
+//! Kinds as the API shows them: deployed versions and what each component says of itself.
+
+use serde::{Deserialize, Serialize};
+use spindle_runtime::{KindSpec, RetrySpec, StepSpec};
+use utoipa::ToSchema;
+
+use crate::api::time::rfc3339;
+use crate::store::{KindEntry, KindVersion};
+
+/// One declared step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct StepSpecView {
+    /// The step's key.
+    pub key: String,
+    /// Its progress weight.
+    pub weight: u32,
+}
+
+/// A kind's retry policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RetryView {
+    /// Attempts per step, the first included.
+    pub max_attempts: u32,
+    /// First backoff, in milliseconds.
+    pub initial_backoff_ms: u32,
+    /// Backoff ceiling, in milliseconds.
+    pub max_backoff_ms: u32,
+}
+
+/// What a component says of itself (`describe`), as validation accepted it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SpecView {
+    /// The name the component gives itself.
+    pub name: String,
+    /// Its steps, in order.
+    pub steps: Vec<StepSpecView>,
+    /// Whether its jobs may be cancelled.
+    pub cancellable: bool,
+    /// Its retry policy.
+    pub retry: RetryView,
+    /// Whether `on-failure` runs when a job fails.
+    pub has_failure_effect: bool,
+    /// Whether `on-success` runs when a job succeeds.
+    pub notifies_on_success: bool,
+}
+
+impl From<&KindSpec> for SpecView {
+    fn from(spec: &KindSpec) -> Self {
+        // Destructured: a field added to the spec does not compile here until it is shown.
+        let KindSpec { name, steps, cancellable, retry, has_failure_effect, notifies_on_success } = spec;
+        let RetrySpec { max_attempts, initial_backoff_ms, max_backoff_ms } = *retry;
+        Self {
+            name: name.clone(),
+            steps: steps
+                .iter()
+                .map(|StepSpec { key, weight }| StepSpecView { key: key.clone(), weight: *weight })
+                .collect(),
+            cancellable: *cancellable,
+            retry: RetryView { max_attempts, initial_backoff_ms, max_backoff_ms },
+            has_failure_effect: *has_failure_effect,
+            notifies_on_success: *notifies_on_success,
+        }
+    }
+}
+
+/// A deployed version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct VersionView {
+    /// Its number: 1 for the first deploy.
+    pub version: i64,
+    /// The component's SHA-256.
+    pub digest: String,
+    /// When it was deployed.
+    pub created_at: String,
+    /// What the component says of itself; `null` if the stored description no longer reads.
+    pub spec: Option<SpecView>,
+}
+
+impl From<&KindVersion> for VersionView {
+    fn from(v: &KindVersion) -> Self {
+        let spec = serde_json::from_str::<KindSpec>(&v.spec).ok();
+        Self {
+            version: v.version,
+            digest: v.digest.clone(),
+            created_at: rfc3339(v.created_at),
+            spec: spec.as_ref().map(SpecView::from),
+        }
+    }
+}
+
+/// A kind.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KindView {
+    /// Its name.
+    pub kind: String,
+    /// The version new submissions use.
+    pub current_version: i64,
+    /// The newest deployed version.
+    pub latest_version: i64,
+    /// When it last changed.
+    pub updated_at: String,
+    /// Every version, oldest first (only `GET /v1/kinds/{kind}` includes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<Vec<VersionView>>,
+}
+
+impl KindView {
+    /// A view of `entry`, with its versions when given.
+    pub fn new(entry: &KindEntry, versions: Option<&[KindVersion]>) -> Self {
+        Self {
+            kind: entry.kind.clone(),
+            current_version: entry.current_version,
+            latest_version: entry.latest_version,
+            updated_at: rfc3339(entry.updated_at),
+            versions: versions.map(|vs| vs.iter().map(Into::into).collect()),
+        }
+    }
+}
+
+/// The tenant's kinds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KindList {
+    /// Each kind, without its versions.
+    pub kinds: Vec<KindView>,
+}
+
+/// A new version, deployed and current.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Deployed {
+    /// The kind.
+    pub kind: String,
+    /// The new version's number.
+    pub version: i64,
+    /// The component's SHA-256.
+    pub digest: String,
+    /// What the component says of itself.
+    pub spec: SpecView,
+}
+
+/// A rollback (or roll-forward) to an existing version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rollback {
+    /// The version new submissions should use.
+    pub version: i64,
+}
+
+/// The version a kind's new submissions now use.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RolledBack {
+    /// The kind.
+    pub kind: String,
+    /// The version now current.
+    pub current_version: i64,
+    /// That version.
+    pub version: VersionView,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The view is the spec as the registry stores it, field for field.
+    #[test]
+    fn a_spec_shows_as_it_is_stored() {
+        let spec = KindSpec {
+            name: "thumbnail".into(),
+            steps: vec![StepSpec { key: "fetch".into(), weight: 1 }, StepSpec { key: "resize".into(), weight: 3 }],
+            cancellable: true,
+            retry: RetrySpec { max_attempts: 3, initial_backoff_ms: 100, max_backoff_ms: 5_000 },
+            has_failure_effect: false,
+            notifies_on_success: true,
+        };
+        let stored = serde_json::to_value(&spec).expect("serialises");
+        assert_eq!(serde_json::to_value(SpecView::from(&spec)).expect("serialises"), stored);
+        let read: SpecView = serde_json::from_value(stored).expect("decodes");
+        assert_eq!(read, SpecView::from(&spec));
+    }
+}

@@ -1,0 +1,41 @@
+//! What the API sends and accepts: typed JSON bodies, shared with the `spindle` client, which
+//! decodes these same types. Everything here is operator-safe (failure accounts carry codes,
+//! safe messages and correlation references, never transient detail). Each type's `ToSchema`
+//! is its entry in the OpenAPI document, so the document cannot drift from the bodies.
+
+mod error;
+mod jobs;
+mod kinds;
+mod tenants;
+
+use serde::{Deserialize, Serialize};
+use spindle_core::JobState;
+use spindle_core::table::DiagramState;
+use utoipa::ToSchema;
+use utoipa::openapi::{Object, ObjectBuilder, Type};
+
+pub use error::{ErrorBody, ErrorDetail};
+pub use jobs::{
+    AttemptView, CancelBody, CancelRequestView, FailureView, HistoryEntryView, JobPage, JobSummaryView, JobView,
+    LeaseInvalidated, StepView, Submit,
+};
+pub use kinds::{Deployed, KindList, KindView, RetryView, Rollback, RolledBack, SpecView, StepSpecView, VersionView};
+pub use tenants::{NewTenant, TenantList, TenantToken, TenantView};
+
+/// `GET /v1/health`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// `ok` while the host answers.
+    pub status: String,
+}
+
+/// A string schema that takes only `values`: the document lists a closed set where the type
+/// on the wire is a plain string (so older clients still decode newer values).
+fn one_of<'a>(description: &str, values: impl IntoIterator<Item = &'a str>) -> Object {
+    ObjectBuilder::new().schema_type(Type::String).description(Some(description)).enum_values(Some(values)).build()
+}
+
+/// A job's state, as the document lists it.
+fn job_state_schema() -> Object {
+    one_of("The job's state.", <JobState as DiagramState>::all().iter().map(|state| state.as_str()))
+}

@@ -1,0 +1,46 @@
+//! Tenants and their tokens as the API shows them (operator token).
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::api::time::rfc3339;
+use crate::store::Tenant;
+
+/// A tenant to create.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewTenant {
+    /// Its name: 1-64 characters of a-z, 0-9, '-', '_' or '.'.
+    pub name: String,
+}
+
+/// A tenant and a new token for it. The token is shown this once: only its hash is kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TenantToken {
+    /// The tenant's name.
+    pub tenant: String,
+    /// The bearer token.
+    pub token: String,
+}
+
+/// A tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TenantView {
+    /// Its name.
+    pub name: String,
+    /// When it was created.
+    pub created_at: String,
+}
+
+impl From<&Tenant> for TenantView {
+    fn from(t: &Tenant) -> Self {
+        Self { name: t.name.clone(), created_at: rfc3339(t.created_at) }
+    }
+}
+
+/// Every tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TenantList {
+    /// The tenants.
+    pub tenants: Vec<TenantView>,
+}

@@ -1,0 +1,315 @@
+//! The `spindle` client commands: talk to a running host over its HTTP API, decoding its
+//! answers into the API's own views. Human tables by default, `--json` for scripts.
+
+mod print;
+mod remote;
+mod watch;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use print::{emit, exit_for, is_final, pending, short, state_line, steps};
+use remote::Client;
+pub use remote::HostRefused;
+use serde_json::Value;
+
+use crate::api::views::{
+    CancelBody, Deployed, JobPage, JobView, KindList, KindView, NewTenant, Rollback, RolledBack, Submit, TenantList,
+    TenantToken,
+};
+
+/// Where the host is and who is asking.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ClientArgs {
+    /// The host's API address.
+    #[arg(long, env = "SPINDLE_SERVER", default_value = "http://127.0.0.1:7464", global = true)]
+    pub server: String,
+    /// An API token (a tenant's, or the operator's for `tenant`).
+    #[arg(long, env = "SPINDLE_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print the API's JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// A client command.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum ClientCommand {
+    /// Deploy a component as the next version of KIND.
+    Deploy {
+        /// The kind's name.
+        kind: String,
+        /// The component (.wasm).
+        file: PathBuf,
+    },
+    /// List kinds, or show one with its versions.
+    Kinds {
+        /// A kind to show in full.
+        kind: Option<String>,
+    },
+    /// Make an earlier (or later) version of KIND current.
+    Rollback {
+        /// The kind.
+        kind: String,
+        /// The version to make current.
+        version: i64,
+    },
+    /// Submit a job.
+    Submit {
+        /// The kind.
+        kind: String,
+        /// The job's input (JSON).
+        #[arg(long, default_value = "{}")]
+        input: String,
+        /// forced, critical, scheduled, normal or background.
+        #[arg(long)]
+        priority: Option<String>,
+        /// Idempotency key: a second submission with it returns the first job.
+        #[arg(long)]
+        key: Option<String>,
+        /// An exclusive lease key (repeatable), e.g. `account:42`.
+        #[arg(long = "lease-key")]
+        lease_keys: Vec<String>,
+        /// Run no earlier than this many seconds from now.
+        #[arg(long)]
+        delay: Option<f64>,
+    },
+    /// Show a job: steps, attempts, progress, history.
+    Job {
+        /// The job's id.
+        id: String,
+    },
+    /// List jobs, newest first.
+    Jobs {
+        /// Only this state.
+        #[arg(long)]
+        state: Option<String>,
+        /// Only this kind.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Page size.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// The next_cursor of the previous page.
+        #[arg(long)]
+        cursor: Option<i64>,
+    },
+    /// Wait for a job to finish; exit 0 if it succeeded, 1 if it failed or was
+    /// cancelled, 3 on timeout.
+    Wait {
+        /// The job's id.
+        id: String,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 600.0)]
+        timeout: f64,
+    },
+    /// Watch a job's steps progress live; exits like `wait`.
+    Watch {
+        /// The job's id.
+        id: String,
+    },
+    /// Cancel a job.
+    Cancel {
+        /// The job's id.
+        id: String,
+        /// Why (required).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Pause a job at its next step boundary.
+    Pause {
+        /// The job's id.
+        id: String,
+    },
+    /// Resume a paused job.
+    Resume {
+        /// The job's id.
+        id: String,
+    },
+    /// Start a fresh pass of a job.
+    Restart {
+        /// The job's id.
+        id: String,
+    },
+    /// Retry a failed or cancelled job as a new, linked job.
+    Retry {
+        /// The job's id.
+        id: String,
+    },
+    /// List failed jobs not yet retried.
+    DeadLetters {
+        /// Page size.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Manage tenants (operator token).
+    #[command(subcommand)]
+    Tenant(TenantCommand),
+}
+
+/// Tenant management.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant; prints its first token (shown once).
+    Create {
+        /// Its name.
+        name: String,
+    },
+    /// List tenants.
+    List,
+    /// Issue another token for a tenant.
+    Token {
+        /// The tenant.
+        name: String,
+    },
+}
+
+/// Runs a client command; answers the process's exit code.
+pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8> {
+    let client = Client::new(&args.server, args.token.clone())?;
+    let json = args.json;
+    // Commands that take no body still send `{}`, as JSON clients do.
+    let empty = serde_json::json!({});
+    match command {
+        ClientCommand::Deploy { kind, file } => {
+            let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let deployed: Deployed = client.put_component(&format!("/v1/kinds/{kind}"), bytes).await?;
+            emit(json, &deployed, |d| {
+                println!(
+                    "deployed {} version {} (sha256 {}…), steps {}",
+                    d.kind,
+                    d.version,
+                    short(&d.digest),
+                    steps(Some(&d.spec))
+                );
+            });
+        }
+        ClientCommand::Kinds { kind: Some(kind) } => {
+            let found: KindView = client.get(&format!("/v1/kinds/{kind}")).await?;
+            emit(json, &found, |k| {
+                println!("{} (current version {}, latest {})", k.kind, k.current_version, k.latest_version);
+                println!("  {:<8} {:<14} {:<28} steps", "version", "digest", "deployed");
+                for version in k.versions.iter().flatten() {
+                    println!(
+                        "  {:<8} {:<14} {:<28} {}",
+                        version.version,
+                        short(&version.digest),
+                        version.created_at,
+                        steps(version.spec.as_ref())
+                    );
+                }
+            });
+        }
+        ClientCommand::Kinds { kind: None } => {
+            let kinds: KindList = client.get("/v1/kinds").await?;
+            emit(json, &kinds, |list| {
+                println!("{:<24} {:>8} {:>8}", "kind", "current", "latest");
+                for k in &list.kinds {
+                    println!("{:<24} {:>8} {:>8}", k.kind, k.current_version, k.latest_version);
+                }
+            });
+        }
+        ClientCommand::Rollback { kind, version } => {
+            let done: RolledBack = client.post(&format!("/v1/kinds/{kind}/rollback"), &Rollback { version }).await?;
+            emit(json, &done, |r| println!("{} now runs version {} for new jobs", r.kind, r.current_version));
+        }
+        ClientCommand::Submit { kind, input, priority, key, lease_keys, delay } => {
+            let input: Value = serde_json::from_str(&input).context("--input is not valid JSON")?;
+            let submit =
+                Submit { kind, input, priority, run_at: None, delay_secs: delay, idempotency_key: key, lease_keys };
+            let job: JobView = client.post("/v1/jobs", &submit).await?;
+            emit(json, &job, |j| println!("{}", j.id));
+        }
+        ClientCommand::Job { id } => {
+            let job: JobView = client.get(&format!("/v1/jobs/{id}")).await?;
+            emit(json, &job, print::job);
+        }
+        ClientCommand::Jobs { state, kind, limit, cursor } => {
+            let mut query = vec![format!("limit={limit}")];
+            query.extend(state.map(|s| format!("state={s}")));
+            query.extend(kind.map(|k| format!("kind={k}")));
+            query.extend(cursor.map(|c| format!("cursor={c}")));
+            let page: JobPage = client.get(&format!("/v1/jobs?{}", query.join("&"))).await?;
+            emit(json, &page, print::page);
+        }
+        ClientCommand::DeadLetters { limit } => {
+            let page: JobPage = client.get(&format!("/v1/dead-letters?limit={limit}")).await?;
+            emit(json, &page, print::page);
+        }
+        ClientCommand::Wait { id, timeout } => {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
+            loop {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now()).as_secs_f64().min(60.0);
+                let job: JobView = client.get(&format!("/v1/jobs/{id}/wait?timeout={left:.3}")).await?;
+                if is_final(&job.state) {
+                    emit(json, &job, |j| println!("{} {}", j.id, state_line(j)));
+                    return Ok(exit_for(&job.state));
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    emit(json, &job, |j| println!("{} still {} (timed out)", j.id, j.state));
+                    return Ok(3);
+                }
+            }
+        }
+        ClientCommand::Watch { id } => return watch::watch(&client, &id, json).await,
+        ClientCommand::Cancel { id, reason } => {
+            let job: JobView = client.post(&format!("/v1/jobs/{id}/cancel"), &CancelBody { reason }).await?;
+            emit(json, &job, |j| println!("{} {}", j.id, state_line(j)));
+        }
+        ClientCommand::Pause { id } => {
+            let job: JobView = client.post(&format!("/v1/jobs/{id}/pause"), &empty).await?;
+            emit(json, &job, |j| {
+                println!("{} {}{}", j.id, state_line(j), pending(j.pause_requested, "pausing at the step boundary"))
+            });
+        }
+        ClientCommand::Resume { id } => {
+            let job: JobView = client.post(&format!("/v1/jobs/{id}/resume"), &empty).await?;
+            emit(json, &job, |j| println!("{} {}", j.id, state_line(j)));
+        }
+        ClientCommand::Restart { id } => {
+            let job: JobView = client.post(&format!("/v1/jobs/{id}/restart"), &empty).await?;
+            emit(json, &job, |j| {
+                println!(
+                    "{} {} pass {}{}",
+                    j.id,
+                    state_line(j),
+                    j.pass,
+                    pending(j.restart_requested, "restart waiting for the step boundary")
+                )
+            });
+        }
+        ClientCommand::Retry { id } => {
+            let job: JobView = client.post(&format!("/v1/jobs/{id}/retry"), &empty).await?;
+            emit(json, &job, |j| println!("retried as {}", j.id));
+        }
+        ClientCommand::Tenant(TenantCommand::Create { name }) => {
+            let created: TenantToken = client.post("/v1/tenants", &NewTenant { name }).await?;
+            emit(json, &created, |t| {
+                println!("tenant {} created; its token (shown once):", t.tenant);
+                println!("{}", t.token);
+            });
+        }
+        ClientCommand::Tenant(TenantCommand::Token { name }) => {
+            let issued: TenantToken = client.post(&format!("/v1/tenants/{name}/tokens"), &empty).await?;
+            emit(json, &issued, |t| println!("{}", t.token));
+        }
+        ClientCommand::Tenant(TenantCommand::List) => {
+            let tenants: TenantList = client.get("/v1/tenants").await?;
+            emit(json, &tenants, |list| {
+                for t in &list.tenants {
+                    println!("{:<24} {}", t.name, t.created_at);
+                }
+            });
+        }
+    }
+    Ok(0)
+}
+
+/// Fails with the host's own words when it refused: `code (reason): message`.
+pub fn describe_error(error: &anyhow::Error) -> String {
+    match error.downcast_ref::<HostRefused>() {
+        Some(refused) => refused.to_string(),
+        None => format!("{error:#}"),
+    }
+}

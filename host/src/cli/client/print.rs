@@ -1,0 +1,109 @@
+//! What the client prints for people (without `--json`).
+
+use serde::Serialize;
+
+use crate::api::views::{JobPage, JobView, SpecView};
+
+/// Prints `value` as pretty JSON with `--json`, else as `human` prints it.
+pub(super) fn emit<T: Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+    } else {
+        human(value);
+    }
+}
+
+/// A note when a request is recorded but waits.
+pub(super) fn pending(requested: bool, note: &str) -> String {
+    if requested { format!(" ({note})") } else { String::new() }
+}
+
+/// Whether a job in `state` will never change.
+pub(super) fn is_final(state: &str) -> bool {
+    matches!(state, "succeeded" | "failed" | "cancelled")
+}
+
+/// The process's exit code for a job that ended in `state`.
+pub(super) fn exit_for(state: &str) -> u8 {
+    if state == "succeeded" { 0 } else { 1 }
+}
+
+/// `state progress%`, and the failure when there is one.
+pub(super) fn state_line(job: &JobView) -> String {
+    let mut line = format!("{} {}%", job.state, job.progress);
+    if let Some(failure) = &job.failure {
+        line.push_str(&format!(" ({}: {})", failure.code, failure.message));
+    }
+    line
+}
+
+/// A kind's steps, in order.
+pub(super) fn steps(spec: Option<&SpecView>) -> String {
+    spec.map(|spec| spec.steps.iter().map(|step| step.key.as_str()).collect::<Vec<_>>().join(" → ")).unwrap_or_default()
+}
+
+/// The first 12 characters of a digest.
+pub(super) fn short(digest: &str) -> String {
+    digest.chars().take(12).collect()
+}
+
+/// A page of jobs as a table.
+pub(super) fn page(page: &JobPage) {
+    println!("{:<38} {:<16} {:>3} {:<10} {:>4}  {:<28} why", "id", "kind", "v", "state", "%", "created");
+    for job in &page.jobs {
+        println!(
+            "{:<38} {:<16} {:>3} {:<10} {:>4}  {:<28} {}",
+            job.id,
+            job.kind,
+            job.kind_version,
+            job.state,
+            job.progress,
+            job.created_at,
+            job.failure_code.as_deref().unwrap_or("")
+        );
+    }
+    if let Some(next) = page.next_cursor {
+        println!("more: --cursor {next}");
+    }
+}
+
+/// A job in full: its steps and, when the host sent it, its history.
+pub(super) fn job(job: &JobView) {
+    println!("job      {}", job.id);
+    println!("kind     {} v{} ({} priority)", job.kind, job.kind_version, job.priority);
+    println!("state    {}", state_line(job));
+    println!("created  {}", job.created_at);
+    for (label, value) in [
+        ("started", &job.started_at),
+        ("settled", &job.settled_at),
+        ("retry of", &job.predecessor),
+        ("retried", &job.successor),
+    ] {
+        if let Some(value) = value {
+            println!("{label:<8} {value}");
+        }
+    }
+    println!("\n  {:<16} {:<10} {:>8}  last attempt", "step", "state", "attempts");
+    for step in &job.steps {
+        let detail = match step.attempts.last() {
+            Some(attempt) => {
+                let code = attempt.failure.as_ref().map(|f| format!(" {}", f.code)).unwrap_or_default();
+                format!("{}{code}", attempt.outcome)
+            }
+            None if step.carried => "carried from the predecessor".to_owned(),
+            None => String::new(),
+        };
+        println!("  {:<16} {:<10} {:>8}  {detail}", step.key, step.state, step.attempts.len());
+    }
+    if let Some(history) = &job.history {
+        println!("\nhistory");
+        for entry in history {
+            let rest = if entry.fields.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_string(&entry.fields).unwrap_or_default()
+            };
+            println!("  {}  {:<18} {rest}", entry.at, entry.event);
+        }
+    }
+}
