@@ -36,6 +36,10 @@ pub struct ServeArgs {
     /// How long a claim lasts without renewal, e.g. `60s` (default: 60s).
     #[arg(long, env = "SPINDLE_LEASE_TTL")]
     pub lease_ttl: Option<String>,
+    /// Least time between two heartbeat writes of one step, e.g. `250ms` (default: 250ms);
+    /// a running step sees a cancellation within it. Must be shorter than the lease TTL.
+    #[arg(long, env = "SPINDLE_HEARTBEAT_INTERVAL")]
+    pub heartbeat_interval: Option<String>,
     /// Wall-clock budget of one step call, e.g. `30s` (default: 30s).
     #[arg(long, env = "SPINDLE_STEP_TIMEOUT")]
     pub step_timeout: Option<String>,
@@ -84,6 +88,7 @@ struct FileConfig {
     concurrency: Option<usize>,
     max_connections: Option<u32>,
     lease_ttl: Option<String>,
+    heartbeat_interval: Option<String>,
     step_timeout: Option<String>,
     max_memory_mib: Option<usize>,
     fuel: Option<u64>,
@@ -168,6 +173,16 @@ impl ServeConfig {
                 "lease TTL ({:?}) must exceed the step timeout ({:?}), or steps that do not heartbeat lose their claim mid-call",
                 host.engine.lease_ttl,
                 host.sandbox.step_timeout
+            );
+        }
+        if let Some(text) = args.heartbeat_interval.or(file.heartbeat_interval) {
+            host.engine.heartbeat_interval = parse_duration(&text)?;
+        }
+        if host.engine.heartbeat_interval >= host.engine.lease_ttl {
+            bail!(
+                "the heartbeat interval ({:?}) must be shorter than the lease TTL ({:?}), or claims lapse between renewals",
+                host.engine.heartbeat_interval,
+                host.engine.lease_ttl
             );
         }
         if let Some(mib) = args.max_memory_mib.or(file.max_memory_mib) {

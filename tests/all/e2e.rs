@@ -13,6 +13,7 @@ on_both_backends!(
     a_new_version_serves_new_jobs_while_running_jobs_finish_on_theirs,
     tenants_cannot_reach_each_others_work,
     bad_inputs_answer_typed_errors_and_change_nothing,
+    every_refusal_a_caller_can_cause_reaches_it_with_its_code,
     shutdown_hands_running_steps_back,
 );
 
@@ -232,6 +233,67 @@ async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
     assert_eq!(described, 21, "the document describes every route");
     let metrics = http.get(url("/metrics")).bearer_auth(&host.operator).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("spindle_step_duration_seconds_count") && metrics.contains("spindle_jobs"), "{metrics}");
+}
+
+/// Each refusal of the job machine that an API caller can bring about arrives in the
+/// error body: `illegal-transition` as the code, the machine's own code as `reason`, the
+/// job's state. (The refusals only a host's own writers meet — stale fences, claims,
+/// rescues, queue events — are checked through the same mapping in `api::error`'s tests.)
+async fn every_refusal_a_caller_can_cause_reaches_it_with_its_code(backend: Backend) {
+    // Heartbeats written at most every 10 s: a cancellation recorded now is seen by the
+    // running step only then, so the requests below all meet it still in flight.
+    let (host, _db) = serve(backend, &["--heartbeat-interval", "10s", "--lease-ttl", "90s"]).await;
+    let token = host.tenant("acme");
+    let cli = |args: &[&str]| host.cli(Some(&token), args);
+    assert_eq!(cli(&["deploy", "scripted", &wasm("scripted")]).code, 0);
+    assert_eq!(cli(&["deploy", "noop", &wasm("noop")]).code, 0);
+    let http = reqwest::Client::new();
+    let call = |id: &str, action: &str, body: Option<&str>| {
+        let request = http.post(format!("{}/v1/jobs/{id}/{action}", host.url)).bearer_auth(&token);
+        let request = match body {
+            Some(body) => request.header("content-type", "application/json").body(body.to_owned()),
+            None => request,
+        };
+        async move {
+            let response = request.send().await.expect("the host answers");
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let refused = |(status, body): (u16, Value), reason: &str, state: &str| {
+        assert_eq!(status, 409, "{reason}: {body}");
+        assert_eq!(body["error"]["code"], "illegal-transition", "{body}");
+        assert_eq!(body["error"]["reason"], reason, "{body}");
+        assert_eq!(body["error"]["state"], state, "{body}");
+    };
+    let cancel = r#"{"reason": "no longer needed"}"#;
+
+    // A job whose first step runs until it is told to stop.
+    let running = cli(&["submit", "scripted", "--input", r#"{"first": "wait-for-stop"}"#]).stdout.trim().to_owned();
+    while cli(&["job", &running, "--json"]).json()["claimed"] != true {}
+    assert_eq!(call(&running, "pause", None).await.0, 200, "a pause waits for the step boundary");
+    refused(call(&running, "pause", None).await, "already-pausing", "running");
+    refused(call(&running, "cancel", Some(r#"{"reason": "  "}"#)).await, "blank-reason", "running");
+    assert_eq!(call(&running, "cancel", Some(cancel)).await.0, 200, "a cancellation is recorded");
+    refused(call(&running, "pause", None).await, "cancelling", "running");
+    refused(call(&running, "cancel", Some(cancel)).await, "already-cancelling", "running");
+    assert_eq!(cli(&["wait", &running]).code, 1, "the step saw the stop and the job ended cancelled");
+    assert_eq!(cli(&["job", &running, "--json"]).json()["state"], "cancelled");
+    assert_eq!(call(&running, "retry", None).await.0, 201);
+    refused(call(&running, "retry", None).await, "already-retried", "cancelled");
+    refused(call(&running, "resume", None).await, "finished", "cancelled");
+
+    // A job not yet due: nothing has started.
+    let later = cli(&["submit", "scripted", "--delay", "3600"]).stdout.trim().to_owned();
+    refused(call(&later, "resume", None).await, "not-paused", "pending");
+    refused(call(&later, "restart", None).await, "not-started", "pending");
+    refused(call(&later, "retry", None).await, "not-retryable", "pending");
+    assert_eq!(call(&later, "pause", None).await.0, 200);
+    refused(call(&later, "pause", None).await, "already-paused", "paused");
+
+    // A kind that does not allow cancellation.
+    let noop = cli(&["submit", "noop", "--delay", "3600"]).stdout.trim().to_owned();
+    refused(call(&noop, "cancel", Some(cancel)).await, "not-cancellable", "pending");
 }
 
 async fn shutdown_hands_running_steps_back(backend: Backend) {

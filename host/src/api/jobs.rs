@@ -103,7 +103,7 @@ pub(super) async fn get_job(
 /// How long `wait` may hold the request.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-struct WaitQuery {
+pub(super) struct WaitQuery {
     /// Seconds to wait at most: default 30, at most 300.
     timeout: Option<f64>,
 }
@@ -159,7 +159,7 @@ pub(super) async fn wait_job(
 /// Which page of which jobs.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-struct ListQuery {
+pub(super) struct ListQuery {
     /// Only jobs in this state: pending, running, paused, succeeded, failed or cancelled.
     state: Option<String>,
     /// Only jobs of this kind.
