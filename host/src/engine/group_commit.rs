@@ -13,11 +13,53 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use async_trait::async_trait;
+use spindle_core::Timestamp;
 use tokio::sync::{Semaphore, oneshot};
 
 use super::{Counters, HostDeriver};
 use crate::clock::Clock;
-use crate::store::{Backend, ClaimFilter, JobRecord, JobWrite, Storage, StoreError, WriteOutcome};
+use crate::store::{Backend, ClaimFilter, Deriver, JobRecord, JobWrite, Storage, StoreError, WriteOutcome};
+
+/// What a flush needs of the store: commit a batch, and claim next jobs with it.
+#[async_trait]
+pub(crate) trait Committer: Send + Sync {
+    /// The backend (it decides the batch size).
+    fn backend(&self) -> Backend;
+    /// Commits `writes` in one transaction and, when `claim` says how many and which,
+    /// claims that many ready jobs in it.
+    async fn commit(
+        &self,
+        writes: Vec<JobWrite>,
+        now: Timestamp,
+        claim: Option<(u32, &ClaimFilter)>,
+        deriver: &dyn Deriver,
+    ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), StoreError>;
+}
+
+/// The store as a flush's committer.
+#[derive(Debug)]
+pub(crate) struct StoreCommitter(pub Arc<dyn Storage>);
+
+#[async_trait]
+impl Committer for StoreCommitter {
+    fn backend(&self) -> Backend {
+        self.0.backend()
+    }
+
+    async fn commit(
+        &self,
+        writes: Vec<JobWrite>,
+        now: Timestamp,
+        claim: Option<(u32, &ClaimFilter)>,
+        deriver: &dyn Deriver,
+    ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), StoreError> {
+        match claim {
+            Some((limit, filter)) => self.0.write_and_claim(writes, now, limit, filter, deriver).await,
+            None => self.0.write(writes, now, deriver).await.map(|outcomes| (outcomes, Vec::new())),
+        }
+    }
+}
 
 /// Most writes one transaction carries, by backend. PostgreSQL runs two flushes side by
 /// side on separate connections, so a moderate batch keeps both busy; SQLite has one
@@ -50,7 +92,7 @@ pub(crate) struct GroupCommit {
     queue: std::sync::Mutex<Vec<Pending>>,
     flushing: Semaphore,
     max_batch: usize,
-    store: Arc<dyn Storage>,
+    store: Arc<dyn Committer>,
     deriver: Arc<HostDeriver>,
     clock: Arc<dyn Clock>,
     counters: Arc<Counters>,
@@ -59,7 +101,7 @@ pub(crate) struct GroupCommit {
 impl GroupCommit {
     /// A group commit over `store`.
     pub(crate) fn new(
-        store: Arc<dyn Storage>,
+        store: Arc<dyn Committer>,
         deriver: Arc<HostDeriver>,
         clock: Arc<dyn Clock>,
         counters: Arc<Counters>,
@@ -130,13 +172,8 @@ impl GroupCommit {
         }
         let now = self.clock.now();
         let deriver = self.deriver.as_ref();
-        let result = match &filter {
-            Some(filter) => {
-                let limit = u32::try_from(wanting).unwrap_or(u32::MAX);
-                self.store.write_and_claim(writes, now, limit, filter, deriver).await
-            }
-            None => self.store.write(writes, now, deriver).await.map(|outcomes| (outcomes, Vec::new())),
-        };
+        let claim = filter.as_ref().map(|filter| (u32::try_from(wanting).unwrap_or(u32::MAX), filter));
+        let result = self.store.commit(writes, now, claim, deriver).await;
         let counters = &self.counters;
         counters.flushes.fetch_add(1, Ordering::Relaxed);
         counters.flushed_writes.fetch_add(carried, Ordering::Relaxed);
@@ -174,4 +211,154 @@ impl GroupCommit {
 /// A duration in whole microseconds, saturating.
 pub(crate) fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use spindle_core::job::{KindRules, Submission};
+    use spindle_core::policy::priority::Priority;
+    use spindle_core::{Job, JobId};
+    use tokio::sync::{Notify, mpsc};
+
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::store::{LeaseOp, TenantId};
+
+    /// A committer whose calls each wait for a gate of their own, after saying which
+    /// jobs they carry; every write lands.
+    struct Gated {
+        gates: Vec<Arc<Notify>>,
+        calls: std::sync::Mutex<usize>,
+        entered: mpsc::UnboundedSender<Vec<JobId>>,
+    }
+
+    #[async_trait]
+    impl Committer for Gated {
+        fn backend(&self) -> Backend {
+            Backend::Sqlite
+        }
+
+        async fn commit(
+            &self,
+            writes: Vec<JobWrite>,
+            _now: Timestamp,
+            _claim: Option<(u32, &ClaimFilter)>,
+            _deriver: &dyn Deriver,
+        ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), StoreError> {
+            let call = {
+                let mut calls = self.calls.lock().expect("calls");
+                *calls += 1;
+                *calls - 1
+            };
+            let _ = self.entered.send(writes.iter().map(|w| w.record.job.id).collect());
+            if let Some(gate) = self.gates.get(call) {
+                gate.notified().await;
+            }
+            Ok((writes.iter().map(|w| WriteOutcome::Written { version: w.expected_version + 1 }).collect(), Vec::new()))
+        }
+    }
+
+    fn write_of(n: u128) -> JobWrite {
+        let rules = KindRules { cancellable: false, max_attempts: 1, failure_effect: false, notify_on_success: false };
+        let submission = Submission {
+            id: JobId(uuid::Uuid::from_u128(n)),
+            rules,
+            steps: vec![("a".into(), 1)],
+            run_at: Timestamp::EPOCH,
+        };
+        let (job, _) = Job::submit(submission, Timestamp::EPOCH);
+        let record = JobRecord {
+            job,
+            version: 1,
+            seq: 1,
+            tenant: TenantId::default_tenant(),
+            kind: "k".into(),
+            kind_version: 1,
+            priority: Priority::Normal,
+            payload: Vec::new(),
+            idempotency_key: None,
+            lease_keys: Vec::new(),
+        };
+        JobWrite {
+            record,
+            expected_version: 1,
+            steps_changed: Vec::new(),
+            previous_pass: None,
+            history: Vec::new(),
+            leases: LeaseOp::None,
+            outbox: Vec::new(),
+            spawn: None,
+            at: Timestamp::EPOCH,
+        }
+    }
+
+    fn group(gates: usize) -> (Arc<GroupCommit>, Vec<Arc<Notify>>, mpsc::UnboundedReceiver<Vec<JobId>>) {
+        let gates: Vec<Arc<Notify>> = (0..gates).map(|_| Arc::new(Notify::new())).collect();
+        let (entered, calls) = mpsc::unbounded_channel();
+        let committer = Gated { gates: gates.clone(), calls: std::sync::Mutex::new(0), entered };
+        let deriver = Arc::new(HostDeriver::new("host-test", Duration::from_secs(30)));
+        let group = GroupCommit::new(Arc::new(committer), deriver, Arc::new(SystemClock), Arc::default());
+        (Arc::new(group), gates, calls)
+    }
+
+    const ANSWERED_WITHIN: Duration = Duration::from_secs(10);
+
+    /// A step call cut short by its deadline drops its writer while that writer leads a
+    /// flush: the flush still commits, and the other writes it carried get their answer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flush_outlives_the_writer_that_led_it() {
+        let (group, gates, mut calls) = group(1);
+        let (waiter, answer) = oneshot::channel();
+        group.lock_queue().push(Pending { write: write_of(1), next: None, waiter });
+        let leader = tokio::spawn({
+            let group = group.clone();
+            async move { group.write(write_of(2), None).await }
+        });
+        let carried = calls.recv().await.expect("the leader flushes");
+        assert_eq!(carried.len(), 2, "the leader took the waiting write with its own");
+        leader.abort();
+        let _ = leader.await;
+        gates[0].notify_one();
+        let answer = tokio::time::timeout(ANSWERED_WITHIN, answer).await.expect("answered in time");
+        let (outcome, _) = answer.expect("answered, not abandoned").expect("committed");
+        assert_eq!(outcome, WriteOutcome::Written { version: 2 });
+    }
+
+    /// Writers queued behind two flushes in progress: the one that leads the next flush
+    /// is dropped mid-flush; the other still returns (before, it looped for ever on a
+    /// closed answer, holding its worker and a core).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_whose_leader_was_dropped_still_returns() {
+        let (group, gates, mut calls) = group(3);
+        let spawn = |n: u128| {
+            let group = group.clone();
+            tokio::spawn(async move { group.write(write_of(n), None).await })
+        };
+        let first = spawn(1);
+        assert_eq!(calls.recv().await.expect("a flush").len(), 1);
+        let second = spawn(2);
+        assert_eq!(calls.recv().await.expect("a second flush beside it").len(), 1);
+        // Both flush slots are taken: these two wait in the queue.
+        let third = spawn(3);
+        let fourth = spawn(4);
+        while group.lock_queue().len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        gates[0].notify_one();
+        first.await.expect("the first writer").expect("committed");
+        let next = calls.recv().await.expect("a waiting writer leads the next flush");
+        assert_eq!(next.len(), 2, "it carries both waiting writes");
+        // Whichever of the two leads, drop it mid-flush; the other must still return.
+        let (leader, other) =
+            if next[0] == JobId(uuid::Uuid::from_u128(3)) { (third, fourth) } else { (fourth, third) };
+        leader.abort();
+        let _ = leader.await;
+        gates[2].notify_one();
+        gates[1].notify_one();
+        let outcome = tokio::time::timeout(ANSWERED_WITHIN, other).await.expect("returned in time");
+        assert!(outcome.expect("the writer's task").is_ok(), "its write was committed with the flush");
+        second.await.expect("the second writer").expect("committed");
+    }
 }

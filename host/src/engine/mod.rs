@@ -45,7 +45,7 @@ pub use counters::{Counters, STEP_BUCKETS};
 pub use deriver::HostDeriver;
 pub use error::EngineError;
 pub use execute::{Executed, Outcome};
-use group_commit::GroupCommit;
+use group_commit::{GroupCommit, StoreCommitter};
 pub use plan::{Plan, plan};
 pub use submit::{SubmitRequest, tenant_key, untenant_key};
 
@@ -81,7 +81,8 @@ impl Engine {
         let rng = config.rng_seed.map_or_else(StdRng::from_os_rng, StdRng::seed_from_u64);
         let deriver = Arc::new(HostDeriver::new(&config.host_id, config.lease_ttl));
         let counters = Arc::new(Counters::default());
-        let group = GroupCommit::new(store.clone(), deriver.clone(), clock.clone(), counters.clone());
+        let group =
+            GroupCommit::new(Arc::new(StoreCommitter(store.clone())), deriver.clone(), clock.clone(), counters.clone());
         Self {
             store,
             registry,
