@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use async_trait::async_trait;
 use spindle_core::Timestamp;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::{Counters, HostDeriver};
 use crate::clock::Clock;
@@ -90,7 +90,7 @@ struct Pending {
 /// store, how this host claims, the clock, the counters it reports to.
 pub(crate) struct GroupCommit {
     queue: std::sync::Mutex<Vec<Pending>>,
-    flushing: Semaphore,
+    flushing: Arc<Semaphore>,
     max_batch: usize,
     store: Arc<dyn Committer>,
     deriver: Arc<HostDeriver>,
@@ -108,7 +108,7 @@ impl GroupCommit {
     ) -> Self {
         Self {
             queue: std::sync::Mutex::default(),
-            flushing: Semaphore::new(LEADERS),
+            flushing: Arc::new(Semaphore::new(LEADERS)),
             max_batch: max_batch(store.backend()),
             store,
             deriver,
@@ -131,72 +131,41 @@ impl std::fmt::Debug for GroupCommit {
 impl GroupCommit {
     /// Commits `write` together with whatever else is waiting; answers its own outcome,
     /// and a job claimed for the writer when `next` asks for one.
+    ///
+    /// A flush runs as a task of its own: if the writer that leads it is dropped (its step
+    /// call cut short by a deadline), the flush still commits or fails as a unit and
+    /// answers every write it carried.
     pub(crate) async fn write(&self, write: JobWrite, next: Option<ClaimFilter>) -> Flushed {
         let (tx, mut rx) = oneshot::channel();
         self.lock_queue().push(Pending { write, next, waiter: tx });
         loop {
-            let Ok(_leader) = self.flushing.acquire().await else { continue };
-            // A previous leader may already have committed this write.
-            if let Ok(result) = rx.try_recv() {
-                return result;
-            }
-            let batch: Vec<Pending> = {
-                let mut queue = self.lock_queue();
-                let take = queue.len().min(self.max_batch);
-                queue.drain(..take).collect()
-            };
-            if batch.is_empty() {
-                continue;
-            }
-            self.flush(batch).await;
-            if let Ok(result) = rx.try_recv() {
-                return result;
+            tokio::select! {
+                answer = &mut rx => return answer.unwrap_or_else(|_| Err(abandoned())),
+                permit = self.flushing.clone().acquire_owned() => {
+                    let Ok(permit) = permit else { return Err(abandoned()) };
+                    let batch: Vec<Pending> = {
+                        let mut queue = self.lock_queue();
+                        let take = queue.len().min(self.max_batch);
+                        queue.drain(..take).collect()
+                    };
+                    if batch.is_empty() {
+                        // This write is in a flush already under way, which answers it.
+                        drop(permit);
+                        return rx.await.unwrap_or_else(|_| Err(abandoned()));
+                    }
+                    tokio::spawn(self.flush(batch, permit));
+                }
             }
         }
     }
 
-    /// Commits one batch and answers its waiters.
-    async fn flush(&self, batch: Vec<Pending>) {
-        let started = std::time::Instant::now();
-        let carried = batch.len() as u64;
-        // The batch claims for the writers that asked, with the first one's filter (a
-        // host has one dispatcher, hence one filter); others asking get no job.
-        let filter = batch.iter().find_map(|p| p.next.clone());
-        let wanting = filter.as_ref().map_or(0, |f| batch.iter().filter(|p| p.next.as_ref() == Some(f)).count());
-        let mut writes = Vec::with_capacity(batch.len());
-        let mut waiters = Vec::with_capacity(batch.len());
-        for pending in batch {
-            let asks = filter.is_some() && pending.next == filter;
-            writes.push(pending.write);
-            waiters.push((pending.waiter, asks));
-        }
-        let now = self.clock.now();
-        let deriver = self.deriver.as_ref();
-        let claim = filter.as_ref().map(|filter| (u32::try_from(wanting).unwrap_or(u32::MAX), filter));
-        let result = self.store.commit(writes, now, claim, deriver).await;
-        let counters = &self.counters;
-        counters.flushes.fetch_add(1, Ordering::Relaxed);
-        counters.flushed_writes.fetch_add(carried, Ordering::Relaxed);
-        counters.flush_micros.fetch_add(micros(started.elapsed()), Ordering::Relaxed);
-        match result {
-            Ok((outcomes, claimed)) => {
-                counters.claimed_in_commits.fetch_add(claimed.len() as u64, Ordering::Relaxed);
-                let mut claimed = claimed.into_iter();
-                for ((waiter, asks), outcome) in waiters.into_iter().zip(outcomes) {
-                    let next = if asks { claimed.next() } else { None };
-                    if let Err(Ok((_, Some(lost)))) = waiter.send(Ok((outcome, next))) {
-                        // The waiter is gone (its task was aborted): its job's claim
-                        // lapses and the rescuer hands it to another worker.
-                        tracing::warn!(job = %lost.job.id, "a claimed job found no worker; its claim will lapse");
-                    }
-                }
-            }
-            Err(e) => {
-                let e = Arc::new(e);
-                for (waiter, _) in waiters {
-                    let _ = waiter.send(Err(e.clone()));
-                }
-            }
+    /// Commits one batch and answers its waiters, holding a flush slot until it is done.
+    fn flush(&self, batch: Vec<Pending>, permit: OwnedSemaphorePermit) -> impl Future<Output = ()> + Send + 'static {
+        let (store, deriver, clock, counters) =
+            (self.store.clone(), self.deriver.clone(), self.clock.clone(), self.counters.clone());
+        async move {
+            flush(store.as_ref(), deriver.as_ref(), clock.now(), &counters, batch).await;
+            drop(permit);
         }
     }
 
@@ -206,6 +175,53 @@ impl GroupCommit {
             Err(poisoned) => poisoned.into_inner(),
         }
     }
+}
+
+/// Commits one batch and answers each of its waiters, whatever happens.
+async fn flush(store: &dyn Committer, deriver: &HostDeriver, now: Timestamp, counters: &Counters, batch: Vec<Pending>) {
+    let started = std::time::Instant::now();
+    let carried = batch.len() as u64;
+    // The batch claims for the writers that asked, with the first one's filter (a
+    // host has one dispatcher, hence one filter); others asking get no job.
+    let filter = batch.iter().find_map(|p| p.next.clone());
+    let wanting = filter.as_ref().map_or(0, |f| batch.iter().filter(|p| p.next.as_ref() == Some(f)).count());
+    let mut writes = Vec::with_capacity(batch.len());
+    let mut waiters = Vec::with_capacity(batch.len());
+    for pending in batch {
+        let asks = filter.is_some() && pending.next == filter;
+        writes.push(pending.write);
+        waiters.push((pending.waiter, asks));
+    }
+    let claim = filter.as_ref().map(|filter| (u32::try_from(wanting).unwrap_or(u32::MAX), filter));
+    let result = store.commit(writes, now, claim, deriver).await;
+    counters.flushes.fetch_add(1, Ordering::Relaxed);
+    counters.flushed_writes.fetch_add(carried, Ordering::Relaxed);
+    counters.flush_micros.fetch_add(micros(started.elapsed()), Ordering::Relaxed);
+    match result {
+        Ok((outcomes, claimed)) => {
+            counters.claimed_in_commits.fetch_add(claimed.len() as u64, Ordering::Relaxed);
+            let mut claimed = claimed.into_iter();
+            for ((waiter, asks), outcome) in waiters.into_iter().zip(outcomes) {
+                let next = if asks { claimed.next() } else { None };
+                if let Err(Ok((_, Some(lost)))) = waiter.send(Ok((outcome, next))) {
+                    // The waiter is gone (its task was aborted): its job's claim
+                    // lapses and the rescuer hands it to another worker.
+                    tracing::warn!(job = %lost.job.id, "a claimed job found no worker; its claim will lapse");
+                }
+            }
+        }
+        Err(e) => {
+            let e = Arc::new(e);
+            for (waiter, _) in waiters {
+                let _ = waiter.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// The error a write gets when the flush carrying it died before answering (a panic).
+fn abandoned() -> Arc<StoreError> {
+    Arc::new(StoreError::Interrupted("the group commit carrying this write was abandoned".into()))
 }
 
 /// A duration in whole microseconds, saturating.

@@ -70,6 +70,9 @@ pub enum StoreError {
     /// The referenced row does not exist.
     #[error("not found: {0}")]
     NotFound(String),
+    /// The transaction carrying the write was abandoned before it answered.
+    #[error("interrupted: {0}")]
+    Interrupted(String),
 }
 
 /// The SQL store.
