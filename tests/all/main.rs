@@ -29,6 +29,7 @@ macro_rules! on_both_backends {
 mod crash;
 mod e2e;
 mod engine;
+mod hardening;
 mod reconciler;
 mod run_control;
 mod sandbox;
