@@ -29,13 +29,15 @@ impl Engine {
         self.add_token(Some(tenant), Role::Tenant, "issued", self.now()).await
     }
 
-    /// Makes `token` an operator token (idempotent: a token already known stays as it is).
+    /// Makes `token` an operator token. Idempotent, and safe for hosts that start
+    /// together with the same token.
     pub async fn register_operator_token(&self, token: &str) -> Result<(), EngineError> {
         let hash = tokens::hash(token);
-        if self.store.token(&hash).await?.is_none() {
-            self.store.add_token(&hash, None, Role::Operator, "operator", self.now()).await?;
+        self.store.add_token(&hash, None, Role::Operator, "operator", self.now()).await?;
+        match self.store.token(&hash).await? {
+            Some((None, Role::Operator)) => Ok(()),
+            _ => Err(EngineError::Invalid("that token is already a tenant's token".into())),
         }
-        Ok(())
     }
 
     /// The tenant and role a presented token stands for, if it is one.

@@ -65,7 +65,8 @@ pub trait TenantStore: Send + Sync {
     async fn tenant(&self, id: &TenantId) -> Result<Option<Tenant>, StoreError>;
     /// Every tenant.
     async fn tenants(&self) -> Result<Vec<Tenant>, StoreError>;
-    /// Stores a token's hash.
+    /// Stores a token's hash; a hash already stored stays as it is (hosts starting
+    /// together register one operator token).
     async fn add_token(
         &self,
         hash: &str,
@@ -124,7 +125,8 @@ impl TenantStore for SqlStore {
     ) -> Result<(), StoreError> {
         self.db
             .execute(
-                "INSERT INTO api_tokens (token_hash, tenant_id, role, name, created_at) VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO api_tokens (token_hash, tenant_id, role, name, created_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (token_hash) DO NOTHING",
                 vec![
                     Value::from(hash),
                     Value::from(tenant.map(|t| t.0.clone())),
