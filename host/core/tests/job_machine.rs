@@ -908,3 +908,38 @@ fn every_refusal_has_a_listed_code() {
     assert_eq!(codes, Refusal::CODES, "Refusal::CODES lists every code once, in declaration order");
     assert_eq!(Refusal::Step(StepRefusal::NotInTable(not_in_table)).code(), "not-in-table");
 }
+
+/// Seed 003 keeps the cursor in the run's progress across a rescue or a release; only a
+/// restart begins a fresh pass. A step that committed slices and then failed
+/// transiently, or whose host died, resumes from its last committed cursor.
+#[test]
+fn a_retried_or_rescued_attempt_resumes_from_its_last_cursor() {
+    let slice = |cursor: &str| StepReport::More {
+        cursor: cursor.into(),
+        partial: spindle_core::step::Partial { done: 59, total: Some(60) },
+    };
+    // Retried: 59 slices committed, then a transient failure.
+    let j = running_claimed();
+    let j = apply(&j, report(j.fence, slice("59")), at(1));
+    let j = apply(&j, claim_ev(), at(2));
+    assert_eq!(j.steps[0].cursor.as_deref(), Some("59"), "the same attempt continues from its cursor");
+    let j = apply(&j, report(j.fence, retryable()), at(3));
+    let j = apply(&j, claim_ev(), at(10));
+    assert_eq!(j.steps[0].attempts_made(), 2, "a new attempt");
+    assert_eq!(j.steps[0].cursor.as_deref(), Some("59"), "it resumes from the last committed cursor");
+
+    // Rescued: the host died after committing 59 slices.
+    let j = running_claimed();
+    let j = apply(&j, report(j.fence, slice("59")), at(1));
+    let j = apply(&j, claim_ev(), at(2));
+    let j = apply(&j, JobEvent::Rescue { backoff: Duration::ZERO }, at(100));
+    let j = apply(&j, claim_ev(), at(101));
+    assert_eq!(j.steps[0].cursor.as_deref(), Some("59"), "a rescued step resumes from its cursor");
+
+    // Restarted: a fresh pass begins from nothing.
+    let j = running_claimed();
+    let j = apply(&j, report(j.fence, slice("59")), at(1));
+    let j = apply(&j, JobEvent::RequestRestart { actor: actor() }, at(2));
+    let j = apply(&j, claim_ev(), at(3));
+    assert_eq!(j.steps[0].cursor, None, "a restart begins a fresh pass");
+}
