@@ -195,7 +195,9 @@ pub struct Step {
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<SafeFailure>,
-    /// The last checkpoint cursor of the current attempt.
+    /// The last committed checkpoint cursor of the step in this pass: kept across
+    /// attempts, rescues and releases (seed 003), cleared when the step settles; a
+    /// restart's fresh pass starts without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
     /// Work done within the current attempt.
@@ -370,7 +372,7 @@ impl Step {
                 let number = self.attempts_made().saturating_add(1);
                 self.attempts.push(Attempt { number, fence, started_at: now, ended_at: None, end: None });
                 self.started_at.get_or_insert(now);
-                self.cursor = None;
+                // The cursor stays: a new attempt resumes from the last committed slice.
                 self.state = to;
             }
             StepEvent::Continue => {}
@@ -389,9 +391,9 @@ impl Step {
                 self.settle(to, now);
             }
             StepEvent::Retry { failure } => {
-                // Progress earned so far is retained (seed 002 running→retrying).
+                // Progress earned so far is retained (seed 002 running→retrying), and so
+                // is the cursor: the next attempt resumes from it (seed 003).
                 self.end_attempt(AttemptEnd::Retryable { failure }, now);
-                self.cursor = None;
                 self.state = to;
             }
             StepEvent::Fail { failure } => {
