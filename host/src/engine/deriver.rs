@@ -3,12 +3,14 @@
 //! store asks this host's [`HostDeriver`], which asks the job machine and plans the
 //! write. The store commits what it answers, version-checked, and decides nothing.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use spindle_core::job::JobEvent;
 use spindle_core::{Refusal, Timestamp, transition};
 
 use super::plan;
+use crate::clock::Clock;
 use crate::store::{Deriver, JobRecord, JobWrite, OutboxEffect};
 
 /// This host's derivations: its claims carry its name and its lease TTL.
@@ -16,17 +18,29 @@ use crate::store::{Deriver, JobRecord, JobWrite, OutboxEffect};
 pub struct HostDeriver {
     owner: String,
     ttl: Duration,
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl HostDeriver {
-    /// Claims by `owner` lasting `ttl` without a heartbeat.
+    /// Claims by `owner` lasting `ttl` without a heartbeat, stamped with the time the
+    /// store asks at.
     pub fn new(owner: &str, ttl: Duration) -> Self {
-        Self { owner: owner.to_owned(), ttl }
+        Self { owner: owner.to_owned(), ttl, clock: None }
     }
 
-    /// The write of `event` on `record` at `now`, or `None` when the core refuses it or
-    /// nothing changes.
-    fn derive(&self, record: &JobRecord, event: &JobEvent, now: Timestamp) -> Option<JobWrite> {
+    /// Derivations stamped by `clock`, read when the store asks — inside its
+    /// transaction, once the job's row is locked — rather than when the host began: a
+    /// transaction that waited for a connection or a lock (120 ms and more under load)
+    /// would otherwise shorten its claims' leases by that wait and stamp history out of
+    /// commit order.
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
+        Self { clock: Some(clock), ..self }
+    }
+
+    /// The write of `event` on `record`, or `None` when the core refuses it or nothing
+    /// changes.
+    fn derive(&self, record: &JobRecord, event: &JobEvent, asked_at: Timestamp) -> Option<JobWrite> {
+        let now = self.clock.as_ref().map_or(asked_at, |clock| clock.now().max(asked_at));
         let planned = transition(&record.job, event, now)
             .and_then(|t| if t.is_noop(&record.job) { Ok(None) } else { plan(record, t, now).map(Some) });
         match planned {

@@ -79,7 +79,7 @@ impl Engine {
     /// An engine over `store` and `registry`.
     pub fn new(store: Arc<dyn Storage>, registry: Arc<Registry>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
         let rng = config.rng_seed.map_or_else(StdRng::from_os_rng, StdRng::seed_from_u64);
-        let deriver = Arc::new(HostDeriver::new(&config.host_id, config.lease_ttl));
+        let deriver = Arc::new(HostDeriver::new(&config.host_id, config.lease_ttl).with_clock(clock.clone()));
         let counters = Arc::new(Counters::default());
         let group =
             GroupCommit::new(Arc::new(StoreCommitter(store.clone())), deriver.clone(), clock.clone(), counters.clone());
