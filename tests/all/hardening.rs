@@ -9,7 +9,7 @@ use spindle::store::{Backend, Role};
 use spindle_core::Timestamp;
 use spindle_tests::harness::{Harness, test_engine_config};
 
-on_both_backends!(hosts_starting_together_register_one_operator_token);
+on_both_backends!(hosts_starting_together_register_one_operator_token, hostile_inputs_answer_typed_errors_not_panics);
 
 /// Hosts started together with one `SPINDLE_OPERATOR_TOKEN` each register it: every one
 /// of them must come up (a duplicate key crashed all but the first).
@@ -80,4 +80,52 @@ async fn a_claim_is_stamped_when_it_holds_its_rows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_a_claim_is_stamped_when_it_holds_its_rows() {
     a_claim_is_stamped_when_it_holds_its_rows().await;
+}
+
+/// Inputs that panicked a request task (the connection dropped, no answer) answer a
+/// typed `invalid-request` now, and the host goes on serving.
+async fn hostile_inputs_answer_typed_errors_not_panics(backend: Backend) {
+    let (store, url, _scratch) = spindle_tests::harness::fresh_store(backend).await;
+    drop(store);
+    let host = spindle_tests::served::Served::start(&url, &[]);
+    let token = host.tenant("acme");
+    let wasm = spindle_tests::guest_path("scripted").to_string_lossy().into_owned();
+    assert_eq!(host.cli(Some(&token), &["deploy", "scripted", &wasm]).code, 0);
+    let done = host.cli(Some(&token), &["submit", "scripted"]).stdout.trim().to_owned();
+    let http = reqwest::Client::new();
+    let submit = |body: &'static str| {
+        http.post(format!("{}/v1/jobs", host.url))
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let invalid = |response: reqwest::Response| async move {
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().await.expect("a JSON error body");
+        assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid-request")), "{body}");
+    };
+    for wait in ["NaN", "inf", "-1", "1e309"] {
+        let response = http
+            .get(format!("{}/v1/jobs/{done}/wait?timeout={wait}", host.url))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("an answer, not a dropped connection");
+        invalid(response).await;
+    }
+    for body in [
+        r#"{"kind": "scripted", "delay_secs": 1e300}"#,
+        r#"{"kind": "scripted", "delay_secs": -1}"#,
+        r#"{"kind": "scripted", "run_at": "99999999999-01-01T00:00:00Z"}"#,
+        r#"{"kind": "scripted", "run_at": "2026-01-01T00:00:00.1éZ"}"#,
+        r#"{"kind": "scripted", "run_at": "2026-02-30T00:00:00Z"}"#,
+    ] {
+        invalid(submit(body).await.expect("an answer, not a dropped connection")).await;
+    }
+    let fine = submit(r#"{"kind": "scripted", "run_at": "2030-01-01T00:00:00.5+02:00"}"#).await.unwrap();
+    assert_eq!(fine.status().as_u16(), 201, "an offset is a time like any other");
+    let job: serde_json::Value = fine.json().await.unwrap();
+    assert_eq!(job["run_at"], "2029-12-31T22:00:00.500000Z");
+    assert_eq!(host.cli(Some(&token), &["wait", &done]).code, 0, "the host still serves");
 }
