@@ -24,6 +24,21 @@ use crate::store::{Inserted, JobFilter, TenantId};
 ///
 /// The job is pinned to the kind's current version. A submission with the idempotency key of
 /// an earlier one answers that job (200) instead of making another.
+/// Longest a submission may be delayed by `delay_secs`: ten years.
+const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 86_400);
+
+/// Longest `wait` holds a request.
+const MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// `value` seconds of the request field `field`: a finite number from 0 to `max` (a
+/// NaN, an infinity or a value past what a duration holds panicked the request task).
+fn seconds(field: &str, value: f64, max: Duration) -> Result<Duration, ApiError> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|duration| *duration <= max)
+        .ok_or_else(|| ApiError::invalid(format!("{field}: a number of seconds from 0 to {}", max.as_secs())))
+}
+
 #[utoipa::path(
     post,
     path = "/v1/jobs",
@@ -54,11 +69,10 @@ pub(super) async fn submit(
     let now = state.host.engine.now();
     let run_at = match (&request.run_at, request.delay_secs) {
         (Some(_), Some(_)) => return Err(ApiError::invalid("give run_at or delay_secs, not both")),
-        (Some(text), None) => {
-            Some(time::parse_rfc3339(text).ok_or_else(|| ApiError::invalid("run_at: RFC 3339 in UTC"))?)
-        }
-        (None, Some(secs)) if secs.is_finite() && secs >= 0.0 => Some(now.plus(Duration::from_secs_f64(secs))),
-        (None, Some(_)) => return Err(ApiError::invalid("delay_secs must be a non-negative number")),
+        (Some(text), None) => Some(time::parse_rfc3339(text).ok_or_else(|| {
+            ApiError::invalid("run_at: an RFC 3339 date-time such as 2026-11-30T12:00:00Z, years 0 to 9999")
+        })?),
+        (None, Some(secs)) => Some(now.plus(seconds("delay_secs", secs, MAX_DELAY)?)),
         (None, None) => None,
     };
     let input = serde_json::to_vec(&request.input).map_err(ApiError::internal)?;
@@ -132,7 +146,8 @@ pub(super) async fn wait_job(
     ApiQuery(query): ApiQuery<WaitQuery>,
 ) -> Result<Json<JobView>, ApiError> {
     let id = job_id(&id)?;
-    let timeout = Duration::from_secs_f64(query.timeout.unwrap_or(30.0).clamp(0.0, 300.0));
+    // A longer wait is cut to the longest; a wait that is not a duration is refused.
+    let timeout = seconds("timeout", query.timeout.unwrap_or(30.0), Duration::MAX)?.min(MAX_WAIT);
     let deadline = tokio::time::Instant::now() + timeout;
     let mut changes = state.host.engine.subscribe();
     loop {

@@ -25,6 +25,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::response::{IntoResponse, Response};
+use tower_http::catch_panic::CatchPanicLayer;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
@@ -53,7 +55,47 @@ pub fn router(host: Arc<Host>) -> Router {
     let component_limit = host.config().sandbox.max_component_bytes;
     let (served, document) = routes(component_limit).split_for_parts();
     let state = ApiState { host, document: Document::new(openapi::finish(document)) };
-    served.fallback(no_route).layer(DefaultBodyLimit::max(json_limit)).with_state(state)
+    served
+        .fallback(no_route)
+        .layer(DefaultBodyLimit::max(json_limit))
+        .layer(CatchPanicLayer::custom(panicked))
+        .with_state(state)
+}
+
+/// A handler that panicked answers 500 `internal` (the detail goes to the log), never a
+/// dropped connection.
+fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let detail = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned());
+    ApiError::internal(format!("a request handler panicked: {detail}")).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// Whatever a handler does, the caller gets an answer.
+    #[tokio::test]
+    async fn a_handler_that_panics_answers_internal() {
+        async fn boom() -> &'static str {
+            panic!("boom")
+        }
+        let app: Router = Router::new().route("/boom", get(boom)).layer(CatchPanicLayer::custom(panicked));
+        let response =
+            app.oneshot(Request::get("/boom").body(Body::empty()).expect("a request")).await.expect("served");
+        assert_eq!(response.status(), axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.expect("a body");
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["error"]["code"], "internal");
+    }
 }
 
 /// Every route with its OpenAPI operation. Handlers that share a path share a `routes!` call,

@@ -1,6 +1,9 @@
-//! Timestamps as RFC 3339 text (UTC), without a date library.
+//! Timestamps as RFC 3339 text: written in UTC with microseconds, read with the `time`
+//! crate (any offset), never by hand.
 
 use spindle_core::Timestamp;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 /// `2026-11-30T12:00:00.123456Z`.
 pub fn rfc3339(t: Timestamp) -> String {
@@ -13,33 +16,15 @@ pub fn rfc3339(t: Timestamp) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:06}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
-/// Parses `YYYY-MM-DDTHH:MM:SS[.ffffff]Z` (UTC only).
+/// Parses an RFC 3339 date-time (`2026-11-30T12:00:00.5Z`, `…+02:00`), years 0 to 9999;
+/// `None` for anything else. Precision beyond a microsecond is dropped.
 pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
-    let text = text.strip_suffix('Z').or_else(|| text.strip_suffix("+00:00"))?;
-    let (date, time) = text.split_once('T')?;
-    let mut date = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
-    let (y, m, d) = (date.next()??, date.next()??, date.next()??);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let mut hms = hms.splitn(3, ':').map(|p| p.parse::<i64>().ok());
-    let (h, mi, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 || frac.len() > 9 {
-        return None;
-    }
-    let frac_micros = format!("{frac:0<6}")[..6].parse::<i64>().ok()?;
-    let days = days_from_civil(y, m, d);
-    Some(Timestamp::from_micros(((days * 86_400 + h * 3600 + mi * 60 + s) * 1_000_000) + frac_micros))
+    let parsed = OffsetDateTime::parse(text, &Rfc3339).ok()?;
+    let micros = parsed.unix_timestamp_nanos().div_euclid(1_000);
+    i64::try_from(micros).ok().map(Timestamp::from_micros)
 }
 
-/// Howard Hinnant's days-from-civil algorithm.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
+/// Howard Hinnant's civil-from-days algorithm: days since the epoch → (year, month, day).
 fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
@@ -67,5 +52,9 @@ mod tests {
         assert_eq!(parse_rfc3339("2026-11-30T12:00:00Z"), Some(Timestamp::from_micros(1_796_040_000_000_000)));
         assert_eq!(parse_rfc3339("2026-13-30T12:00:00Z"), None);
         assert_eq!(parse_rfc3339("yesterday"), None);
+        assert_eq!(parse_rfc3339("2026-11-30T14:00:00+02:00"), Some(Timestamp::from_micros(1_796_040_000_000_000)));
+        for hostile in ["99999999999-01-01T00:00:00Z", "2026-01-01T00:00:00.1éZ", "2026-02-30T00:00:00Z", ""] {
+            assert_eq!(parse_rfc3339(hostile), None, "{hostile}");
+        }
     }
 }
