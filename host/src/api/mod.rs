@@ -73,30 +73,6 @@ fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::internal(format!("a request handler panicked: {detail}")).into_response()
 }
 
-#[cfg(test)]
-mod tests {
-    use axum::body::Body;
-    use axum::http::Request;
-    use axum::routing::get;
-    use tower::ServiceExt;
-
-    use super::*;
-
-    /// Whatever a handler does, the caller gets an answer.
-    #[tokio::test]
-    async fn a_handler_that_panics_answers_internal() {
-        async fn boom() -> &'static str {
-            panic!("boom")
-        }
-        let app: Router = Router::new().route("/boom", get(boom)).layer(CatchPanicLayer::custom(panicked));
-        let response =
-            app.oneshot(Request::get("/boom").body(Body::empty()).expect("a request")).await.expect("served");
-        assert_eq!(response.status(), axum::http::StatusCode::INTERNAL_SERVER_ERROR);
-        let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.expect("a body");
-        let body: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
-        assert_eq!(body["error"]["code"], "internal");
-    }
-}
 
 /// Every route with its OpenAPI operation. Handlers that share a path share a `routes!` call,
 /// except the deploy, whose body is a component under its own, larger cap.
@@ -128,4 +104,29 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
 /// Any path no route serves.
 async fn no_route() -> ApiError {
     ApiError::new(ErrorCode::NotFound, "no such route")
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// Whatever a handler does, the caller gets an answer.
+    #[tokio::test]
+    async fn a_handler_that_panics_answers_internal() {
+        async fn boom() -> &'static str {
+            panic!("boom")
+        }
+        let app: Router = Router::new().route("/boom", get(boom)).layer(CatchPanicLayer::custom(panicked));
+        let response =
+            app.oneshot(Request::get("/boom").body(Body::empty()).expect("a request")).await.expect("served");
+        assert_eq!(response.status(), axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.expect("a body");
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["error"]["code"], "internal");
+    }
 }
