@@ -558,6 +558,27 @@ pub fn values_list(rows: usize, cols: usize, first: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::StoreError;
+    use crate::store::test_db::fresh;
+
+    /// A NULL or a value of another type where a column must hold a value is corrupt
+    /// data, never a 0 or an empty string.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_null_or_mistyped_column_is_corrupt_not_a_default() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let Some(test) = fresh(backend).await else { return };
+            let corrupt = |result: Result<Vec<Row>, sqlx::Error>| {
+                assert!(
+                    matches!(result.map_err(StoreError::from), Err(StoreError::Corrupt(_))),
+                    "{backend:?}: expected corrupt data"
+                )
+            };
+            corrupt(test.db.fetch("SELECT CAST(NULL AS BIGINT)", vec![], &[Ty::Int]).await);
+            corrupt(test.db.fetch("SELECT CAST(NULL AS TEXT)", vec![], &[Ty::Text]).await);
+            corrupt(test.db.fetch("SELECT 'forty-two'", vec![], &[Ty::Int]).await);
+            test.drop().await;
+        }
+    }
 
     #[test]
     fn placeholders_become_numbered_sqlite_parameters() {
