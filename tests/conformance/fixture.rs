@@ -163,7 +163,7 @@ impl Db {
             .fetch(
                 "SELECT body, output FROM steps WHERE job_id = $1 AND pass = $2 ORDER BY position",
                 vec![Value::from(id.to_string()), Value::from(i64::from(pass))],
-                &[Ty::Text, spindle::store::sql::Ty::Blob],
+                &[Ty::Text, Ty::OptBlob],
             )
             .await
             .expect("read the steps table");
@@ -179,7 +179,7 @@ impl Db {
     /// The indexed columns of job `id`'s row, as stored.
     pub async fn indexed_columns(&self, id: JobId) -> spindle::store::IndexedColumns {
         let sql = format!("SELECT {} FROM jobs WHERE id = $1", spindle::store::IndexedColumns::COLUMNS);
-        let tys = [Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Text];
+        let tys = [Ty::Text, Ty::Int, Ty::Int, Ty::OptText, Ty::OptInt, Ty::Int, Ty::OptInt, Ty::Int, Ty::OptText];
         let rows = self.sql().fetch(&sql, vec![Value::from(id.to_string())], &tys).await.expect("read the job row");
         let r = rows.first().unwrap_or_else(|| panic!("job {id} has no row"));
         spindle::store::IndexedColumns {

@@ -14,7 +14,23 @@ on_both_backends!(
     an_idempotency_key_yields_the_existing_job_per_tenant,
     a_write_from_a_stale_version_conflicts_and_lands_nothing,
     a_large_batch_checks_every_write_against_its_own_version,
+    a_damaged_row_reads_as_corrupt_data_not_a_default,
 );
+
+/// An unknown priority rank was read as `normal`: it is corrupt data.
+async fn a_damaged_row_reads_as_corrupt_data_not_a_default(backend: Backend) {
+    let db = Db::new(backend).await;
+    let job = insert(&db, new_job("sync", 1, at(0)), at(0)).await;
+    db.sql()
+        .execute(
+            "UPDATE jobs SET priority = 99 WHERE id = $1",
+            vec![spindle::store::sql::Value::from(job.job.id.to_string())],
+        )
+        .await
+        .unwrap();
+    let read = db.job(job.job.id).await;
+    assert!(matches!(read, Err(spindle::store::StoreError::Corrupt(_))), "{read:?}");
+}
 
 async fn a_submitted_job_reads_back_as_written(backend: Backend) {
     let db = Db::new(backend).await;

@@ -56,7 +56,19 @@ fn command(rng: &mut StdRng) -> JobEvent {
 /// Every row's indexed columns against the projection of the machine it stores.
 async fn check_every_row(db: &Db, step: usize, what: &str) {
     let sql = format!("SELECT id, machine, {} FROM jobs", IndexedColumns::COLUMNS);
-    let tys = [Ty::Text, Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Text];
+    let tys = [
+        Ty::Text,
+        Ty::Text,
+        Ty::Text,
+        Ty::Int,
+        Ty::Int,
+        Ty::OptText,
+        Ty::OptInt,
+        Ty::Int,
+        Ty::OptInt,
+        Ty::Int,
+        Ty::OptText,
+    ];
     for r in db.sql().fetch(&sql, vec![], &tys).await.expect("read the jobs") {
         let job: Job = serde_json::from_str(&r.text(1)).expect("a stored machine");
         let stored = IndexedColumns {

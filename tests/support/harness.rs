@@ -149,7 +149,7 @@ impl Harness {
             .fetch(
                 "SELECT body, output FROM steps WHERE job_id = $1 AND pass = $2 ORDER BY position",
                 vec![Value::from(id.to_string()), Value::from(i64::from(pass))],
-                &[Ty::Text, Ty::Blob],
+                &[Ty::Text, Ty::OptBlob],
             )
             .await
             .expect("read the steps table");

@@ -73,7 +73,6 @@ fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::internal(format!("a request handler panicked: {detail}")).into_response()
 }
 
-
 /// Every route with its OpenAPI operation. Handlers that share a path share a `routes!` call,
 /// except the deploy, whose body is a component under its own, larger cap.
 fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {

@@ -326,7 +326,7 @@ impl JobStore for SqlStore {
             .fetch(
                 "SELECT position, body, output FROM steps WHERE job_id = $1 AND pass = $2 ORDER BY position",
                 vec![Value::from(id.to_string()), Value::from(i64::from(record.job.pass))],
-                &[Ty::Int, Ty::Text, Ty::Blob],
+                &[Ty::Int, Ty::Text, Ty::OptBlob],
             )
             .await?;
         for mut row in steps {

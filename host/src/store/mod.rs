@@ -60,7 +60,7 @@ pub trait Storage:
 pub enum StoreError {
     /// The database failed.
     #[error("database: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     /// A stored value did not decode.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
@@ -73,6 +73,17 @@ pub enum StoreError {
     /// The transaction carrying the write was abandoned before it answered.
     #[error("interrupted: {0}")]
     Interrupted(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    /// A column that does not decode as its type (a NULL, a value of another type) is
+    /// corrupt data; anything else is the database failing.
+    fn from(e: sqlx::Error) -> Self {
+        match e {
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => Self::Corrupt(e.to_string()),
+            other => Self::Database(other),
+        }
+    }
 }
 
 /// The SQL store.

@@ -323,7 +323,7 @@ impl QueueStore for SqlStore {
     async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
         let sql =
             format!("SELECT MIN(run_at) FROM jobs WHERE queue >= {}", queue_code(spindle_core::QueueState::Delayed));
-        let rows = self.db.fetch(&sql, vec![], &[Ty::Int]).await?;
+        let rows = self.db.fetch(&sql, vec![], &[Ty::OptInt]).await?;
         Ok(rows.first().and_then(|r| r.opt_int(0)).map(Timestamp::from_micros))
     }
 

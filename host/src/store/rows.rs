@@ -19,7 +19,7 @@ pub(super) const MAX_PARAMS: usize = 4_000;
 pub(super) const JOB_COLS: &str =
     "seq, id, tenant_id, kind, kind_version, priority, payload, idempotency_key, lease_keys, version, machine";
 pub(super) const JOB_TYS: &[Ty] =
-    &[Ty::Int, Ty::Text, Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Blob, Ty::Text, Ty::Text, Ty::Int, Ty::Text];
+    &[Ty::Int, Ty::Text, Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Blob, Ty::OptText, Ty::Text, Ty::Int, Ty::Text];
 
 pub(super) fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
@@ -46,7 +46,10 @@ pub(super) fn job_from_row(mut row: Row) -> Result<JobRecord, StoreError> {
         tenant: TenantId(row.text(2)),
         kind: row.text(3),
         kind_version: row.int(4),
-        priority: i16::try_from(row.int(5)).ok().and_then(Priority::from_rank).unwrap_or_default(),
+        priority: i16::try_from(row.int(5))
+            .ok()
+            .and_then(Priority::from_rank)
+            .ok_or_else(|| corrupt(format!("priority rank {}", row.int(5))))?,
         payload: row.take_blob(6).unwrap_or_default(),
         idempotency_key: row.opt_text(7),
         lease_keys,
@@ -81,7 +84,7 @@ pub(super) async fn attach_steps(tx: &mut Tx, records: &mut [JobRecord]) -> Resu
     let ids: Vec<(String, i64)> = records.iter().map(|r| (r.job.id.to_string(), i64::from(r.job.pass))).collect();
     for chunk in ids.chunks(MAX_PARAMS / 2) {
         let (sql, args) = steps_of(tx.backend(), chunk);
-        let rows = tx.fetch(&sql, args, &[Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Blob]).await?;
+        let rows = tx.fetch(&sql, args, &[Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::OptBlob]).await?;
         for mut row in rows {
             let Some(&i) = by_id.get(&row.text(0)) else { continue };
             if row.int(1) != i64::from(records[i].job.pass) {
@@ -245,7 +248,7 @@ mod tests {
         assert!(!plan.contains("Seq Scan on steps"), "steps are scanned, not probed:\n{plan}");
         assert!(plan.contains("steps_pkey"), "the primary key is not used:\n{plan}");
 
-        let rows = db.fetch(&sql, args, &[Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Blob]).await.expect("fetch");
+        let rows = db.fetch(&sql, args, &[Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::OptBlob]).await.expect("fetch");
         let mut found: Vec<(String, i64)> = rows.iter().map(|r| (r.text(0), r.int(2))).collect();
         for pair in found.windows(2) {
             if pair[0].0 == pair[1].0 {

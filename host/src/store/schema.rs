@@ -190,7 +190,7 @@ mod tests {
                             .fetch(
                                 "SELECT sql FROM sqlite_master WHERE name = $1",
                                 vec![Value::from(name.as_str())],
-                                &[Ty::Text],
+                                &[Ty::OptText],
                             )
                             .await
                             .expect("index sql");

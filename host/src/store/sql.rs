@@ -134,15 +134,22 @@ pub fn unnest(columns: &[Column], alias: &str) -> String {
     format!("UNNEST({}) AS {alias}({})", arrays.collect::<Vec<_>>().join(", "), names.collect::<Vec<_>>().join(", "))
 }
 
-/// The type a column is decoded as.
+/// The type a column is decoded as. A column decoded as a non-optional type that holds
+/// NULL, or a value of another type, is corrupt data (an error), never a default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ty {
-    /// `BIGINT` / `INTEGER` (NULL allowed).
+    /// `BIGINT` / `INTEGER`, never NULL.
     Int,
-    /// `TEXT` (NULL allowed).
+    /// `TEXT`, never NULL.
     Text,
-    /// `BYTEA` / `BLOB` (NULL allowed).
+    /// `BYTEA` / `BLOB`, never NULL.
     Blob,
+    /// `BIGINT` / `INTEGER` or NULL.
+    OptInt,
+    /// `TEXT` or NULL.
+    OptText,
+    /// `BYTEA` / `BLOB` or NULL.
+    OptBlob,
 }
 
 /// A decoded row.
@@ -516,11 +523,19 @@ where
 {
     let mut out = Vec::with_capacity(tys.len());
     for (i, ty) in tys.iter().enumerate() {
-        out.push(match ty {
-            Ty::Int => Value::Int(row.try_get::<Option<i64>, _>(i)?),
-            Ty::Text => Value::Text(row.try_get::<Option<String>, _>(i)?),
-            Ty::Blob => Value::Blob(row.try_get::<Option<Vec<u8>>, _>(i)?),
-        });
+        let value = match ty {
+            Ty::Int | Ty::OptInt => Value::Int(row.try_get::<Option<i64>, _>(i)?),
+            Ty::Text | Ty::OptText => Value::Text(row.try_get::<Option<String>, _>(i)?),
+            Ty::Blob | Ty::OptBlob => Value::Blob(row.try_get::<Option<Vec<u8>>, _>(i)?),
+        };
+        let null = matches!(value, Value::Int(None) | Value::Text(None) | Value::Blob(None));
+        if null && matches!(ty, Ty::Int | Ty::Text | Ty::Blob) {
+            return Err(sqlx::Error::ColumnDecode {
+                index: i.to_string(),
+                source: format!("NULL where a {ty:?} value must be").into(),
+            });
+        }
+        out.push(value);
     }
     Ok(Row(out))
 }
@@ -576,6 +591,8 @@ mod tests {
             corrupt(test.db.fetch("SELECT CAST(NULL AS BIGINT)", vec![], &[Ty::Int]).await);
             corrupt(test.db.fetch("SELECT CAST(NULL AS TEXT)", vec![], &[Ty::Text]).await);
             corrupt(test.db.fetch("SELECT 'forty-two'", vec![], &[Ty::Int]).await);
+            let rows = test.db.fetch("SELECT CAST(NULL AS BIGINT)", vec![], &[Ty::OptInt]).await.expect("a NULL");
+            assert_eq!(rows[0].opt_int(0), None, "a column that may be NULL reads as None");
             test.drop().await;
         }
     }

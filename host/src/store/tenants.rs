@@ -145,12 +145,18 @@ impl TenantStore for SqlStore {
             .fetch(
                 "SELECT tenant_id, role FROM api_tokens WHERE token_hash = $1",
                 vec![Value::from(hash)],
-                &[Ty::Text, Ty::Text],
+                &[Ty::OptText, Ty::Text],
             )
             .await?;
-        Ok(rows.first().map(|r| {
-            let role = if r.text(1) == "operator" { Role::Operator } else { Role::Tenant };
-            (r.opt_text(0).map(TenantId), role)
-        }))
+        rows.first()
+            .map(|r| {
+                let role = match r.text(1).as_str() {
+                    "operator" => Role::Operator,
+                    "tenant" => Role::Tenant,
+                    other => return Err(super::rows::corrupt(format!("token role {other:?}"))),
+                };
+                Ok((r.opt_text(0).map(TenantId), role))
+            })
+            .transpose()
     }
 }
