@@ -288,3 +288,43 @@ async fn compiled_components_are_cached_on_disk_and_corruption_is_recompiled() {
     assert!(!third.from_cache, "a corrupted artifact is recompiled, never loaded");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What a tracing subscriber writes, kept for the test to read.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A guest's text reaches the host log capped and on one line: a guest cannot forge
+/// whole host log lines through a log call, stdout, or a failure's message and code,
+/// nor fill the log with 20 MB per attempt.
+#[tokio::test]
+async fn guest_text_reaches_the_host_log_capped_and_on_one_line() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let rt = runtime(hostile_config());
+    let kind = load(&rt, "hostile").await;
+    let run = rt.run_step(&kind, input("forge-log", 1, json!({})), free()).await;
+    let StepRun::Outcome(GuestOutcome::Retryable { code, message }) = run else {
+        panic!("expected a retryable failure, got {run:?}");
+    };
+    assert!(code.len() <= 64, "the code is capped where it enters the host: {} bytes", code.len());
+    assert!(message.len() <= 1024, "the message is capped where it enters the host: {} bytes", message.len());
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("innocent"), "the guest's own lines are logged: {log}");
+    for line in log.lines() {
+        assert!(!line.starts_with("2099-01-01"), "a guest forged a host log line: {line:?}");
+        assert!(!line.contains("INFO spindle: forged") || line.contains("\\n"), "unescaped: {line:?}");
+    }
+    assert!(log.len() < 64 << 10, "the log holds {} bytes from one attempt", log.len());
+}

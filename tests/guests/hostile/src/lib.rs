@@ -15,7 +15,7 @@ use spindle_guest::prelude::*;
 
 struct Hostile;
 
-const STEPS: [&str; 12] = [
+const STEPS: [&str; 13] = [
     "spin",
     "alloc",
     "recurse",
@@ -27,6 +27,7 @@ const STEPS: [&str; 12] = [
     "write-file",
     "socket",
     "env",
+    "forge-log",
     "ok",
 ];
 
@@ -59,10 +60,23 @@ impl Kind for Hostile {
                 ("bind udp 0.0.0.0:0", std::net::UdpSocket::bind("0.0.0.0:0").map(drop)),
             ]),
             "env" => env(),
+            "forge-log" => forge_log(),
             "ok" => Ok(Outcome::complete_bytes(*b"{}")),
             other => Err(StepError::unknown_step(other)),
         }
     }
+}
+
+/// A forged host log line, as a guest would try to slip it into the host's log.
+const FORGED: &str = "innocent\n2099-01-01T00:00:00.000000Z  INFO spindle: forged by a guest";
+
+/// Tries to forge host log lines through every channel a guest's text reaches the host
+/// by: a log line, stdout, and a 20 MB retryable message full of line breaks.
+fn forge_log() -> Result<Outcome, StepError> {
+    log::info(FORGED);
+    println!("{FORGED}");
+    let flood = FORGED.repeat((20 << 20) / FORGED.len());
+    Err(StepError::retryable("forge\nINFO spindle: forged", flood))
 }
 
 /// Burns CPU forever; only the host's deadline (epoch or fuel) ends it.
