@@ -45,6 +45,26 @@ impl SafeFailure {
     }
 }
 
+/// `s` as one line of a host log: line breaks, tabs and other control characters are
+/// escaped (`\n`, `\u{1b}`), so text a guest supplied can never start a log line of its
+/// own and pass for the host's. Text without them is borrowed as it is.
+pub fn for_log(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Cuts `s` to at most `max` bytes at a character boundary.
 pub fn clip(mut s: String, max: usize) -> String {
     if s.len() > max {
@@ -81,6 +101,16 @@ pub mod host_codes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guest_text_stays_on_one_log_line() {
+        assert_eq!(for_log("plain text"), "plain text");
+        assert_eq!(
+            for_log("a\n2099-01-01T00:00:00Z INFO spindle: forged"),
+            "a\\n2099-01-01T00:00:00Z INFO spindle: forged"
+        );
+        assert_eq!(for_log("\r\t\u{1b}[31m"), "\\r\\t\\u{1b}[31m");
+    }
 
     #[test]
     fn transient_failures_keep_no_detail() {

@@ -265,8 +265,14 @@ impl Runtime {
                 GuestOutcome::Complete(output)
             }
             wit::StepOutcome::Skip(reason) => GuestOutcome::Skip(spindle_core::failure::clip(reason, 1024)),
-            wit::StepOutcome::Retryable(f) => GuestOutcome::Retryable { code: f.code, message: f.message },
-            wit::StepOutcome::Refused(f) => GuestOutcome::Refused { code: f.code, message: f.message },
+            wit::StepOutcome::Retryable(f) => {
+                let (code, message) = guest_failure(f);
+                GuestOutcome::Retryable { code, message }
+            }
+            wit::StepOutcome::Refused(f) => {
+                let (code, message) = guest_failure(f);
+                GuestOutcome::Refused { code, message }
+            }
             wit::StepOutcome::More(c) => {
                 if c.cursor.len() > self.config.max_cursor_bytes {
                     return malformed("checkpoint cursor over its size limit");
@@ -315,7 +321,10 @@ impl Runtime {
             Err(_) => HookRun::Fault { fault: SandboxFault::Deadline, detail: "wall-clock timeout".into() },
             Ok(Err(e)) => HookRun::Fault { fault: classify(&e, store.data()), detail: format!("{e:#}") },
             Ok(Ok(Ok(()))) => HookRun::Done,
-            Ok(Ok(Err(f))) => HookRun::Failed { code: f.code, message: f.message },
+            Ok(Ok(Err(f))) => {
+                let (code, message) = guest_failure(f);
+                HookRun::Failed { code, message }
+            }
         };
         flush_stdio(store.data());
         run
@@ -355,7 +364,14 @@ fn classify(error: &wasmtime::Error, state: &GuestState) -> SandboxFault {
     }
 }
 
-/// Sends what the guest printed to the host's log.
+/// A guest's failure, capped where it enters the host: a guest may hand back megabytes
+/// of message per attempt, which the host would keep, log and show.
+fn guest_failure(f: wit::Failure) -> (String, String) {
+    use spindle_core::failure::{MAX_CODE_LEN, MAX_MESSAGE_LEN, clip};
+    (clip(f.code, MAX_CODE_LEN), clip(f.message, MAX_MESSAGE_LEN))
+}
+
+/// Sends what the guest printed to the host's log, one escaped line per stream.
 fn flush_stdio(state: &GuestState) {
     for (stream, capture) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
         let captured = capture.take();
@@ -363,6 +379,7 @@ fn flush_stdio(state: &GuestState) {
             continue;
         }
         let text = String::from_utf8_lossy(&captured.kept);
+        let text = spindle_core::failure::for_log(&text);
         let Tags { kind, job, step } = &state.tags;
         let kind: &str = kind;
         tracing::info!(target: "spindle::guest", kind, job, step, stream, dropped = captured.dropped, "{text}");

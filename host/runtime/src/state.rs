@@ -135,6 +135,7 @@ impl host::Host for GuestState {
         }
         self.log_lines_left -= 1;
         let message = spindle_core::failure::clip(message, self.log_line_bytes);
+        let message = spindle_core::failure::for_log(&message);
         let Tags { kind, job, step } = &self.tags;
         let kind: &str = kind;
         match level {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use spindle_core::failure::SafeFailure;
+use spindle_core::failure::{SafeFailure, for_log};
 use spindle_core::job::{JobEvent, StepReport};
 use spindle_core::policy::backoff::Backoff;
 use spindle_core::step::{Partial, StepState};
@@ -147,7 +147,7 @@ impl Engine {
             StepRun::Outcome(GuestOutcome::Retryable { code, message }) => {
                 // The detail stays in the log; the record keeps the code and a reference.
                 let corr = correlation();
-                tracing::info!(job = %record.job.id, step = %step.key, attempt, code, correlation = corr, "retryable step failure: {message}");
+                tracing::info!(job = %record.job.id, step = %step.key, attempt, code, correlation = corr, "retryable step failure: {}", for_log(&message));
                 StepReport::Retryable {
                     failure: SafeFailure::transient(code, corr),
                     backoff: self.backoff(attempt, policy),
@@ -155,13 +155,13 @@ impl Engine {
             }
             StepRun::Fault { fault: SandboxFault::Capacity, detail } => {
                 // The host was full, not the guest at fault: hand the step back unconsumed.
-                tracing::warn!(job = %record.job.id, step = %step.key, "sandbox pool full: {detail}");
+                tracing::warn!(job = %record.job.id, step = %step.key, "sandbox pool full: {}", for_log(&detail));
                 StepReport::Release
             }
             StepRun::Fault { fault, detail } => {
                 self.counters.sandbox_faults.fetch_add(1, Ordering::Relaxed);
                 let corr = correlation();
-                tracing::warn!(job = %record.job.id, step = %step.key, attempt, code = fault.code(), correlation = corr, "sandbox fault: {detail}");
+                tracing::warn!(job = %record.job.id, step = %step.key, attempt, code = fault.code(), correlation = corr, "sandbox fault: {}", for_log(&detail));
                 if let Err(e) = self.store.bump_counter(&format!("fault.{}", fault.code()), 1).await {
                     tracing::error!(error = %e, "could not count a sandbox fault");
                 }

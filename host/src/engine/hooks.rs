@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use spindle_core::HistoryEvent;
+use spindle_core::failure::for_log;
 use spindle_core::step::StepState;
 use spindle_runtime::{Hook, HookRun, JobSummary};
 
@@ -37,11 +38,11 @@ impl Engine {
         match self.registry.runtime().run_hook(&resolved.kind, hook, summary).await {
             HookRun::Done => None,
             HookRun::Failed { code, message } => {
-                tracing::warn!(job = %record.job.id, ?hook, code, "hook failed: {message}");
+                tracing::warn!(job = %record.job.id, ?hook, code, "hook failed: {}", for_log(&message));
                 Some(code)
             }
             HookRun::Fault { fault, detail } => {
-                tracing::warn!(job = %record.job.id, ?hook, code = fault.code(), "hook faulted: {detail}");
+                tracing::warn!(job = %record.job.id, ?hook, code = fault.code(), "hook faulted: {}", for_log(&detail));
                 Some(fault.code().to_owned())
             }
         }
