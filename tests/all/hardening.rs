@@ -129,3 +129,20 @@ async fn hostile_inputs_answer_typed_errors_not_panics(backend: Backend) {
     assert_eq!(job["run_at"], "2029-12-31T22:00:00.500000Z");
     assert_eq!(host.cli(Some(&token), &["wait", &done]).code, 0, "the host still serves");
 }
+
+/// A host's data directory holds its database and its operator token: other local
+/// users may not read it (it was 0755, the database 0644).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_directory_is_the_hosts_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = spindle_tests::harness::Scratch::new();
+    let dir = scratch.path.join("data");
+    let host = spindle::host::Host::open(spindle::host::HostConfig::in_dir(&dir)).await.expect("a host");
+    host.engine.create_tenant("acme").await.expect("a write, so the log exists");
+    let mode = |path: &std::path::Path| std::fs::metadata(path).expect("exists").permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "the data directory");
+    for file in ["spindle.db", "spindle.db-wal"] {
+        assert_eq!(mode(&dir.join(file)), 0o600, "{file}");
+    }
+    host.shutdown(Duration::from_secs(1)).await;
+}
