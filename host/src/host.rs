@@ -83,6 +83,21 @@ pub struct Host {
     config: HostConfig,
 }
 
+/// Makes `dir` (and its parents) if missing and closes it to other local users: it
+/// holds the database, the operator token and compiled code.
+fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Makes `file` if missing, readable and writable by this user only.
+fn private_file(file: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(file)?;
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
+}
+
 impl Host {
     /// Opens the store (migrating it), sets up the sandbox and the engine. Nothing runs
     /// until [`start`](Self::start).
@@ -92,7 +107,12 @@ impl Host {
 
     /// [`open`](Self::open) with an injected clock.
     pub async fn open_with_clock(mut config: HostConfig, clock: Arc<dyn Clock>) -> Result<Self, HostError> {
-        std::fs::create_dir_all(&config.data_dir).map_err(|e| HostError::DataDir(config.data_dir.clone(), e))?;
+        private_dir(&config.data_dir).map_err(|e| HostError::DataDir(config.data_dir.clone(), e))?;
+        if config.database_url.is_none() {
+            // SQLite makes its log and shared-memory files with the database's mode.
+            let db = config.data_dir.join("spindle.db");
+            private_file(&db).map_err(|e| HostError::DataDir(db.clone(), e))?;
+        }
         if config.sandbox.cache_dir.is_none() {
             config.sandbox.cache_dir = Some(config.data_dir.join("artifacts"));
         }

@@ -141,6 +141,7 @@ async fn the_data_directory_is_the_hosts_alone() {
     host.engine.create_tenant("acme").await.expect("a write, so the log exists");
     let mode = |path: &std::path::Path| std::fs::metadata(path).expect("exists").permissions().mode() & 0o777;
     assert_eq!(mode(&dir), 0o700, "the data directory");
+    assert_eq!(mode(&dir.join("artifacts")), 0o700, "the compiled-artifact cache");
     for file in ["spindle.db", "spindle.db-wal"] {
         assert_eq!(mode(&dir.join(file)), 0o600, "{file}");
     }

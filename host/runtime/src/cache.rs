@@ -22,7 +22,13 @@ pub(crate) struct ArtifactCache {
 
 impl ArtifactCache {
     pub(crate) fn new(dir: &Path, engine: &Engine) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
+        // Compiled artifacts are native code this host loads: other local users may not
+        // read or plant them.
+        {
+            use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
         // Stable within one build of the host, which is all an artifact needs: a
         // different wasmtime or configuration gets a different tag.
         let mut hasher = std::hash::DefaultHasher::new();
