@@ -118,3 +118,32 @@ impl KindSpec {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(retry: RetrySpec) -> KindSpec {
+        KindSpec {
+            name: "k".into(),
+            steps: vec![StepSpec { key: "a".into(), weight: 1 }],
+            cancellable: false,
+            retry,
+            has_failure_effect: false,
+            notifies_on_success: false,
+        }
+    }
+
+    /// A retry policy of u32::MAX ms (about 50 days) between attempts was accepted.
+    #[test]
+    fn retry_backoffs_are_bounded_at_deploy() {
+        let ok = RetrySpec { max_attempts: 5, initial_backoff_ms: 100, max_backoff_ms: 60_000 };
+        assert_eq!(spec(ok).validate(), Ok(()));
+        for retry in [
+            RetrySpec { initial_backoff_ms: u32::MAX, max_backoff_ms: u32::MAX, ..ok },
+            RetrySpec { max_backoff_ms: u32::MAX, ..ok },
+        ] {
+            assert!(spec(retry).validate().is_err(), "{retry:?} was accepted");
+        }
+    }
+}
