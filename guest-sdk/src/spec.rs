@@ -73,8 +73,10 @@ impl KindSpec {
         self
     }
 
-    /// Sets the retry policy: `max_attempts` in all (the first included), backoff
-    /// starting at `initial_backoff_ms` and doubling up to `max_backoff_ms`.
+    /// Sets the retry policy: `max_attempts` in all (the first included, 1 to 100),
+    /// backoff starting at `initial_backoff_ms` (at most one hour) and doubling up to
+    /// `max_backoff_ms` (at most one day). A host refuses to deploy a kind outside these
+    /// bounds (`component.invalid-spec`).
     pub fn retry(mut self, max_attempts: u32, initial_backoff_ms: u32, max_backoff_ms: u32) -> Self {
         self.retry = RetryPolicy { max_attempts, initial_backoff_ms, max_backoff_ms };
         self

@@ -11,6 +11,12 @@ pub const MAX_NAME_LEN: usize = 64;
 pub const MAX_STEPS: usize = 64;
 /// Most attempts a retry policy may ask for.
 pub const MAX_ATTEMPTS: u32 = 100;
+/// Longest first backoff a retry policy may ask for: one hour. A step waiting longer
+/// between attempts is a schedule, which a snooze or a delayed submission says better.
+pub const MAX_INITIAL_BACKOFF_MS: u32 = 3_600_000;
+/// Longest backoff ceiling a retry policy may ask for: one day. With the attempt limit
+/// it bounds how long a failing job keeps a step open (at most 100 days of retries).
+pub const MAX_BACKOFF_MS: u32 = 86_400_000;
 
 /// One declared step.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +73,12 @@ pub enum SpecError {
     /// The retry policy asks for no attempt, or too many.
     #[error("max-attempts must be between 1 and {MAX_ATTEMPTS}, not {0}")]
     Attempts(u32),
+    /// The retry policy's first backoff is longer than allowed.
+    #[error("initial-backoff-ms must be at most {MAX_INITIAL_BACKOFF_MS} (one hour), not {0}")]
+    InitialBackoff(u32),
+    /// The retry policy's backoff ceiling is longer than allowed.
+    #[error("max-backoff-ms must be at most {MAX_BACKOFF_MS} (one day), not {0}")]
+    MaxBackoff(u32),
 }
 
 /// Whether `name` is a valid kind name or step key.
@@ -114,6 +126,12 @@ impl KindSpec {
         }
         if self.retry.max_attempts == 0 || self.retry.max_attempts > MAX_ATTEMPTS {
             return Err(SpecError::Attempts(self.retry.max_attempts));
+        }
+        if self.retry.initial_backoff_ms > MAX_INITIAL_BACKOFF_MS {
+            return Err(SpecError::InitialBackoff(self.retry.initial_backoff_ms));
+        }
+        if self.retry.max_backoff_ms > MAX_BACKOFF_MS {
+            return Err(SpecError::MaxBackoff(self.retry.max_backoff_ms));
         }
         Ok(())
     }
