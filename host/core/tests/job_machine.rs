@@ -943,3 +943,58 @@ fn a_retried_or_rescued_attempt_resumes_from_its_last_cursor() {
     let j = apply(&j, claim_ev(), at(3));
     assert_eq!(j.steps[0].cursor, None, "a restart begins a fresh pass");
 }
+
+/// `snooze(0)` in a loop was a hot loop writing a history row per turn: a snooze waits
+/// at least the floor, and one attempt's snoozes make one history event.
+#[test]
+fn a_snooze_loop_waits_its_floor_and_keeps_history_bounded() {
+    let mut j = running_claimed();
+    let mut now = at(1);
+    let mut events = 0;
+    for _ in 0..1_000 {
+        let t = transition(&j, &report(j.fence, StepReport::Snooze { delay: Duration::ZERO }), now).unwrap();
+        events += t.history.len();
+        j = t.job;
+        assert!(j.run_at >= now.plus(spindle_core::policy::budget::SNOOZE_FLOOR), "snoozed less than the floor");
+        now = j.run_at;
+        j = apply(&j, claim_ev(), now);
+    }
+    assert!(events <= 1, "{events} history events for one attempt's snoozes");
+}
+
+/// An endless `more` was a hot loop: an attempt has a budget of slices, and a typed
+/// failure ends the attempt past it (a retry, then the job fails).
+#[test]
+fn an_endless_checkpoint_loop_ends_the_attempt_with_a_typed_failure() {
+    use spindle_core::policy::budget::MAX_SLICES_PER_ATTEMPT;
+    let slice = |n: u64| StepReport::More {
+        cursor: n.to_string(),
+        partial: spindle_core::step::Partial { done: n, total: None },
+    };
+    let mut j = running_claimed();
+    let mut now = at(1);
+    for n in 0..=u64::from(MAX_SLICES_PER_ATTEMPT) {
+        // Slow enough for the rate budget: only the count runs out.
+        now = now.plus(Duration::from_millis(20));
+        j = apply(&j, report(j.fence, slice(n)), now);
+        if j.steps[0].state != StepState::Running {
+            break;
+        }
+        j = apply(&j, claim_ev(), now);
+    }
+    assert_eq!(j.steps[0].state, StepState::Retrying, "the attempt ended");
+    let failure = j.steps[0].attempts[0].end.clone();
+    assert!(format!("{failure:?}").contains("checkpoint.budget-exceeded"), "{failure:?}");
+
+    // As fast as the database answers: the rate budget ends it sooner.
+    let mut j = running_claimed();
+    for n in 0..10_000u64 {
+        j = apply(&j, report(j.fence, slice(n)), at(1));
+        if j.steps[0].state != StepState::Running {
+            break;
+        }
+        j = apply(&j, claim_ev(), at(1));
+    }
+    let failure = j.steps[0].attempts[0].end.clone();
+    assert!(format!("{failure:?}").contains("checkpoint.rate-exceeded"), "{failure:?}");
+}
