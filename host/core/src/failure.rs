@@ -79,6 +79,12 @@ pub fn clip(mut s: String, max: usize) -> String {
 
 /// Explanations the host records in its own words.
 pub mod host_codes {
+    /// An attempt made more checkpoints than its budget allows.
+    pub const CHECKPOINT_BUDGET: (&str, &str) =
+        ("checkpoint.budget-exceeded", "the attempt made more checkpoints than one attempt may");
+    /// An attempt checkpointed faster than its budget allows.
+    pub const CHECKPOINT_RATE: (&str, &str) =
+        ("checkpoint.rate-exceeded", "the attempt checkpointed faster than one attempt may");
     /// The reconciler found no execution for a job that never started.
     pub const NEVER_STARTED: (&str, &str) =
         ("reconciler.never-started", "the job never started: no execution was found for it");

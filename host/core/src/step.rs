@@ -211,6 +211,17 @@ pub struct Step {
     pub settled_at: Option<Timestamp>,
     /// Whether it was carried, completed, from a predecessor job.
     pub carried: bool,
+    /// Checkpoints (`more`) made by the current attempt (see `policy::budget`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slices: u32,
+    /// Snoozes of the current attempt: the first one is in the job's history, the rest
+    /// are counted here.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub snoozes: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What happens to a step. Each is a report or a decision about it.
@@ -331,6 +342,8 @@ impl Step {
             started_at: None,
             settled_at: None,
             carried: false,
+            slices: 0,
+            snoozes: 0,
         }
     }
 
@@ -373,12 +386,15 @@ impl Step {
                 self.attempts.push(Attempt { number, fence, started_at: now, ended_at: None, end: None });
                 self.started_at.get_or_insert(now);
                 // The cursor stays: a new attempt resumes from the last committed slice.
+                self.slices = 0;
+                self.snoozes = 0;
                 self.state = to;
             }
             StepEvent::Continue => {}
             StepEvent::Checkpoint { cursor, partial } => {
                 self.cursor = Some(cursor);
                 self.partial = Some(partial);
+                self.slices = self.slices.saturating_add(1);
             }
             StepEvent::Complete { output } => {
                 self.end_attempt(AttemptEnd::Completed, now);

@@ -10,6 +10,7 @@ use super::{CancelRequest, Claim, Job, LastReport, Request, Requests};
 use crate::failure::{SafeFailure, host_codes};
 use crate::history::HistoryEvent;
 use crate::ids::{Actor, Fence, JobId};
+use crate::policy::budget;
 use crate::progress;
 use crate::queue::{BLOCKED_RECHECK, QUEUE_TRANSITIONS, QueueState};
 use crate::reconcile::{Evidence, ReconcilePolicy};
@@ -239,12 +240,30 @@ impl Draft {
                 now
             }
             StepReport::More { cursor, partial } => {
-                self.step_event(index, StepEvent::Checkpoint { cursor: cursor.clone(), partial: *partial }, now)?;
-                now
+                let step = &self.job.steps[index];
+                let started = step.attempts.last().map_or(now, |a| a.started_at);
+                match budget::check_slices(step.slices.saturating_add(1), started.as_micros(), now.as_micros()) {
+                    Ok(()) => {
+                        let checkpoint = StepEvent::Checkpoint { cursor: cursor.clone(), partial: *partial };
+                        self.step_event(index, checkpoint, now)?;
+                        now
+                    }
+                    Err((code, message)) => {
+                        // The slice's cursor is not committed: the next attempt resumes
+                        // from the last one that was.
+                        let failure = SafeFailure::host(code, message);
+                        self.attempt_failed(index, failure, budget::OVER_BUDGET_BACKOFF, now)?
+                    }
+                }
             }
             StepReport::Snooze { delay } => {
-                let until = now.plus(*delay);
-                self.history.push(HistoryEvent::Snoozed { step: key, until });
+                let until = now.plus((*delay).max(budget::SNOOZE_FLOOR));
+                let step = &mut self.job.steps[index];
+                if step.snoozes == 0 {
+                    self.history.push(HistoryEvent::Snoozed { step: key, until });
+                }
+                step.snoozes = step.snoozes.saturating_add(1);
+                self.steps_changed.push(index);
                 until
             }
             StepReport::Release => {

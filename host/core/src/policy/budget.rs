@@ -19,3 +19,21 @@ pub const SLICE_RATE_GRACE: u32 = 1_000;
 /// the attempt fails with `checkpoint.rate-exceeded`. A slice that does real work takes
 /// milliseconds; a loop that does none runs as fast as the database commits.
 pub const MAX_SLICES_PER_SECOND: u32 = 200;
+
+/// Delay before the next attempt of a step whose attempt ran over its checkpoint budget.
+pub const OVER_BUDGET_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Whether an attempt that began at `started_micros` and is now at `now_micros` may make
+/// its `slices`th checkpoint: `Ok`, or the host failure that ends it.
+pub fn check_slices(slices: u32, started_micros: i64, now_micros: i64) -> Result<(), (&'static str, &'static str)> {
+    use crate::failure::host_codes::{CHECKPOINT_BUDGET, CHECKPOINT_RATE};
+    if slices > MAX_SLICES_PER_ATTEMPT {
+        return Err(CHECKPOINT_BUDGET);
+    }
+    let elapsed_ms = u64::try_from(now_micros.saturating_sub(started_micros) / 1_000).unwrap_or(0);
+    let allowed = elapsed_ms.saturating_mul(u64::from(MAX_SLICES_PER_SECOND)) / 1_000;
+    if slices > SLICE_RATE_GRACE && u64::from(slices) > allowed {
+        return Err(CHECKPOINT_RATE);
+    }
+    Ok(())
+}
