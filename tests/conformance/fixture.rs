@@ -77,6 +77,11 @@ pub fn host() -> HostDeriver {
 /// The store's operations with the deriver of [`HOST`] (or a test's pick of claims)
 /// filled in, so that tests state only what they are about.
 impl Db {
+    /// The store itself, to share with other tasks.
+    pub fn shared(&self) -> Arc<SqlStore> {
+        self.store.clone()
+    }
+
     /// The connection pools, to read tables directly.
     pub fn sql(&self) -> &spindle::store::sql::Db {
         self.store.db()
