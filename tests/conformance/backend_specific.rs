@@ -42,6 +42,19 @@ async fn blocked_by(db: &spindle::store::sql::Db, pid: i64) -> i64 {
     rows[0].int(0)
 }
 
+/// Backends of this database waiting for a lock.
+async fn waiting_on_locks(db: &spindle::store::sql::Db) -> i64 {
+    let rows = db
+        .fetch(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            vec![],
+            &[Ty::Int],
+        )
+        .await
+        .unwrap();
+    rows[0].int(0)
+}
+
 /// Two batches that claim jobs sharing keys, in opposite orders, commit side by side:
 /// every transaction takes its lease rows in one global order (keys sorted across the
 /// batch), so neither waits for the other in a cycle. They deadlocked, and PostgreSQL
@@ -68,7 +81,6 @@ async fn postgres_batches_take_lease_keys_in_one_order() {
     let mut hold_b = sql.begin().await.unwrap();
     let pid_b = hold_b.fetch("SELECT pg_backend_pid()::bigint", vec![], &[Ty::Int]).await.unwrap()[0].int(0);
     hold_b.fetch("SELECT key FROM leases WHERE key = 'b' FOR UPDATE", vec![], &[Ty::Text]).await.unwrap();
-    let pid_a = hold_a.fetch("SELECT pg_backend_pid()::bigint", vec![], &[Ty::Int]).await.unwrap()[0].int(0);
 
     let batch = |writes: Vec<spindle::store::JobWrite>| {
         let store = db.shared();
@@ -76,7 +88,8 @@ async fn postgres_batches_take_lease_keys_in_one_order() {
     };
     let first = batch(vec![claim(0), claim(1)]);
     let second = batch(vec![claim(2), claim(3)]);
-    while blocked_by(&sql, pid_a).await + blocked_by(&sql, pid_b).await < 2 {
+    // Both batches wait (behind a holder, or behind each other in a row's queue).
+    while waiting_on_locks(&sql).await < 2 {
         tokio::task::yield_now().await;
     }
     hold_a.commit().await.unwrap();
@@ -88,4 +101,50 @@ async fn postgres_batches_take_lease_keys_in_one_order() {
     let outcomes = [first.expect("the first batch committed"), second.expect("the second batch committed")].concat();
     let written = outcomes.iter().filter(|o| matches!(o, spindle::store::WriteOutcome::Written { .. })).count();
     assert_eq!(written, 2, "one claim per key: {outcomes:?}");
+}
+
+/// A batch whose connection dies mid-transaction (an administrator's
+/// `pg_terminate_backend`, a restarted server) is run again whole on a new connection,
+/// instead of failing every writer it carried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_batch_whose_connection_is_terminated_runs_again() {
+    let db = Db::new(Backend::Postgres).await;
+    let sql = db.sql().clone();
+    let job = insert(&db, keyed_job("sync", &["a"], at(0)), at(0)).await;
+    sql.execute(
+        "INSERT INTO leases (key, job_id, holder_fence, token, owner, expires_at) VALUES ('a', '', 0, 1, '', 0)",
+        vec![],
+    )
+    .await
+    .unwrap();
+    let mut hold = sql.begin().await.unwrap();
+    let holder = hold.fetch("SELECT pg_backend_pid()::bigint", vec![], &[Ty::Int]).await.unwrap()[0].int(0);
+    hold.fetch("SELECT key FROM leases WHERE key = 'a' FOR UPDATE", vec![], &[Ty::Text]).await.unwrap();
+    let write = claim_write(&job, "host-a", at(1_000)).expect("claimable");
+    let store = db.shared();
+    let batch = tokio::spawn(async move { store.write(vec![write], at(1_000), &host()).await });
+    let victim = loop {
+        let rows = sql
+            .fetch(
+                "SELECT pid::bigint FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                vec![spindle::store::sql::Value::from(holder)],
+                &[Ty::Int],
+            )
+            .await
+            .unwrap();
+        if let Some(row) = rows.first() {
+            break row.int(0);
+        }
+        tokio::task::yield_now().await;
+    };
+    sql.fetch(
+        "SELECT pg_terminate_backend($1::int)::text",
+        vec![spindle::store::sql::Value::from(victim)],
+        &[Ty::Text],
+    )
+    .await
+    .unwrap();
+    hold.commit().await.unwrap();
+    let outcomes = batch.await.unwrap().expect("the batch ran again on a new connection");
+    assert!(matches!(outcomes[..], [spindle::store::WriteOutcome::Written { .. }]), "{outcomes:?}");
 }
