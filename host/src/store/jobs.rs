@@ -13,7 +13,7 @@ use super::rows::{
 };
 use super::sql::{Backend, Tx, Ty, Value, values_list};
 use super::tenants::TenantId;
-use super::writes::{IndexedColumns, JobWrite, WriteOutcome, commit_writes};
+use super::writes::{IndexedColumns, JobWrite, TRANSACTION_ATTEMPTS, WriteOutcome, commit_writes, retryable};
 use super::{SqlStore, StoreError};
 
 /// A job as stored: the machine plus what the store keeps beside it.
@@ -361,7 +361,7 @@ impl JobStore for SqlStore {
             return Ok(Updated::Skipped(record));
         };
         let mut new_record = write.record.clone();
-        let outcome = commit_writes(&mut tx, vec![write], now, deriver).await?.pop().unwrap_or(WriteOutcome::Conflict);
+        let outcome = commit_writes(&mut tx, &[&write], now, deriver).await?.pop().unwrap_or(WriteOutcome::Conflict);
         if let WriteOutcome::Written { version } = outcome {
             new_record.version = version;
         }
@@ -378,10 +378,23 @@ impl JobStore for SqlStore {
         if writes.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.db.begin().await?;
-        let outcomes = commit_writes(&mut tx, writes, now, deriver).await?;
-        tx.commit().await?;
-        Ok(outcomes)
+        let writes: Vec<&JobWrite> = writes.iter().collect();
+        let mut attempt = 1;
+        loop {
+            let run = async {
+                let mut tx = self.db.begin().await?;
+                let outcomes = commit_writes(&mut tx, &writes, now, deriver).await?;
+                tx.commit().await?;
+                Ok(outcomes)
+            };
+            match run.await {
+                Err(e) if attempt < TRANSACTION_ATTEMPTS && retryable(&e) => {
+                    tracing::warn!(error = %e, attempt, "a write transaction failed for a passing reason; running it again");
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
     }
 
     async fn lapsed_claims(&self, now: Timestamp, limit: u32) -> Result<Vec<JobId>, StoreError> {

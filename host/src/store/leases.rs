@@ -40,51 +40,68 @@ pub trait LeaseStore: Send + Sync {
     async fn release_singleton(&self, name: &str, owner: &str) -> Result<(), StoreError>;
 }
 
-/// A job's lease keys without repeats, in one order for every job: a claim takes each
-/// key once, and claims that share keys take them in the same order (so that two
-/// PostgreSQL transactions cannot each hold a key the other waits for).
-fn distinct(keys: &[String]) -> BTreeSet<&String> {
-    keys.iter().collect()
+/// Locks the rows of `keys` in key order, making a free row for a key never used before:
+/// after this, the transaction waits for no lease row, so transactions that lock their
+/// keys this way never wait for each other in a cycle.
+pub(super) async fn lock_in_order(tx: &mut Tx, keys: &BTreeSet<&str>) -> Result<(), StoreError> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let keys: Vec<&str> = keys.iter().copied().collect();
+    for chunk in keys.chunks(super::rows::MAX_PARAMS) {
+        // In key order (the set is sorted, and rows are inserted as they come).
+        let rows = chunk.iter().map(|k| vec![Value::from(*k)]).collect();
+        let insert = |source: &str| {
+            format!(
+                "INSERT INTO leases (key, job_id, holder_fence, token, owner, expires_at) \
+                 SELECT column1, '', 0, 0, '', 0 FROM {source} WHERE true ON CONFLICT (key) DO NOTHING"
+            )
+        };
+        super::rows::over_rows(tx, rows, 1, insert, &[]).await?;
+        if tx.backend() == Backend::Postgres {
+            let sql = format!(
+                "SELECT key FROM leases WHERE key IN ({}) ORDER BY key FOR UPDATE",
+                super::rows::placeholders(1, chunk.len())
+            );
+            tx.fetch(&sql, chunk.iter().map(|k| Value::from(*k)).collect(), &[Ty::Text]).await?;
+        }
+    }
+    Ok(())
 }
 
-/// Takes job `id`'s `keys` for a claim under `fence`; answers the first key held by
-/// another job and when its holder's lease lapses, if any (and then holds none of them).
-pub(super) async fn acquire(
+/// Takes `key` for job `id`'s claim under `fence` until `expires_at`; answers when the
+/// lease of the job that holds it lapses, if another job holds it (and then takes
+/// nothing).
+pub(super) async fn acquire_one(
     tx: &mut Tx,
     id: &str,
-    keys: &[String],
+    key: &str,
     fence: i64,
     owner: &str,
     expires_at: Timestamp,
     now: Timestamp,
-) -> Result<Option<(String, Timestamp)>, StoreError> {
-    for key in distinct(keys) {
-        let taken = tx
-            .execute(
-                "INSERT INTO leases (key, job_id, holder_fence, token, owner, expires_at) VALUES ($1, $2, $3, 1, $4, $5) \
-                 ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, holder_fence = excluded.holder_fence, \
-                 token = leases.token + 1, owner = excluded.owner, expires_at = excluded.expires_at \
-                 WHERE leases.expires_at <= $6 OR leases.job_id = excluded.job_id",
-                vec![
-                    Value::from(key.as_str()),
-                    Value::from(id),
-                    Value::from(fence),
-                    Value::from(owner),
-                    Value::from(expires_at.as_micros()),
-                    Value::from(now.as_micros()),
-                ],
-            )
-            .await?;
-        if taken == 0 {
-            free(tx, id, fence, FenceMatch::Exactly).await?;
-            let holder = tx
-                .fetch("SELECT expires_at FROM leases WHERE key = $1", vec![Value::from(key.as_str())], &[Ty::Int])
-                .await?;
-            let held_until = holder.first().map_or(now, |r| ts(r, 0));
-            return Ok(Some((key.clone(), held_until)));
-        }
+) -> Result<Option<Timestamp>, StoreError> {
+    let taken = tx
+        .execute(
+            "INSERT INTO leases (key, job_id, holder_fence, token, owner, expires_at) VALUES ($1, $2, $3, 1, $4, $5) \
+             ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, holder_fence = excluded.holder_fence, \
+             token = leases.token + 1, owner = excluded.owner, expires_at = excluded.expires_at \
+             WHERE leases.expires_at <= $6 OR leases.job_id = excluded.job_id",
+            vec![
+                Value::from(key),
+                Value::from(id),
+                Value::from(fence),
+                Value::from(owner),
+                Value::from(expires_at.as_micros()),
+                Value::from(now.as_micros()),
+            ],
+        )
+        .await?;
+    if taken > 0 {
+        return Ok(None);
     }
-    Ok(None)
+    let holder = tx.fetch("SELECT expires_at FROM leases WHERE key = $1", vec![Value::from(key)], &[Ty::Int]).await?;
+    Ok(Some(holder.first().map_or(now, |r| ts(r, 0))))
 }
 
 /// Whether job `id` still holds every one of `keys` under `fence`.
@@ -96,15 +113,32 @@ pub(super) async fn holds_all(tx: &mut Tx, id: &str, fence: i64, keys: &[String]
             &[Ty::Int],
         )
         .await?;
-    let needed = i64::try_from(distinct(keys).len()).unwrap_or(i64::MAX);
+    let needed = i64::try_from(keys.iter().collect::<BTreeSet<_>>().len()).unwrap_or(i64::MAX);
     Ok(held.first().map_or(0, |r| r.int(0)) >= needed)
 }
 
-/// Extends the keys job `id` holds under `fence` until `expires_at`.
-pub(super) async fn renew(tx: &mut Tx, id: &str, fence: i64, expires_at: Timestamp) -> Result<(), StoreError> {
+/// Extends `key`, held by job `id` under `fence`, until `expires_at`.
+pub(super) async fn renew_one(
+    tx: &mut Tx,
+    id: &str,
+    key: &str,
+    fence: i64,
+    expires_at: Timestamp,
+) -> Result<(), StoreError> {
     tx.execute(
-        "UPDATE leases SET expires_at = $1 WHERE job_id = $2 AND holder_fence = $3",
-        vec![Value::from(expires_at.as_micros()), Value::from(id), Value::from(fence)],
+        "UPDATE leases SET expires_at = $1 WHERE key = $2 AND job_id = $3 AND holder_fence = $4",
+        vec![Value::from(expires_at.as_micros()), Value::from(key), Value::from(id), Value::from(fence)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Lets go of `key` if job `id` holds it under `fence` or an earlier one.
+pub(super) async fn release_one(tx: &mut Tx, id: &str, key: &str, fence: i64) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE leases SET job_id = '', holder_fence = 0, owner = '', expires_at = 0 \
+         WHERE key = $1 AND job_id = $2 AND holder_fence <= $3",
+        vec![Value::from(key), Value::from(id), Value::from(fence)],
     )
     .await?;
     Ok(())
@@ -115,15 +149,13 @@ pub(super) async fn renew(tx: &mut Tx, id: &str, fence: i64, expires_at: Timesta
 pub(super) enum FenceMatch {
     /// Those taken under the fence.
     Exactly,
-    /// Those taken under the fence or an earlier one.
-    AtMost,
 }
 
-/// Lets go of the keys job `id` holds under `fence`.
+/// Lets go of the keys job `id` holds under `fence` (they are this transaction's own:
+/// it took them, so it waits for no lock).
 pub(super) async fn free(tx: &mut Tx, id: &str, fence: i64, which: FenceMatch) -> Result<(), StoreError> {
     let op = match which {
         FenceMatch::Exactly => "=",
-        FenceMatch::AtMost => "<=",
     };
     let sql = format!(
         "UPDATE leases SET job_id = '', holder_fence = 0, owner = '', expires_at = 0 \

@@ -17,7 +17,7 @@ use super::jobs::JobRecord;
 use super::rows::{JOB_COLS, fetch_jobs, placeholders};
 use super::sql::{Backend, Db, Tx, Ty, Value};
 use super::tenants::TenantId;
-use super::writes::{JobWrite, WriteOutcome, apply_writes, finish, queue_code};
+use super::writes::{JobWrite, TRANSACTION_ATTEMPTS, WriteOutcome, apply_writes, finish, queue_code, retryable};
 use super::{SqlStore, StoreError};
 
 /// The core's answers the store asks for inside its transactions. The engine implements
@@ -157,7 +157,8 @@ pub(super) async fn wake_blocked(
     if writes.is_empty() {
         return Ok(false);
     }
-    let applied = apply_writes(tx, writes, now).await?;
+    let writes: Vec<&JobWrite> = writes.iter().collect();
+    let applied = apply_writes(tx, &writes, now).await?;
     Ok(applied.ready)
 }
 
@@ -247,7 +248,7 @@ impl Claims {
         }
         if !waits.is_empty() {
             // A wait writes the job alone: it takes, renews and releases no key.
-            apply_writes(tx, waits, now).await?;
+            apply_writes(tx, &waits.iter().collect::<Vec<_>>(), now).await?;
         }
         Ok(claimed)
     }
@@ -262,18 +263,30 @@ impl QueueStore for SqlStore {
         filter: &ClaimFilter,
         deriver: &dyn Deriver,
     ) -> Result<Vec<JobRecord>, StoreError> {
-        let mut tx = self.db.begin().await?;
-        let (claims, writes) = Claims::derive(&mut tx, limit, now, filter, deriver).await?;
-        if writes.is_empty() {
-            tx.commit().await?;
-            return Ok(Vec::new());
+        let mut attempt = 1;
+        loop {
+            let run = async {
+                let mut tx = self.db.begin().await?;
+                let (claims, writes) = Claims::derive(&mut tx, limit, now, filter, deriver).await?;
+                if writes.is_empty() {
+                    tx.commit().await?;
+                    return Ok(Vec::new());
+                }
+                let mut applied = apply_writes(&mut tx, &writes.iter().collect::<Vec<_>>(), now).await?;
+                let outcomes = std::mem::take(&mut applied.outcomes);
+                let claimed = claims.settle(&mut tx, outcomes, now, deriver).await?;
+                finish(&mut tx, &applied, now, deriver).await?;
+                tx.commit().await?;
+                Ok(claimed)
+            };
+            match run.await {
+                Err(e) if attempt < TRANSACTION_ATTEMPTS && retryable(&e) => {
+                    tracing::warn!(error = %e, attempt, "a claim failed for a passing reason; running it again");
+                    attempt += 1;
+                }
+                result => return result,
+            }
         }
-        let mut applied = apply_writes(&mut tx, writes, now).await?;
-        let outcomes = std::mem::take(&mut applied.outcomes);
-        let claimed = claims.settle(&mut tx, outcomes, now, deriver).await?;
-        finish(&mut tx, &applied, now, deriver).await?;
-        tx.commit().await?;
-        Ok(claimed)
     }
 
     async fn write_and_claim(
@@ -284,20 +297,31 @@ impl QueueStore for SqlStore {
         filter: &ClaimFilter,
         deriver: &dyn Deriver,
     ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), StoreError> {
-        let mut tx = self.db.begin().await?;
-        // The candidates are read before the outcomes are written: a job settled here is
-        // still claimed as read, so it is never its own successor's candidate.
-        let (claims, claim_writes) = Claims::derive(&mut tx, claim_limit, now, filter, deriver).await?;
-        let settled = writes.len();
-        let mut all = writes;
-        all.extend(claim_writes);
-        let mut applied = apply_writes(&mut tx, all, now).await?;
-        let claim_outcomes = applied.outcomes.split_off(settled);
-        let outcomes = std::mem::take(&mut applied.outcomes);
-        let claimed = claims.settle(&mut tx, claim_outcomes, now, deriver).await?;
-        finish(&mut tx, &applied, now, deriver).await?;
-        tx.commit().await?;
-        Ok((outcomes, claimed))
+        let mut attempt = 1;
+        loop {
+            let run = async {
+                let mut tx = self.db.begin().await?;
+                // The candidates are read before the outcomes are written: a job settled
+                // here is still claimed as read, so it is never its own successor's
+                // candidate.
+                let (claims, claim_writes) = Claims::derive(&mut tx, claim_limit, now, filter, deriver).await?;
+                let all: Vec<&JobWrite> = writes.iter().chain(&claim_writes).collect();
+                let mut applied = apply_writes(&mut tx, &all, now).await?;
+                let claim_outcomes = applied.outcomes.split_off(writes.len());
+                let outcomes = std::mem::take(&mut applied.outcomes);
+                let claimed = claims.settle(&mut tx, claim_outcomes, now, deriver).await?;
+                finish(&mut tx, &applied, now, deriver).await?;
+                tx.commit().await?;
+                Ok((outcomes, claimed))
+            };
+            match run.await {
+                Err(e) if attempt < TRANSACTION_ATTEMPTS && retryable(&e) => {
+                    tracing::warn!(error = %e, attempt, "a group commit failed for a passing reason; running it again");
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
     }
 
     async fn promote_due(&self, now: Timestamp, limit: u32, deriver: &dyn Deriver) -> Result<u64, StoreError> {
@@ -313,7 +337,7 @@ impl QueueStore for SqlStore {
             tx.commit().await?;
             return Ok(0);
         }
-        let applied = apply_writes(&mut tx, writes, now).await?;
+        let applied = apply_writes(&mut tx, &writes.iter().collect::<Vec<_>>(), now).await?;
         let promoted = applied.outcomes.iter().filter(|o| matches!(o, WriteOutcome::Written { .. })).count();
         finish(&mut tx, &applied, now, deriver).await?;
         tx.commit().await?;

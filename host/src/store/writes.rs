@@ -16,8 +16,8 @@ use super::jobs::{JobRecord, NewJob, insert_new_jobs};
 use super::leases;
 use super::outbox::OutboxEffect;
 use super::queue::{Deriver, notify_ready, wake_blocked};
-use super::rows::{history_rows, insert_rows, machine_json, over_rows, step_row};
-use super::sql::{Tx, Ty, Value};
+use super::rows::{MAX_PARAMS, history_rows, insert_rows, machine_json, over_rows, placeholders, step_row};
+use super::sql::{Backend, Tx, Ty, Value};
 
 /// A version-checked change to one job, derived by the engine from a core transition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,6 +166,27 @@ pub(super) fn queue_code(queue: QueueState) -> i64 {
     }
 }
 
+/// Runs of one transaction when it fails for a passing reason.
+pub(super) const TRANSACTION_ATTEMPTS: u32 = 3;
+
+/// Whether a transaction that failed with `e` may simply be run again: PostgreSQL
+/// chose it as a deadlock's or a serialization conflict's victim, or its connection
+/// was lost (a terminated backend, a restarted server). Anything else is an answer.
+pub(super) fn retryable(e: &StoreError) -> bool {
+    match e {
+        StoreError::Database(sqlx::Error::Database(db)) => {
+            let code = db.code().unwrap_or_default();
+            // 40001 serialization failure, 40P01 deadlock, 57P01 terminated by an
+            // administrator, 57P02/57P03 crash or start-up, 08xxx connection exceptions.
+            matches!(code.as_ref(), "40001" | "40P01" | "57P01" | "57P02" | "57P03") || code.starts_with("08")
+        }
+        StoreError::Database(
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed,
+        ) => true,
+        _ => false,
+    }
+}
+
 /// What [`apply_writes`] leaves for its caller to finish the transaction with.
 #[derive(Debug, Default)]
 pub(super) struct Applied {
@@ -180,9 +201,13 @@ pub(super) struct Applied {
 /// Commits `writes` inside `tx` (each checked against its own version), then wakes the
 /// jobs blocked on the keys they released and, on PostgreSQL, tells other hosts that
 /// work is ready. Answers each write's outcome.
+///
+/// A transaction that fails for a passing reason (a deadlock, a serialization failure,
+/// a dropped connection) is run again whole by its caller, up to
+/// [`TRANSACTION_ATTEMPTS`] times: see [`retryable`].
 pub(super) async fn commit_writes(
     tx: &mut Tx,
-    writes: Vec<JobWrite>,
+    writes: &[&JobWrite],
     now: Timestamp,
     deriver: &dyn Deriver,
 ) -> Result<Vec<WriteOutcome>, StoreError> {
@@ -205,68 +230,45 @@ pub(super) async fn finish(
     Ok(())
 }
 
-/// Applies version-checked writes inside `tx`: lease checks per write, then one
-/// batched UPDATE for all job rows (each row still checked against its own version),
-/// then the steps, history, outbox rows and spawned jobs of the writes that landed, in
-/// a few multi-row statements.
-pub(super) async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timestamp) -> Result<Applied, StoreError> {
+/// Applies version-checked writes inside `tx`: the lease-key operations of the batch,
+/// then one batched UPDATE for all job rows (each row still checked against its own
+/// version), then the steps, history, outbox rows and spawned jobs of the writes that
+/// landed, in a few multi-row statements.
+///
+/// Locks are taken in one global order, so that transactions on many hosts never wait
+/// for each other in a cycle: job rows by id, then lease rows by key across the whole
+/// batch. A batch without lease-key operations locks only its job rows, by the UPDATE,
+/// in id order; one with them locks its job rows first, reads their versions, and only
+/// then takes, renews or releases keys for the writes that will land.
+pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timestamp) -> Result<Applied, StoreError> {
     let mut outcomes: Vec<Option<WriteOutcome>> = vec![None; writes.len()];
-    // 1. Lease checks and acquisitions, which only writes with exclusive keys need.
-    for (i, w) in writes.iter().enumerate() {
-        if w.record.lease_keys.is_empty() {
-            continue;
-        }
-        let id = w.record.job.id.to_string();
-        // A holder's report or heartbeat must still hold every key: one taken over
-        // after it lapsed means another job may be using the resource.
-        if let LeaseOp::Release { fence, verify: true } | LeaseOp::Renew { fence, .. } = w.leases
-            && !leases::holds_all(tx, &id, fence, &w.record.lease_keys).await?
-        {
-            outcomes[i] = Some(WriteOutcome::LeaseLost);
-        }
-        if let LeaseOp::Acquire { fence, ref owner, expires_at } = w.leases
-            && let Some((key, held_until)) =
-                leases::acquire(tx, &id, &w.record.lease_keys, fence, owner, expires_at, now).await?
-        {
-            outcomes[i] = Some(WriteOutcome::LeaseBusy { key, held_until });
-        }
+    let mut released = BTreeSet::new();
+    let keyed = writes.iter().any(|w| !w.record.lease_keys.is_empty() && w.leases != LeaseOp::None);
+    if keyed {
+        lock_and_check_versions(tx, writes, &mut outcomes).await?;
+        lease_phase(tx, writes, &mut outcomes, &mut released, now).await?;
     }
-    // 2. The job rows, version-checked, in batched UPDATEs.
+    // The job rows, version-checked, in batched UPDATEs.
     let pending: Vec<usize> = (0..writes.len()).filter(|i| outcomes[*i].is_none()).collect();
-    let landed = update_jobs(tx, &writes, &pending).await?;
-    // 3. What goes with each write that landed; undo the leases of those that did not.
+    let landed = update_jobs(tx, writes, &pending).await?;
+    // What goes with each write that landed.
     let mut steps = Vec::new();
     let mut history = Vec::new();
     let mut outbox = Vec::new();
-    let mut spawns = Vec::new();
-    let mut released = BTreeSet::new();
+    let mut spawns: Vec<&NewJob> = Vec::new();
     let mut ready = false;
-    for (i, w) in writes.into_iter().enumerate() {
+    for (i, w) in writes.iter().enumerate() {
         if outcomes[i].is_some() {
+            continue;
+        }
+        if !landed.contains(&i) {
+            // Only an unkeyed write gets here (a keyed batch checked its versions under
+            // lock): it took no key, so there is nothing to undo.
+            outcomes[i] = Some(WriteOutcome::Conflict);
             continue;
         }
         let job = &w.record.job;
         let id = job.id.to_string();
-        let keys = &w.record.lease_keys;
-        if !landed.contains(&i) {
-            if let LeaseOp::Acquire { fence, .. } = w.leases
-                && !keys.is_empty()
-            {
-                leases::free(tx, &id, fence, leases::FenceMatch::Exactly).await?;
-            }
-            outcomes[i] = Some(WriteOutcome::Conflict);
-            continue;
-        }
-        match w.leases {
-            LeaseOp::Renew { fence, expires_at } if !keys.is_empty() => {
-                leases::renew(tx, &id, fence, expires_at).await?;
-            }
-            LeaseOp::Release { fence, .. } if !keys.is_empty() => {
-                leases::free(tx, &id, fence, leases::FenceMatch::AtMost).await?;
-                released.extend(keys.iter().cloned());
-            }
-            _ => {}
-        }
         ready |= job.queue == QueueState::Ready;
         for &s in &w.steps_changed {
             if let Some(step) = job.steps.get(s) {
@@ -288,7 +290,7 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timest
                 Value::from(now.as_micros()),
             ]);
         }
-        if let Some(spawn) = w.spawn {
+        if let Some(spawn) = &w.spawn {
             ready |= spawn.job.queue == QueueState::Ready;
             spawns.push(spawn);
         }
@@ -306,11 +308,104 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: Vec<JobWrite>, now: Timest
     insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
     insert_rows(tx, "INSERT INTO outbox (job_id, effect, run_at, attempts, created_at)", "", 5, outbox).await?;
     if !spawns.is_empty() {
-        let spawns: Vec<&NewJob> = spawns.iter().collect();
         insert_new_jobs(tx, &spawns, now).await?;
     }
     let outcomes = outcomes.into_iter().map(|o| o.unwrap_or(WriteOutcome::Conflict)).collect();
     Ok(Applied { outcomes, released, ready })
+}
+
+/// Locks the job rows of `writes` in id order (PostgreSQL; SQLite's writer holds the
+/// whole database) and marks the writes whose version does not match as conflicts. A
+/// job written twice in one batch lands only as a chain (each write derived from the
+/// version the one before it makes).
+async fn lock_and_check_versions(
+    tx: &mut Tx,
+    writes: &[&JobWrite],
+    outcomes: &mut [Option<WriteOutcome>],
+) -> Result<(), StoreError> {
+    let ids: BTreeSet<String> = writes.iter().map(|w| w.record.job.id.to_string()).collect();
+    let lock = match tx.backend() {
+        Backend::Sqlite => "",
+        Backend::Postgres => " FOR UPDATE",
+    };
+    let mut current: HashMap<String, i64> = HashMap::with_capacity(ids.len());
+    let ids: Vec<String> = ids.into_iter().collect();
+    for chunk in ids.chunks(MAX_PARAMS) {
+        let sql =
+            format!("SELECT id, version FROM jobs WHERE id IN ({}) ORDER BY id{lock}", placeholders(1, chunk.len()));
+        let args = chunk.iter().map(|id| Value::from(id.as_str())).collect();
+        for row in tx.fetch(&sql, args, &[Ty::Text, Ty::Int]).await? {
+            current.insert(row.text(0), row.int(1));
+        }
+    }
+    for (i, w) in writes.iter().enumerate() {
+        match current.get_mut(&w.record.job.id.to_string()) {
+            Some(version) if *version == w.expected_version => *version += 1,
+            _ => outcomes[i] = Some(WriteOutcome::Conflict),
+        }
+    }
+    Ok(())
+}
+
+/// Takes, renews and releases the keys of the writes still standing. Every key row the
+/// batch touches is locked first, all in key order (a row made for a key never used
+/// before), so no lock is waited for after that; then each write's operation runs in
+/// batch order, a claim taking all of its keys or none. A holder that no longer holds
+/// all its keys may not commit (`LeaseLost`); a claim that finds a key held by another
+/// job takes none (`LeaseBusy`).
+async fn lease_phase(
+    tx: &mut Tx,
+    writes: &[&JobWrite],
+    outcomes: &mut [Option<WriteOutcome>],
+    released: &mut BTreeSet<String>,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    let standing: Vec<usize> = (0..writes.len())
+        .filter(|&i| {
+            outcomes[i].is_none() && !writes[i].record.lease_keys.is_empty() && writes[i].leases != LeaseOp::None
+        })
+        .collect();
+    let keys: BTreeSet<&str> =
+        standing.iter().flat_map(|&i| writes[i].record.lease_keys.iter().map(String::as_str)).collect();
+    leases::lock_in_order(tx, &keys).await?;
+    for i in standing {
+        let w = writes[i];
+        let id = w.record.job.id.to_string();
+        let job_keys: BTreeSet<&str> = w.record.lease_keys.iter().map(String::as_str).collect();
+        // A holder's report or heartbeat must still hold every key: one taken over
+        // after it lapsed means another job may be using the resource.
+        if let LeaseOp::Release { fence, verify: true } | LeaseOp::Renew { fence, .. } = w.leases
+            && !leases::holds_all(tx, &id, fence, &w.record.lease_keys).await?
+        {
+            outcomes[i] = Some(WriteOutcome::LeaseLost);
+            continue;
+        }
+        match w.leases {
+            LeaseOp::Acquire { fence, ref owner, expires_at } => {
+                for key in job_keys {
+                    if let Some(held_until) = leases::acquire_one(tx, &id, key, fence, owner, expires_at, now).await? {
+                        // All or none: let go of the keys this claim took before this one.
+                        leases::free(tx, &id, fence, leases::FenceMatch::Exactly).await?;
+                        outcomes[i] = Some(WriteOutcome::LeaseBusy { key: key.to_owned(), held_until });
+                        break;
+                    }
+                }
+            }
+            LeaseOp::Renew { fence, expires_at } => {
+                for key in job_keys {
+                    leases::renew_one(tx, &id, key, fence, expires_at).await?;
+                }
+            }
+            LeaseOp::Release { fence, .. } => {
+                for key in job_keys {
+                    leases::release_one(tx, &id, key, fence).await?;
+                    released.insert(key.to_owned());
+                }
+            }
+            LeaseOp::None => {}
+        }
+    }
+    Ok(())
 }
 
 /// Columns of one row of the batched job UPDATE: id, expected version, the indexed
@@ -319,13 +414,16 @@ const UPDATE_COLS: usize = 12;
 
 /// Writes the job rows of `writes[pending]` with one UPDATE per chunk, each row guarded by
 /// its expected version; answers the indexes whose row was written.
-async fn update_jobs(tx: &mut Tx, writes: &[JobWrite], pending: &[usize]) -> Result<HashSet<usize>, StoreError> {
+async fn update_jobs(tx: &mut Tx, writes: &[&JobWrite], pending: &[usize]) -> Result<HashSet<usize>, StoreError> {
     let mut landed = HashSet::with_capacity(pending.len());
     // A job written twice in one batch would make the returned ids ambiguous: such
     // repeats go one by one after the first.
     let mut seen = HashSet::new();
     let (unique, repeats): (Vec<usize>, Vec<usize>) =
         pending.iter().partition(|i| seen.insert(writes[**i].record.job.id));
+    // Rows go in id order: the UPDATE locks them in the order they come.
+    let mut unique = unique;
+    unique.sort_by_key(|i| writes[*i].record.job.id);
     for group in std::iter::once(unique.as_slice()).chain(repeats.chunks(1)) {
         if group.is_empty() {
             continue;
