@@ -289,6 +289,31 @@ async fn compiled_components_are_cached_on_disk_and_corruption_is_recompiled() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Whoever can write the cache directory could plant native code the host would run:
+/// another component's valid artifact, renamed to this one's digest, with its checksum
+/// intact. Artifacts are authenticated with a key of the host's own, checked before
+/// they are deserialized, so a planted file is recompiled, never loaded.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planted_artifact_is_recompiled_not_loaded() {
+    let scratch = spindle_tests::harness::Scratch::new();
+    let dir = scratch.path.join("artifacts");
+    let config = SandboxConfig { cache_dir: Some(dir.clone()), ..test_sandbox() };
+    let noop = runtime(config.clone()).load(&guest("noop")).await.unwrap();
+    let scripted = runtime(config.clone()).load(&guest("scripted")).await.unwrap();
+    let named = |digest: &str| {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(digest))
+            .expect("an artifact for the digest")
+    };
+    // Plant noop's artifact where scripted's belongs.
+    std::fs::copy(named(&noop.digest), named(&scripted.digest)).unwrap();
+    let reloaded = runtime(config).load(&guest("scripted")).await.unwrap();
+    assert_eq!(reloaded.spec.name, "scripted", "the planted code was not run");
+    assert!(!reloaded.from_cache, "the planted artifact was recompiled, not loaded");
+}
+
 /// What a tracing subscriber writes, kept for the test to read.
 #[derive(Clone, Default)]
 struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
