@@ -3,21 +3,68 @@
 //! instead of recompiling it.
 //!
 //! Deserializing a compiled artifact runs native code that wasmtime produced, so the
-//! host only deserializes files it wrote itself into its own cache directory, and checks
-//! a SHA-256 trailer first so a torn or corrupted file is recompiled, never loaded.
+//! host only deserializes files it authenticated: each ends with an HMAC-SHA256, under
+//! a key only this host holds (a file beside the cache directory, mode 0600), of the
+//! engine's tag, the component's digest and the artifact. A torn, corrupted or planted
+//! file (another component's valid artifact under this one's name) is recompiled,
+//! never loaded.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// The on-disk artifact cache.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct ArtifactCache {
     dir: PathBuf,
     engine_tag: String,
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for ArtifactCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArtifactCache").field("dir", &self.dir).field("engine_tag", &self.engine_tag).finish()
+    }
+}
+
+/// Bytes of an artifact's authentication trailer.
+const TAG_LEN: usize = 32;
+
+/// The host's artifact key, made on first use: 32 random bytes in a file readable by
+/// this user only.
+fn artifact_key(path: &Path) -> std::io::Result<[u8; 32]> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::read(path) {
+        Ok(bytes) if bytes.len() == 32 => {
+            let mut key = [0u8; 32];
+            key.copy_from_slice(&bytes);
+            return Ok(key);
+        }
+        Ok(_) => {
+            // A key of the wrong size is no key of ours: make a new one (every
+            // artifact under the old one is then recompiled).
+            std::fs::remove_file(path)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let key: [u8; 32] = rand::random();
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+    file.write_all(&key)?;
+    file.sync_all()?;
+    // Two hosts starting at once: the first key to land wins, and both read it.
+    if std::fs::hard_link(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return artifact_key(path);
+    }
+    std::fs::remove_file(&tmp)?;
+    Ok(key)
 }
 
 impl ArtifactCache {
@@ -33,7 +80,20 @@ impl ArtifactCache {
         // different wasmtime or configuration gets a different tag.
         let mut hasher = std::hash::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        Ok(Self { dir: dir.to_owned(), engine_tag: format!("{:016x}", hasher.finish()) })
+        let key = artifact_key(&dir.with_extension("key"))?;
+        Ok(Self { dir: dir.to_owned(), engine_tag: format!("{:016x}", hasher.finish()), key })
+    }
+
+    /// The authentication tag of `artifact` as the cached form of `digest`.
+    fn tag(&self, digest: &str, artifact: &[u8]) -> Hmac<Sha256> {
+        // A 32-byte key is always a valid HMAC key.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).unwrap_or_else(|_| unreachable!());
+        for part in [self.engine_tag.as_bytes(), digest.as_bytes()] {
+            mac.update(&(part.len() as u64).to_le_bytes());
+            mac.update(part);
+        }
+        mac.update(artifact);
+        mac
     }
 
     fn path(&self, digest: &str) -> PathBuf {
@@ -43,15 +103,16 @@ impl ArtifactCache {
     /// The cached component for `digest`, if a sound artifact is there.
     pub(crate) fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
         let bytes = std::fs::read(self.path(digest)).ok()?;
-        let split = bytes.len().checked_sub(32)?;
+        let split = bytes.len().checked_sub(TAG_LEN)?;
         let (artifact, trailer) = bytes.split_at(split);
-        if Sha256::digest(artifact)[..] != *trailer {
-            tracing::warn!(digest, "discarding a corrupted compiled artifact");
+        if self.tag(digest, artifact).verify_slice(trailer).is_err() {
+            tracing::warn!(digest, "discarding a compiled artifact that fails authentication");
             return None;
         }
-        // SAFETY: the artifact was produced by `Component::serialize` of an engine with
-        // the same compatibility hash (it is in the file name), written by this host into
-        // its own cache directory, and its checksum matches what was written.
+        // SAFETY: the artifact carries this host's own authentication tag over the engine
+        // tag, the digest and the bytes: it was produced by `Component::serialize` of an
+        // engine with the same compatibility hash, for this component, by a holder of
+        // the key, and has not changed since.
         #[allow(unsafe_code)]
         let component = unsafe { Component::deserialize(engine, artifact) };
         match component {
@@ -66,8 +127,8 @@ impl ArtifactCache {
     /// Stores `component`'s artifact for `digest` (atomically: write, then rename).
     pub(crate) fn store(&self, digest: &str, component: &Component) -> std::io::Result<()> {
         let mut bytes = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}")))?;
-        let checksum = Sha256::digest(&bytes);
-        bytes.extend_from_slice(&checksum);
+        let tag = self.tag(digest, &bytes).finalize().into_bytes();
+        bytes.extend_from_slice(&tag);
         let path = self.path(digest);
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         std::fs::write(&tmp, &bytes)?;
