@@ -147,3 +147,41 @@ async fn the_data_directory_is_the_hosts_alone() {
     }
     host.shutdown(Duration::from_secs(1)).await;
 }
+
+/// Slow clients cannot hold the API: a request whose headers do not arrive in time is
+/// closed, and one client may hold only so many connections (1,000 half-sent requests
+/// were all still open after 35 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_closed_and_capped() {
+    use std::io::{Read, Write};
+    const CAP: usize = 256;
+    let (store, url, _scratch) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = spindle_tests::served::Served::start(&url, &[]);
+    let addr = host.url.trim_start_matches("http://").to_owned();
+    let half_sent = || {
+        let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+        stream.write_all(b"GET /v1/health HTTP/1.1\r\nHost: spindle\r\n").expect("send half a request");
+        stream
+    };
+    let mut held: Vec<std::net::TcpStream> = (0..CAP).map(|_| half_sent()).collect();
+    // One connection over the cap is closed at once.
+    let mut over = half_sent();
+    over.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buffer = [0u8; 64];
+    let read = over.read(&mut buffer);
+    let closed = matches!(read, Ok(0)) || matches!(read, Err(ref e) if e.kind() == std::io::ErrorKind::ConnectionReset);
+    assert!(closed, "a connection over the cap stays open: {read:?}");
+    // Those under it are closed when their headers do not come in time.
+    let first = &mut held[0];
+    first.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let read = first.read(&mut buffer);
+    assert!(
+        !matches!(read, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut),
+        "still open after a minute: {read:?}"
+    );
+    drop(held);
+    // The host still serves.
+    let health = reqwest::get(format!("{}/v1/health", host.url)).await.expect("served");
+    assert_eq!(health.status().as_u16(), 200);
+}
