@@ -70,6 +70,12 @@ pub struct ServeArgs {
     /// How long shutdown waits for running steps before handing them back (default: 30s).
     #[arg(long, env = "SPINDLE_SHUTDOWN_GRACE")]
     pub shutdown_grace: Option<String>,
+    /// Longest a client may take to send a request's headers, e.g. `10s` (default: 10s).
+    #[arg(long, env = "SPINDLE_HEADER_READ_TIMEOUT")]
+    pub header_read_timeout: Option<String>,
+    /// Most connections one client address may hold (default: 256).
+    #[arg(long, env = "SPINDLE_MAX_CLIENT_CONNECTIONS")]
+    pub max_client_connections: Option<usize>,
     /// Run only these kinds, comma-separated (default: all).
     #[arg(long, env = "SPINDLE_KINDS", value_delimiter = ',')]
     pub kinds: Option<Vec<String>>,
@@ -99,6 +105,8 @@ struct FileConfig {
     reconcile_misses: Option<u32>,
     host_id: Option<String>,
     shutdown_grace: Option<String>,
+    header_read_timeout: Option<String>,
+    max_client_connections: Option<usize>,
     kinds: Option<Vec<String>>,
     tenants: Option<Vec<String>>,
 }
@@ -112,6 +120,8 @@ pub struct ServeConfig {
     pub listen: String,
     /// Shutdown grace.
     pub shutdown_grace: Duration,
+    /// What the API server guards itself with.
+    pub server: crate::api::server::ServerLimits,
 }
 
 /// Parses `500ms`, `30s`, `5m`, `2h` or a bare number of seconds.
@@ -218,7 +228,17 @@ impl ServeConfig {
             None => Duration::from_secs(30),
         };
         let listen = args.listen.or(file.listen).unwrap_or_else(|| "127.0.0.1:7464".to_owned());
-        Ok(Self { host, listen, shutdown_grace })
+        let mut server = crate::api::server::ServerLimits::default();
+        if let Some(text) = args.header_read_timeout.or(file.header_read_timeout) {
+            server.header_read_timeout = parse_duration(&text)?;
+        }
+        if let Some(n) = args.max_client_connections.or(file.max_client_connections) {
+            if n == 0 {
+                bail!("max-client-connections must be at least 1");
+            }
+            server.max_client_connections = n;
+        }
+        Ok(Self { host, listen, shutdown_grace, server })
     }
 }
 

@@ -17,6 +17,7 @@ mod kinds;
 mod leases;
 mod metrics;
 mod openapi;
+pub mod server;
 mod tenants;
 pub mod time;
 pub mod views;

@@ -23,7 +23,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(%addr, database = %redact(&config.host.database_url()), host = %config.host.engine.host_id, "spindle is serving");
     println!("spindle listening on http://{addr}");
     let app = router(host.clone());
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving the API")?;
+    crate::api::server::serve(listener, app, config.server, shutdown_signal()).await;
     tracing::info!("shutting down");
     host.shutdown(config.shutdown_grace).await;
     Ok(())
