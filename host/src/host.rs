@@ -12,7 +12,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::dispatcher::{Dispatcher, DispatcherConfig};
 use crate::engine::{Engine, EngineConfig};
 use crate::reconciler::Reconciler;
-use crate::registry::Registry;
+use crate::registry::{Registry, RegistryLimits};
 use crate::store::{ConnectOptions, SqlStore, StoreError, TenantId, TenantStore};
 
 /// Everything a host needs to know.
@@ -33,6 +33,8 @@ pub struct HostConfig {
     pub dispatcher: DispatcherConfig,
     /// The reconciler's thresholds.
     pub reconcile: ReconcilePolicy,
+    /// What the registry keeps loaded.
+    pub registry: RegistryLimits,
 }
 
 impl HostConfig {
@@ -46,6 +48,7 @@ impl HostConfig {
             engine: EngineConfig::default(),
             dispatcher: DispatcherConfig::default(),
             reconcile: ReconcilePolicy::default(),
+            registry: RegistryLimits::default(),
         }
     }
 
@@ -127,7 +130,7 @@ impl Host {
             }
         }
         let runtime = Arc::new(Runtime::new(config.sandbox.clone())?);
-        let registry = Arc::new(Registry::new(store.clone(), runtime));
+        let registry = Arc::new(Registry::with_limits(store.clone(), runtime, config.registry));
         let engine = Arc::new(Engine::new(store.clone(), registry.clone(), clock, config.engine.clone()));
         Ok(Self {
             store,

@@ -6,14 +6,18 @@
 //! once on every host sharing the database. Jobs stay pinned to the version they were
 //! submitted with; any host loads that version's blob from the store when it first runs
 //! one of its steps (from its compiled-artifact cache when it can).
+//!
+//! What stays loaded is bounded: compiled code by the bytes it occupies, least recently
+//! used first out ([`RegistryLimits`]); an evicted kind is loaded again on its next step.
+//! A tenant deploying version after version cannot grow the host's memory without end.
 
-use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use spindle_core::Timestamp;
 use spindle_runtime::{KindSpec, LoadError, LoadedKind, Runtime, is_valid_name};
 use thiserror::Error;
-use tokio::sync::{Mutex, RwLock};
+use tokio::sync::Mutex;
 
 use crate::store::{KindEntry, KindVersion, Storage, StoreError, TenantId};
 
@@ -51,28 +55,96 @@ pub struct Resolved {
     pub kind: Arc<LoadedKind>,
 }
 
+/// How much the registry keeps in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegistryLimits {
+    /// Bytes of compiled code kept loaded (default 512 MiB); past it the least recently
+    /// used kinds are dropped and loaded again when next needed. A kind larger than the
+    /// whole budget still loads, alone.
+    pub max_loaded_bytes: usize,
+    /// Kind versions whose stored row is kept (default 65,536): a version's row never
+    /// changes once deployed, so it is read from the store once, not on every step.
+    pub max_versions: usize,
+}
+
+impl Default for RegistryLimits {
+    fn default() -> Self {
+        Self { max_loaded_bytes: 512 << 20, max_versions: 65_536 }
+    }
+}
+
+/// Loaded kinds by digest, least recently used first out, bounded by their bytes.
+#[derive(Debug)]
+struct Loaded {
+    kinds: lru::LruCache<String, Arc<LoadedKind>>,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl Loaded {
+    fn get(&mut self, digest: &str) -> Option<Arc<LoadedKind>> {
+        self.kinds.get(digest).cloned()
+    }
+
+    fn insert(&mut self, kind: Arc<LoadedKind>) {
+        if let Some(old) = self.kinds.put(kind.digest.clone(), kind.clone()) {
+            self.bytes -= old.resident_bytes();
+        }
+        self.bytes += kind.resident_bytes();
+        while self.bytes > self.max_bytes && self.kinds.len() > 1 {
+            match self.kinds.pop_lru() {
+                Some((_, evicted)) => self.bytes -= evicted.resident_bytes(),
+                None => break,
+            }
+        }
+    }
+}
+
 /// The registry.
 #[derive(Debug)]
 pub struct Registry {
     store: Arc<dyn Storage>,
     runtime: Arc<Runtime>,
-    loaded: RwLock<HashMap<String, Arc<LoadedKind>>>,
-    /// Resolved versions: a version's row never changes once deployed, so each is read
-    /// from the store once, not on every step.
-    versions: RwLock<HashMap<(TenantId, String, i64), Resolved>>,
+    // Plain mutexes: never held across an await, taken on every step.
+    loaded: std::sync::Mutex<Loaded>,
+    versions: std::sync::Mutex<lru::LruCache<(TenantId, String, i64), KindVersion>>,
     loading: Mutex<()>,
 }
 
 impl Registry {
-    /// A registry over `store`, loading into `runtime`.
+    /// A registry over `store`, loading into `runtime`, with the default limits.
     pub fn new(store: Arc<dyn Storage>, runtime: Arc<Runtime>) -> Self {
+        Self::with_limits(store, runtime, RegistryLimits::default())
+    }
+
+    /// A registry keeping in memory no more than `limits` allow.
+    pub fn with_limits(store: Arc<dyn Storage>, runtime: Arc<Runtime>, limits: RegistryLimits) -> Self {
+        let versions = NonZeroUsize::new(limits.max_versions).unwrap_or(NonZeroUsize::MIN);
         Self {
             store,
             runtime,
-            loaded: RwLock::new(HashMap::new()),
-            versions: RwLock::new(HashMap::new()),
+            loaded: std::sync::Mutex::new(Loaded {
+                kinds: lru::LruCache::unbounded(),
+                bytes: 0,
+                max_bytes: limits.max_loaded_bytes,
+            }),
+            versions: std::sync::Mutex::new(lru::LruCache::new(versions)),
             loading: Mutex::new(()),
         }
+    }
+
+    /// Kinds loaded now, and the bytes of compiled code they occupy.
+    pub fn loaded(&self) -> (usize, usize) {
+        let loaded = self.lock_loaded();
+        (loaded.kinds.len(), loaded.bytes)
+    }
+
+    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, Loaded> {
+        self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lock_versions(&self) -> std::sync::MutexGuard<'_, lru::LruCache<(TenantId, String, i64), KindVersion>> {
+        self.versions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The sandbox.
@@ -97,7 +169,7 @@ impl Registry {
         self.store.put_component(&loaded.digest, bytes, now).await?;
         let version = self.store.add_kind_version(tenant, kind, &loaded.digest, &spec_json, now).await?;
         let spec = loaded.spec.clone();
-        self.loaded.write().await.insert(loaded.digest.clone(), loaded);
+        self.lock_loaded().insert(loaded);
         Ok((version, spec))
     }
 
@@ -112,18 +184,21 @@ impl Registry {
     /// A specific version of `kind`, loaded.
     pub async fn version(&self, tenant: &TenantId, kind: &str, version: i64) -> Result<Resolved, RegistryError> {
         let key = (tenant.clone(), kind.to_owned(), version);
-        if let Some(resolved) = self.versions.read().await.get(&key) {
-            return Ok(resolved.clone());
-        }
-        let found = self
-            .store
-            .kind_version(tenant, kind, version)
-            .await?
-            .ok_or_else(|| RegistryError::UnknownVersion { kind: kind.to_owned(), version })?;
+        let known = self.lock_versions().get(&key).cloned();
+        let found = match known {
+            Some(found) => found,
+            None => {
+                let found = self
+                    .store
+                    .kind_version(tenant, kind, version)
+                    .await?
+                    .ok_or_else(|| RegistryError::UnknownVersion { kind: kind.to_owned(), version })?;
+                self.lock_versions().put(key, found.clone());
+                found
+            }
+        };
         let loaded = self.load(&found.digest).await?;
-        let resolved = Resolved { version: found, kind: loaded };
-        self.versions.write().await.insert(key, resolved.clone());
-        Ok(resolved)
+        Ok(Resolved { version: found, kind: loaded })
     }
 
     /// Makes an earlier (or later) version current.
@@ -152,18 +227,18 @@ impl Registry {
 
     /// The loaded component with `digest`, loading it from the store the first time.
     pub async fn load(&self, digest: &str) -> Result<Arc<LoadedKind>, RegistryError> {
-        if let Some(kind) = self.loaded.read().await.get(digest) {
-            return Ok(kind.clone());
+        if let Some(kind) = self.lock_loaded().get(digest) {
+            return Ok(kind);
         }
         // One load at a time: concurrent first runs of a new version compile it once.
         let _guard = self.loading.lock().await;
-        if let Some(kind) = self.loaded.read().await.get(digest) {
-            return Ok(kind.clone());
+        if let Some(kind) = self.lock_loaded().get(digest) {
+            return Ok(kind);
         }
         let bytes =
             self.store.component(digest).await?.ok_or_else(|| StoreError::NotFound(format!("component {digest}")))?;
         let loaded = Arc::new(self.runtime.load(&bytes).await?);
-        self.loaded.write().await.insert(digest.to_owned(), loaded.clone());
+        self.lock_loaded().insert(loaded.clone());
         Ok(loaded)
     }
 }

@@ -185,3 +185,40 @@ async fn slow_clients_are_closed_and_capped() {
     let health = reqwest::get(format!("{}/v1/health", host.url)).await.expect("served");
     assert_eq!(health.status().as_u16(), 200);
 }
+
+/// `bytes` with a custom section appended: the same component under another digest.
+fn variant(bytes: &[u8], n: u8) -> Vec<u8> {
+    let name = b"spindle-variant";
+    let mut out = bytes.to_vec();
+    out.extend([0u8, u8::try_from(name.len() + 2).unwrap(), u8::try_from(name.len()).unwrap()]);
+    out.extend_from_slice(name);
+    out.push(n);
+    out
+}
+
+/// The registry's caches never evicted: every version a tenant deployed stayed compiled
+/// in memory. Now compiled code is bounded by bytes, least recently used out, and an
+/// evicted version loads again when it next runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loaded_kinds_are_bounded_by_their_bytes() {
+    use spindle::registry::{Registry, RegistryLimits};
+    let h = Harness::new(Backend::Sqlite).await;
+    let rt = spindle_tests::runtime(spindle_tests::test_sandbox());
+    let noop = spindle_tests::guest("noop");
+    let one = rt.load(&noop).await.unwrap().resident_bytes();
+    assert!(one > 0, "a loaded kind occupies memory");
+    let limits = RegistryLimits { max_loaded_bytes: one * 5 / 2, ..RegistryLimits::default() };
+    let registry = Registry::with_limits(h.store.clone(), rt, limits);
+    let now = Timestamp::from_millis(1_750_000_000_000);
+    let mut versions = Vec::new();
+    for n in 0..8u8 {
+        let (version, _) = registry.deploy(&h.tenant, "noop", &variant(&noop, n), now).await.expect("deployed");
+        versions.push(version.version);
+        let (kinds, bytes) = registry.loaded();
+        assert!(kinds <= 2 && bytes <= limits.max_loaded_bytes, "{kinds} kinds, {bytes} bytes after version {n}");
+    }
+    // The first version was evicted long ago; it loads again to run.
+    let first = registry.version(&h.tenant, "noop", versions[0]).await.expect("reloaded");
+    assert_eq!(first.kind.spec.name, "noop");
+    assert!(registry.loaded().1 <= limits.max_loaded_bytes);
+}

@@ -55,6 +55,14 @@ pub struct LoadedKind {
     pre: JobKindPre<GuestState>,
 }
 
+impl LoadedKind {
+    /// Bytes of host memory its compiled code occupies: what keeping it loaded costs.
+    pub fn resident_bytes(&self) -> usize {
+        let image = self.pre.instance_pre().component().image_range();
+        (image.end as usize).saturating_sub(image.start as usize)
+    }
+}
+
 impl std::fmt::Debug for LoadedKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedKind").field("digest", &self.digest).field("spec", &self.spec).finish_non_exhaustive()
