@@ -43,6 +43,9 @@ pub struct ServeArgs {
     /// Wall-clock budget of one step call, e.g. `30s` (default: 30s).
     #[arg(long, env = "SPINDLE_STEP_TIMEOUT")]
     pub step_timeout: Option<String>,
+    /// Longest a component may take to compile, e.g. `60s` (default: 60s).
+    #[arg(long, env = "SPINDLE_COMPILE_TIMEOUT")]
+    pub compile_timeout: Option<String>,
     /// Largest guest linear memory in MiB (default: 64).
     #[arg(long, env = "SPINDLE_MAX_MEMORY_MIB")]
     pub max_memory_mib: Option<usize>,
@@ -96,6 +99,7 @@ struct FileConfig {
     lease_ttl: Option<String>,
     heartbeat_interval: Option<String>,
     step_timeout: Option<String>,
+    compile_timeout: Option<String>,
     max_memory_mib: Option<usize>,
     fuel: Option<u64>,
     max_payload_bytes: Option<usize>,
@@ -140,7 +144,7 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     if !seconds.is_finite() || seconds < 0.0 {
         bail!("invalid duration {text:?}");
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Duration::try_from_secs_f64(seconds).with_context(|| format!("duration {text:?} is not a length of time"))
 }
 
 impl ServeConfig {
@@ -170,6 +174,9 @@ impl ServeConfig {
         }
         if let Some(text) = args.step_timeout.or(file.step_timeout) {
             host.sandbox.step_timeout = parse_duration(&text)?;
+        }
+        if let Some(text) = args.compile_timeout.or(file.compile_timeout) {
+            host.sandbox.compile_timeout = parse_duration(&text)?;
         }
         match args.lease_ttl.or(file.lease_ttl) {
             Some(text) => host.engine.lease_ttl = parse_duration(&text)?,

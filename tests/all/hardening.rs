@@ -222,3 +222,98 @@ async fn loaded_kinds_are_bounded_by_their_bytes() {
     assert_eq!(first.kind.spec.name, "noop");
     assert!(registry.loaded().1 <= limits.max_loaded_bytes);
 }
+
+/// A component built to compile slowly: one function of 40,000 blocks inside a loop,
+/// each adding two of 2,000 locals (SSA construction gives every block a parameter per
+/// live local). About 700 KB; half a minute of compiling on a machine of this kind.
+fn slow_to_compile() -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = u8::try_from(n & 0x7f).unwrap();
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
+        out.push(id);
+        leb(body.len(), out);
+        out.extend_from_slice(body);
+    }
+    const LOCALS: usize = 2_000;
+    let mut body = Vec::new();
+    body.push(1); // one run of locals
+    leb(LOCALS, &mut body);
+    body.push(0x7e); // i64
+    body.extend([0x03, 0x40]); // loop
+    let mut seed = 1u64;
+    for _ in 0..40_000 {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let (a, b) = (1 + (seed >> 33) as usize % LOCALS, 1 + (seed >> 13) as usize % LOCALS);
+        body.extend([0x02, 0x40, 0x20, 0x00, 0x50, 0x0d, 0x00, 0x20]); // block; br_if 0 (param == 0)
+        leb(a, &mut body);
+        body.push(0x20);
+        leb(b, &mut body);
+        body.extend([0x7c, 0x21]); // i64.add; local.set b
+        leb(b, &mut body);
+        body.push(0x0b); // end block
+    }
+    body.extend([0x20, 0x00, 0x42, 0x01, 0x7d, 0x22, 0x00, 0x50, 0x45, 0x0d, 0x00, 0x0b, 0x20, 0x01, 0x0b]);
+    let mut module = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[1, 0x60, 1, 0x7e, 1, 0x7e], &mut module); // type (i64) -> i64
+    section(3, &[1, 0], &mut module); // one function
+    let mut code = vec![1];
+    leb(body.len(), &mut code);
+    code.extend(body);
+    section(10, &code, &mut module);
+    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+    section(1, &module, &mut component); // a core module section
+    component
+}
+
+/// Threads of process `pid` running on a CPU now.
+fn running_threads(pid: u32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        .filter(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('R')))
+        .count()
+}
+
+/// Compiling is bounded: a component that compiles slowly is refused at the time limit
+/// and nothing goes on compiling it afterwards (a blocking thread used to, for as long
+/// as it took, while the deploy had long been answered), and a tenant compiles one
+/// component at a time — a second deploy meanwhile answers `busy` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compiling_is_bounded_in_time_and_in_number() {
+    let (store, url, _scratch) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = spindle_tests::served::Served::start(&url, &["--compile-timeout", "2s"]);
+    let token = host.tenant("acme");
+    let slow = slow_to_compile();
+    assert!(slow.len() > 600_000 && slow.len() < 800_000, "{} bytes", slow.len());
+    let http = reqwest::Client::new();
+    let deploy =
+        |kind: &str| http.put(format!("{}/v1/kinds/{kind}", host.url)).bearer_auth(&token).body(slow.clone()).send();
+    let (first, second) = tokio::join!(deploy("slow"), async {
+        // The second asks while the first compiles.
+        tokio::task::yield_now().await;
+        deploy("slow-too").await
+    });
+    let mut answers = Vec::new();
+    for response in [first.unwrap(), second.unwrap()] {
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().await.unwrap();
+        answers.push((status, body["error"]["code"].as_str().unwrap_or("").to_owned(), body.to_string()));
+    }
+    answers.sort();
+    assert_eq!(answers[0].1, "invalid-component", "{answers:?}");
+    assert!(answers[0].2.contains("component.compile-timeout"), "{answers:?}");
+    assert_eq!((answers[1].0, answers[1].1.as_str()), (503, "busy"), "{answers:?}");
+    // Nothing compiles on after the answer: the host is idle.
+    let busy_samples = (0..50).filter(|_| running_threads(host.pid()) > 0).count();
+    assert!(busy_samples < 25, "the host ran a thread in {busy_samples} of 50 samples after answering");
+}

@@ -44,6 +44,11 @@ impl Served {
         Self::start_in(Scratch::new(), database_url, extra)
     }
 
+    /// The host process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts it with a given data directory (to restart on the same one).
     pub fn start_in(data: Scratch, database_url: &str, extra: &[&str]) -> Self {
         let operator = "spt_test_operator_token".to_owned();
