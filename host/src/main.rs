@@ -33,12 +33,20 @@ enum Command {
     /// Measure throughput, latency, sandbox overhead, memory and claim latency on a
     /// fresh database (SQLite or PostgreSQL); see docs/benchmarks.md.
     Bench(spindle::cli::bench::BenchArgs),
+    /// Compiles the component on stdin for the sandbox `SPINDLE_COMPILE_CONFIG`
+    /// describes, writing the artifact to stdout: what a host runs to compile a deploy in
+    /// a process its compile timeout can kill.
+    #[command(hide = true)]
+    CompileComponent,
     #[command(flatten)]
     Client(ClientCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::CompileComponent) {
+        return compile_component();
+    }
     // The demo draws progress bars and clients print results: only problems may
     // interleave with them. A host logs at info.
     let default_level = if matches!(cli.command, Command::Serve(_)) { "info" } else { "error" };
@@ -57,12 +65,36 @@ fn main() -> ExitCode {
             Command::Demo(args) => spindle::cli::demo::run(args).await.map(|()| 0),
             Command::Bench(args) => spindle::cli::bench::run(args).await.map(|()| 0),
             Command::Client(command) => spindle::cli::client::run(cli.client, command).await,
+            Command::CompileComponent => Ok(0),
         }
     });
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {}", spindle::cli::client::describe_error(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `spindle compile-component`: stdin → artifact on stdout, or the error on stderr.
+fn compile_component() -> ExitCode {
+    use std::io::{Read, Write};
+    let mut bytes = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut bytes) {
+        eprintln!("reading the component: {e}");
+        return ExitCode::FAILURE;
+    }
+    match spindle_runtime::compile_in_this_process(&bytes) {
+        Ok(artifact) => match std::io::stdout().write_all(&artifact) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("writing the artifact: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(message) => {
+            eprintln!("{message}");
             ExitCode::FAILURE
         }
     }

@@ -41,6 +41,9 @@ pub enum RegistryError {
         /// The version asked for.
         version: i64,
     },
+    /// The tenant has a deploy under way: one compile per tenant at a time.
+    #[error("a deploy of this tenant's is under way; try again when it is done")]
+    Busy,
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -109,6 +112,20 @@ pub struct Registry {
     loaded: std::sync::Mutex<Loaded>,
     versions: std::sync::Mutex<lru::LruCache<(TenantId, String, i64), KindVersion>>,
     loading: Mutex<()>,
+    /// Tenants with a deploy under way.
+    deploying: Arc<std::sync::Mutex<std::collections::HashSet<TenantId>>>,
+}
+
+/// A tenant's turn to deploy, given back when dropped.
+struct Deploying {
+    tenants: Arc<std::sync::Mutex<std::collections::HashSet<TenantId>>>,
+    tenant: TenantId,
+}
+
+impl Drop for Deploying {
+    fn drop(&mut self) {
+        self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&self.tenant);
+    }
 }
 
 impl Registry {
@@ -130,6 +147,7 @@ impl Registry {
             }),
             versions: std::sync::Mutex::new(lru::LruCache::new(versions)),
             loading: Mutex::new(()),
+            deploying: Arc::default(),
         }
     }
 
@@ -164,6 +182,14 @@ impl Registry {
         if !is_valid_name(kind) {
             return Err(RegistryError::InvalidName(kind.to_owned()));
         }
+        // One compile per tenant at a time: a tenant cannot pile up compile work.
+        let _turn = {
+            let mut tenants = self.deploying.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !tenants.insert(tenant.clone()) {
+                return Err(RegistryError::Busy);
+            }
+            Deploying { tenants: self.deploying.clone(), tenant: tenant.clone() }
+        };
         let loaded = Arc::new(self.runtime.load(bytes).await?);
         let spec_json = serde_json::to_string(&loaded.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.store.put_component(&loaded.digest, bytes, now).await?;

@@ -151,7 +151,7 @@ async fn a_retry_job_bypasses_completed_steps(backend: Backend) {
     assert!(!started.contains(&"first".to_owned()), "the carried step never ran again: {started:?}");
     // A second retry of the same job is refused.
     let again = engine.command(&h.tenant, id, Command::Retry, "tester").await.unwrap_err();
-    assert_eq!(again.code(), "illegal-transition");
+    assert_eq!(spindle::api::ApiError::from(again).code().as_str(), "illegal-transition");
     dispatcher.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -291,16 +291,25 @@ async fn bad_submissions_are_refused_and_change_nothing(backend: Backend) {
     h.deploy("noop").await;
     let engine = h.engine();
     let unknown = SubmitRequest { kind: "nope".into(), input: b"{}".to_vec(), ..Default::default() };
-    assert_eq!(engine.submit(&h.tenant, unknown).await.unwrap_err().code(), "unknown-kind");
+    assert_eq!(
+        spindle::api::ApiError::from(engine.submit(&h.tenant, unknown).await.unwrap_err()).code().as_str(),
+        "unknown-kind"
+    );
     let huge = SubmitRequest { kind: "noop".into(), input: vec![b' '; (1 << 20) + 1], ..Default::default() };
-    assert_eq!(engine.submit(&h.tenant, huge).await.unwrap_err().code(), "payload-too-large");
+    assert_eq!(
+        spindle::api::ApiError::from(engine.submit(&h.tenant, huge).await.unwrap_err()).code().as_str(),
+        "payload-too-large"
+    );
     let bad_key = SubmitRequest {
         kind: "noop".into(),
         input: b"{}".to_vec(),
         lease_keys: vec![String::new()],
         ..Default::default()
     };
-    assert_eq!(engine.submit(&h.tenant, bad_key).await.unwrap_err().code(), "invalid-request");
+    assert_eq!(
+        spindle::api::ApiError::from(engine.submit(&h.tenant, bad_key).await.unwrap_err()).code().as_str(),
+        "invalid-request"
+    );
     let listed =
         h.store.list_jobs(&h.tenant, &spindle::store::JobFilter { limit: 10, ..Default::default() }).await.unwrap();
     assert!(listed.is_empty(), "a refused submission stored a job");

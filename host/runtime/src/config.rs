@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// How the sandbox runs guests.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SandboxConfig {
     /// Largest component accepted for upload (default 32 MiB). Compiling is CPU- and
     /// memory-hungry in the size of the input, so an upload is bounded before it is read.
@@ -59,6 +61,17 @@ pub struct SandboxConfig {
     pub pool_slots: u32,
     /// Where compiled components are cached (default none: compile on every load).
     pub cache_dir: Option<PathBuf>,
+    /// An executable that compiles a component out of process (`COMPILER
+    /// compile-component`, the component on its stdin, the artifact on its stdout;
+    /// `spindle serve` names itself). The compile timeout kills it: a component built to
+    /// compile slowly costs no CPU past its answer. Without one (default), components
+    /// compile on a thread of the host, which a timeout answers for but cannot stop.
+    pub compiler: Option<PathBuf>,
+    /// Components compiled at once (default 2): compiling takes a core each.
+    pub max_concurrent_compiles: usize,
+    /// Compiles that may wait for a turn (default 8); past it a load answers
+    /// `component.busy` at once instead of queueing without end.
+    pub max_queued_compiles: usize,
 }
 
 impl Default for SandboxConfig {
@@ -83,6 +96,9 @@ impl Default for SandboxConfig {
             pooling: true,
             pool_slots: 256,
             cache_dir: None,
+            compiler: None,
+            max_concurrent_compiles: 2,
+            max_queued_compiles: 8,
         }
     }
 }

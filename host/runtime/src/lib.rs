@@ -14,6 +14,7 @@
 
 mod bindings;
 mod cache;
+mod compile;
 mod config;
 mod control;
 mod kind;
@@ -23,6 +24,7 @@ mod output;
 mod sandbox;
 mod state;
 
+pub use compile::{COMPILE_CONFIG_ENV, compile_in_this_process};
 pub use config::SandboxConfig;
 pub use control::{HeartbeatReply, Partial, StepControl, Unsupervised};
 pub use kind::{KindSpec, RetrySpec, SpecError, StepSpec, is_valid_name};

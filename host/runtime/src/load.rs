@@ -51,6 +51,9 @@ pub enum LoadError {
     /// `describe` answered an invalid description.
     #[error("the component describes itself invalidly: {0}")]
     InvalidSpec(#[from] SpecError),
+    /// Too many compiles are under way or waiting: try again shortly.
+    #[error("the host is compiling as many components as it may; try again shortly")]
+    Busy,
     /// The host failed (cache I/O, a worker that died): not the component's fault.
     #[error("internal error while loading: {0}")]
     Internal(String),
@@ -69,6 +72,7 @@ impl LoadError {
             Self::ForbiddenImport(_) => "component.forbidden-import",
             Self::Describe(_) => "component.describe-failed",
             Self::InvalidSpec(_) => "component.invalid-spec",
+            Self::Busy => "component.busy",
             Self::Internal(_) => "internal",
         }
     }

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use crate::bindings::exports::spindle::job::kind as wit_kind;
 use crate::bindings::spindle::job::types as wit;
 use crate::bindings::{JobKind, JobKindPre};
 use crate::cache::ArtifactCache;
+use crate::compile::Compiler;
 use crate::config::SandboxConfig;
 use crate::control::{StepControl, Unsupervised};
 use crate::kind::KindSpec;
@@ -24,7 +25,7 @@ use crate::state::{GuestState, Tags};
 /// Why the sandbox itself could not be set up.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot set up the sandbox: {0}")]
-pub struct SetupError(String);
+pub struct SetupError(pub(crate) String);
 
 /// The process's sandbox. Cheap to share (`Arc`); dropping the last one stops the
 /// epoch ticker.
@@ -34,6 +35,7 @@ pub struct Runtime {
     config: SandboxConfig,
     cache: Option<ArtifactCache>,
     ticker_stop: Arc<AtomicBool>,
+    compiler: Compiler,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -95,37 +97,7 @@ pub fn content_digest(bytes: &[u8]) -> String {
 impl Runtime {
     /// Sets up the engine, the linker and the epoch ticker.
     pub fn new(config: SandboxConfig) -> Result<Self, SetupError> {
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true)
-            .epoch_interruption(true)
-            .consume_fuel(config.fuel.is_some())
-            .max_wasm_stack(config.max_wasm_stack)
-            .async_stack_size(config.max_wasm_stack + (1 << 20));
-        if config.pooling {
-            let mut pool = PoolingAllocationConfig::new();
-            let slots = config.pool_slots.max(1);
-            let memory_slots = slots.saturating_mul(u32::try_from(config.max_memories).unwrap_or(8).min(4));
-            pool.total_component_instances(slots)
-                .total_core_instances(slots.saturating_mul(16))
-                .max_core_instances_per_component(u32::try_from(config.max_instances).unwrap_or(32))
-                .total_memories(memory_slots)
-                .max_memories_per_component(u32::try_from(config.max_memories).unwrap_or(8))
-                .total_tables(slots.saturating_mul(8))
-                .max_tables_per_component(u32::try_from(config.max_tables).unwrap_or(32))
-                .table_elements(config.max_table_elements)
-                .total_stacks(slots)
-                .max_memory_size(config.max_memory_bytes)
-                // Reset a slot between steps by rewriting the pages the step touched
-                // (found with PAGEMAP_SCAN where the kernel has it, 6.7+), keeping them
-                // resident, instead of decommitting them (madvise) after every call:
-                // most steps touch little memory, and the decommit's cross-core TLB
-                // shootdowns cost more than the pages.
-                .linear_memory_keep_resident(2 << 20)
-                .table_keep_resident(64 << 10)
-                .pagemap_scan(wasmtime::Enabled::Auto);
-            wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        }
-        let engine = Engine::new(&wasm).map_err(|e| SetupError(format!("{e:#}")))?;
+        let engine = crate::compile::engine(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| SetupError(format!("{e:#}")))?;
         JobKind::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
@@ -136,7 +108,8 @@ impl Runtime {
         };
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.clone(), config.epoch_tick, ticker_stop.clone())?;
-        Ok(Self { engine, linker, config, cache, ticker_stop })
+        let compiler = Compiler::new(&config);
+        Ok(Self { engine, linker, config, cache, ticker_stop, compiler })
     }
 
     /// The configuration in force.
@@ -172,15 +145,7 @@ impl Runtime {
     }
 
     async fn compile(&self, bytes: &[u8]) -> Result<Component, LoadError> {
-        let engine = self.engine.clone();
-        let owned = bytes.to_vec();
-        let job = tokio::task::spawn_blocking(move || Component::new(&engine, owned));
-        match tokio::time::timeout(self.config.compile_timeout, job).await {
-            Err(_) => Err(LoadError::CompileTimeout(self.config.compile_timeout)),
-            Ok(Err(join)) => Err(LoadError::Internal(format!("compiler worker failed: {join}"))),
-            Ok(Ok(Err(e))) => Err(LoadError::Malformed(format!("{e:#}"))),
-            Ok(Ok(Ok(component))) => Ok(component),
-        }
+        self.compiler.compile(&self.engine, &self.config, bytes).await
     }
 
     async fn describe(&self, pre: &JobKindPre<GuestState>) -> Result<KindSpec, LoadError> {

@@ -11,7 +11,12 @@ use crate::host::Host;
 /// Runs a host until SIGINT or SIGTERM, then shuts down gracefully: stop claiming, let
 /// running steps finish within the grace period, hand back the rest.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let config = ServeConfig::resolve(args)?;
+    let mut config = ServeConfig::resolve(args)?;
+    if config.host.sandbox.compiler.is_none() {
+        // Deploys compile in a child process of this very binary, which the compile
+        // timeout kills.
+        config.host.sandbox.compiler = std::env::current_exe().ok();
+    }
     let host = Host::open(config.host.clone()).await.context("opening the host")?;
     ensure_operator_token(&host).await?;
     host.start().await;

@@ -8,7 +8,8 @@ use thiserror::Error;
 use crate::registry::RegistryError;
 use crate::store::StoreError;
 
-/// Why the engine refused or failed a request. Each has a stable code for APIs.
+/// Why the engine refused or failed a request. The API gives each its stable code, in
+/// one place (`api::error`).
 #[derive(Debug, Error)]
 pub enum EngineError {
     /// The tenant has no such kind.
@@ -48,23 +49,4 @@ pub enum EngineError {
     /// The store failed a group commit this write was part of.
     #[error(transparent)]
     StoreShared(Arc<StoreError>),
-}
-
-impl EngineError {
-    /// A stable, machine-readable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::UnknownKind(_) => "unknown-kind",
-            Self::NotFound => "not-found",
-            Self::PayloadTooLarge { .. } => "payload-too-large",
-            Self::Invalid(_) => "invalid-request",
-            Self::Refused { .. } => "illegal-transition",
-            Self::Contention => "contention",
-            Self::Registry(RegistryError::UnknownKind(_)) => "unknown-kind",
-            Self::Registry(RegistryError::UnknownVersion { .. }) => "unknown-version",
-            Self::Registry(RegistryError::InvalidName(_)) => "invalid-request",
-            Self::Registry(RegistryError::Invalid(_)) => "invalid-component",
-            Self::Registry(RegistryError::Store(_)) | Self::Store(_) | Self::StoreShared(_) => "internal",
-        }
-    }
 }

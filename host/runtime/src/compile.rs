@@ -1,0 +1,189 @@
+//! Compiling components, bounded: a few at a time with a short queue behind them
+//! (`component.busy` past it), each within the compile timeout. With a compiler
+//! executable configured, a compile runs in a child process that the timeout kills, so
+//! a component built to compile slowly costs no CPU after its answer; without one it runs
+//! on a blocking thread, which the timeout answers for but cannot stop.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Semaphore;
+use wasmtime::component::Component;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::config::SandboxConfig;
+use crate::load::LoadError;
+use crate::sandbox::SetupError;
+
+/// The environment variable that hands a compiler child the sandbox configuration (its
+/// engine must be configured exactly as the host's for the artifact to load).
+pub const COMPILE_CONFIG_ENV: &str = "SPINDLE_COMPILE_CONFIG";
+
+/// The engine a sandbox with `config` runs guests in.
+pub(crate) fn engine(config: &SandboxConfig) -> Result<Engine, SetupError> {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        .epoch_interruption(true)
+        .consume_fuel(config.fuel.is_some())
+        .max_wasm_stack(config.max_wasm_stack)
+        .async_stack_size(config.max_wasm_stack + (1 << 20));
+    if config.pooling {
+        let mut pool = PoolingAllocationConfig::new();
+        let slots = config.pool_slots.max(1);
+        let memory_slots = slots.saturating_mul(u32::try_from(config.max_memories).unwrap_or(8).min(4));
+        pool.total_component_instances(slots)
+            .total_core_instances(slots.saturating_mul(16))
+            .max_core_instances_per_component(u32::try_from(config.max_instances).unwrap_or(32))
+            .total_memories(memory_slots)
+            .max_memories_per_component(u32::try_from(config.max_memories).unwrap_or(8))
+            .total_tables(slots.saturating_mul(8))
+            .max_tables_per_component(u32::try_from(config.max_tables).unwrap_or(32))
+            .table_elements(config.max_table_elements)
+            .total_stacks(slots)
+            .max_memory_size(config.max_memory_bytes)
+            // Reset a slot between steps by rewriting the pages the step touched
+            // (found with PAGEMAP_SCAN where the kernel has it, 6.7+), keeping them
+            // resident, instead of decommitting them (madvise) after every call:
+            // most steps touch little memory, and the decommit's cross-core TLB
+            // shootdowns cost more than the pages.
+            .linear_memory_keep_resident(2 << 20)
+            .table_keep_resident(64 << 10)
+            .pagemap_scan(wasmtime::Enabled::Auto);
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    Engine::new(&wasm).map_err(|e| SetupError(format!("{e:#}")))
+}
+
+/// What a compiler child does: compiles `bytes` for a sandbox configured as
+/// `SPINDLE_COMPILE_CONFIG` says and answers the artifact (an error's text otherwise).
+pub fn compile_in_this_process(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let config = std::env::var(COMPILE_CONFIG_ENV).map_err(|_| format!("{COMPILE_CONFIG_ENV} is not set"))?;
+    let config: SandboxConfig = serde_json::from_str(&config).map_err(|e| format!("{COMPILE_CONFIG_ENV}: {e}"))?;
+    // The very engine the host runs guests in: compiled code depends on its settings
+    // (memory bounds, fuel, stack), and the host checks their compatibility hash.
+    let engine = engine(&config).map_err(|e| e.to_string())?;
+    engine.precompile_component(bytes).map_err(|e| format!("{e:#}"))
+}
+
+/// Compiles within bounds.
+#[derive(Debug)]
+pub(crate) struct Compiler {
+    turns: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    max_waiting: usize,
+}
+
+impl Compiler {
+    pub(crate) fn new(config: &SandboxConfig) -> Self {
+        Self {
+            turns: Arc::new(Semaphore::new(config.max_concurrent_compiles.max(1))),
+            waiting: AtomicUsize::new(0),
+            max_waiting: config.max_queued_compiles,
+        }
+    }
+
+    /// Compiles `bytes` for `engine` when a turn is free (or answers `Busy` when too many
+    /// already wait), within the configured timeout.
+    pub(crate) async fn compile(
+        &self,
+        engine: &Engine,
+        config: &SandboxConfig,
+        bytes: &[u8],
+    ) -> Result<Component, LoadError> {
+        let _turn = match self.turns.clone().try_acquire_owned() {
+            Ok(turn) => turn,
+            Err(_) => {
+                if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.max_waiting {
+                    self.waiting.fetch_sub(1, Ordering::SeqCst);
+                    return Err(LoadError::Busy);
+                }
+                let turn = self.turns.clone().acquire_owned().await;
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                turn.map_err(|_| LoadError::Internal("the compiler is closed".into()))?
+            }
+        };
+        match &config.compiler {
+            Some(compiler) => in_child(compiler, engine, config, bytes).await,
+            None => on_a_thread(engine, config, bytes).await,
+        }
+    }
+}
+
+/// Compiles in a child process, killed at the timeout.
+async fn in_child(
+    compiler: &std::path::Path,
+    engine: &Engine,
+    config: &SandboxConfig,
+    bytes: &[u8],
+) -> Result<Component, LoadError> {
+    let internal = |what: &str, e: std::io::Error| LoadError::Internal(format!("compiler {what}: {e}"));
+    let settings = serde_json::to_string(config).map_err(|e| LoadError::Internal(format!("compiler settings: {e}")))?;
+    let mut child = tokio::process::Command::new(compiler)
+        .arg("compile-component")
+        .env(COMPILE_CONFIG_ENV, settings)
+        .env_remove("SPINDLE_OPERATOR_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| internal("start", e))?;
+    let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(LoadError::Internal("compiler pipes".into()));
+    };
+    let work = async {
+        let write = async {
+            stdin.write_all(bytes).await?;
+            drop(stdin);
+            Ok::<_, std::io::Error>(())
+        };
+        let mut artifact = Vec::new();
+        let mut message = Vec::new();
+        let (written, read, _) =
+            tokio::join!(write, stdout.read_to_end(&mut artifact), stderr.read_to_end(&mut message));
+        let status = child.wait().await.map_err(|e| internal("wait", e))?;
+        read.map_err(|e| internal("output", e))?;
+        if !status.success() {
+            let message = String::from_utf8_lossy(&message).trim().to_owned();
+            return Err(LoadError::Malformed(if message.is_empty() {
+                format!("the compiler {status}")
+            } else {
+                message
+            }));
+        }
+        written.map_err(|e| internal("input", e))?;
+        Ok(artifact)
+    };
+    let artifact = match tokio::time::timeout(config.compile_timeout, work).await {
+        Ok(artifact) => artifact?,
+        Err(_) => {
+            // Dropping the work dropped its wait; the child is killed when dropped too,
+            // but reap it now, so nothing of this compile outlives the answer.
+            let _ = child.kill().await;
+            return Err(LoadError::CompileTimeout(config.compile_timeout));
+        }
+    };
+    // SAFETY: the artifact was produced just now by our own compiler executable, for an
+    // engine configured from the same settings (wasmtime checks its compatibility hash
+    // before loading), read from the child's stdout with nothing in between.
+    #[allow(unsafe_code)]
+    let component = unsafe { Component::deserialize(engine, &artifact) };
+    component.map_err(|e| LoadError::Internal(format!("the compiler's artifact does not load: {e:#}")))
+}
+
+/// Compiles on a blocking thread; the timeout answers but cannot stop it.
+async fn on_a_thread(engine: &Engine, config: &SandboxConfig, bytes: &[u8]) -> Result<Component, LoadError> {
+    let engine = engine.clone();
+    let owned = bytes.to_vec();
+    let job = tokio::task::spawn_blocking(move || Component::new(&engine, owned));
+    match tokio::time::timeout(config.compile_timeout, job).await {
+        Err(_) => Err(LoadError::CompileTimeout(config.compile_timeout)),
+        Ok(Err(join)) => Err(LoadError::Internal(format!("compiler worker failed: {join}"))),
+        Ok(Ok(Err(e))) => Err(LoadError::Malformed(format!("{e:#}"))),
+        Ok(Ok(Ok(component))) => Ok(component),
+    }
+}
