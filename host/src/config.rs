@@ -73,6 +73,10 @@ pub struct ServeArgs {
     /// How long shutdown waits for running steps before handing them back (default: 30s).
     #[arg(long, env = "SPINDLE_SHUTDOWN_GRACE")]
     pub shutdown_grace: Option<String>,
+    /// How long finished jobs are kept before they are deleted, e.g. `30d` (default: 30d);
+    /// a tenant may have a time of its own.
+    #[arg(long, env = "SPINDLE_RETENTION")]
+    pub retention: Option<String>,
     /// Longest a client may take to send a request's headers, e.g. `10s` (default: 10s).
     #[arg(long, env = "SPINDLE_HEADER_READ_TIMEOUT")]
     pub header_read_timeout: Option<String>,
@@ -109,6 +113,7 @@ struct FileConfig {
     reconcile_misses: Option<u32>,
     host_id: Option<String>,
     shutdown_grace: Option<String>,
+    retention: Option<String>,
     header_read_timeout: Option<String>,
     max_client_connections: Option<usize>,
     kinds: Option<Vec<String>>,
@@ -139,7 +144,8 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
         "" | "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        other => bail!("invalid duration unit {other:?} in {text:?} (use ms, s, m or h)"),
+        "d" => value * 86_400.0,
+        other => bail!("invalid duration unit {other:?} in {text:?} (use ms, s, m, h or d)"),
     };
     if !seconds.is_finite() || seconds < 0.0 {
         bail!("invalid duration {text:?}");
@@ -174,6 +180,9 @@ impl ServeConfig {
         }
         if let Some(text) = args.step_timeout.or(file.step_timeout) {
             host.sandbox.step_timeout = parse_duration(&text)?;
+        }
+        if let Some(text) = args.retention.or(file.retention) {
+            host.retention.keep = parse_duration(&text)?;
         }
         if let Some(text) = args.compile_timeout.or(file.compile_timeout) {
             host.sandbox.compile_timeout = parse_duration(&text)?;

@@ -11,6 +11,7 @@ use spindle_runtime::{Runtime, SandboxConfig};
 use crate::clock::{Clock, SystemClock};
 use crate::dispatcher::{Dispatcher, DispatcherConfig};
 use crate::engine::{Engine, EngineConfig};
+use crate::pruner::{Pruner, RetentionPolicy};
 use crate::reconciler::Reconciler;
 use crate::registry::{Registry, RegistryLimits};
 use crate::store::{ConnectOptions, SqlStore, StoreError, TenantId, TenantStore};
@@ -35,6 +36,8 @@ pub struct HostConfig {
     pub reconcile: ReconcilePolicy,
     /// What the registry keeps loaded.
     pub registry: RegistryLimits,
+    /// How long finished jobs are kept.
+    pub retention: RetentionPolicy,
 }
 
 impl HostConfig {
@@ -49,6 +52,7 @@ impl HostConfig {
             dispatcher: DispatcherConfig::default(),
             reconcile: ReconcilePolicy::default(),
             registry: RegistryLimits::default(),
+            retention: RetentionPolicy::default(),
         }
     }
 
@@ -83,6 +87,7 @@ pub struct Host {
     pub engine: Arc<Engine>,
     dispatcher: tokio::sync::Mutex<Option<Dispatcher>>,
     reconciler: tokio::sync::Mutex<Option<Reconciler>>,
+    pruner: tokio::sync::Mutex<Option<Pruner>>,
     config: HostConfig,
 }
 
@@ -138,6 +143,7 @@ impl Host {
             engine,
             dispatcher: tokio::sync::Mutex::new(None),
             reconciler: tokio::sync::Mutex::new(None),
+            pruner: tokio::sync::Mutex::new(None),
             config,
         })
     }
@@ -157,6 +163,10 @@ impl Host {
         if reconciler.is_none() {
             *reconciler = Some(Reconciler::start(self.engine.clone(), self.config.reconcile));
         }
+        let mut pruner = self.pruner.lock().await;
+        if pruner.is_none() {
+            *pruner = Some(Pruner::start(self.engine.clone(), self.config.retention.clone()));
+        }
     }
 
     /// Stops claiming, lets running steps finish for up to `grace` (then hands them
@@ -164,6 +174,9 @@ impl Host {
     pub async fn shutdown(&self, grace: Duration) {
         if let Some(reconciler) = self.reconciler.lock().await.take() {
             reconciler.stop().await;
+        }
+        if let Some(pruner) = self.pruner.lock().await.take() {
+            pruner.stop().await;
         }
         if let Some(dispatcher) = self.dispatcher.lock().await.take() {
             dispatcher.shutdown(grace).await;

@@ -7,6 +7,7 @@
 //! - [`dispatcher`]: indexed discovery, batched claims, a bounded pool of running steps.
 //! - [`registry`]: deployed components and kind versions.
 //! - [`reconciler`]: settles silent jobs from execution evidence.
+//! - [`pruner`]: deletes finished jobs past their retention.
 //! - [`host`]: all of the above assembled; [`api`] and [`cli`] face users.
 //! - [`bench`]: the benchmark harness behind `spindle bench`.
 
@@ -18,6 +19,7 @@ pub mod config;
 pub mod dispatcher;
 pub mod engine;
 pub mod host;
+pub mod pruner;
 pub mod reconciler;
 pub mod registry;
 pub mod store;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spindle::clock::{Clock, ManualClock};
+use spindle::store::prelude::*;
 use spindle::store::{Backend, Role};
 use spindle_core::Timestamp;
 use spindle_tests::harness::{Harness, test_engine_config};
@@ -316,4 +317,46 @@ async fn compiling_is_bounded_in_time_and_in_number() {
     // Nothing compiles on after the answer: the host is idle.
     let busy_samples = (0..50).filter(|_| running_threads(host.pid()) > 0).count();
     assert!(busy_samples < 25, "the host ran a thread in {busy_samples} of 50 samples after answering");
+}
+
+/// Finished jobs were kept for ever. Now they are deleted once past their retention,
+/// with their steps and history; open jobs stay whatever their age; a tenant may keep its
+/// jobs for a time of its own; one host at a time prunes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_are_pruned_after_their_retention() {
+    use spindle::pruner::{RetentionPolicy, prune_once};
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let h = Harness::new(backend).await;
+        h.deploy("scripted").await;
+        let clock = ManualClock::new(Timestamp::from_millis(1_750_000_000_000));
+        let engine = h.engine_clocked(test_engine_config(), Arc::new(clock.clone()));
+        let done = h.submit(&engine, "scripted", serde_json::json!({})).await;
+        for _ in 0..3 {
+            let claimed = engine.claim(1).await.unwrap().pop().expect("the job's next step");
+            engine.execute(claimed).await;
+        }
+        assert!(engine.job(&h.tenant, done).await.unwrap().job.state.is_final());
+        let open = h.submit(&engine, "scripted", serde_json::json!({})).await;
+        let policy = RetentionPolicy { keep: Duration::from_secs(3600), ..RetentionPolicy::default() };
+
+        clock.advance(Duration::from_secs(3599));
+        assert_eq!(prune_once(&engine, &policy).await.unwrap(), Some(0), "{backend:?}: not yet");
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(prune_once(&engine, &policy).await.unwrap(), Some(1), "{backend:?}: past its retention");
+        assert!(engine.job(&h.tenant, done).await.is_err(), "the finished job is gone");
+        assert!(h.store.history(done).await.unwrap().is_empty(), "its history with it");
+        assert!(engine.job(&h.tenant, open).await.is_ok(), "an open job stays, however old");
+
+        // Another host holds the lease: this one does not prune.
+        let other = h.engine_clocked(
+            spindle::engine::EngineConfig { host_id: "other-host".into(), ..test_engine_config() },
+            Arc::new(clock.clone()),
+        );
+        assert_eq!(prune_once(&other, &policy).await.unwrap(), None, "one pruner at a time");
+
+        // A tenant with a retention of its own.
+        let (acme, _) = engine.create_tenant("acme").await.unwrap();
+        engine.set_retention(&acme.id, Some(Duration::from_secs(60))).await.unwrap();
+        assert_eq!(engine.retention_overrides().await.unwrap(), vec![(acme.id.clone(), Duration::from_secs(60))]);
+    }
 }

@@ -25,6 +25,7 @@ pub mod memory;
 pub mod phases;
 pub mod progress;
 pub mod report;
+pub mod retention;
 pub mod sandbox;
 pub mod stats;
 pub mod throughput;
@@ -68,6 +69,9 @@ pub enum Section {
     Latency,
     /// Claim latency with few and many queued jobs.
     Claim,
+    /// The database over a million jobs with retention (not in the default set: run it
+    /// with `--only retention`).
+    Retention,
 }
 
 impl Section {
@@ -107,6 +111,8 @@ pub struct Settings {
     pub latency_secs: u64,
     /// Seconds of warm-up before it measures.
     pub warmup_secs: u64,
+    /// Jobs the `retention` section runs.
+    pub retention_jobs: usize,
     /// Queue depths the claim section measures at.
     pub queued: Vec<u64>,
     /// Sections to run.
@@ -298,6 +304,9 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Throughput3 => report.throughput3 = Some(throughput::measure(ctx, "noop3", 3).await?),
             Section::Latency => report.latency = Some(latency::measure(ctx).await?),
             Section::Claim => report.claim = claim::measure(ctx).await?,
+            Section::Retention => {
+                report.retention = retention::measure(ctx, ctx.settings.retention_jobs).await?;
+            }
         }
         if let Some(peak) = stats::peak_rss_mib() {
             report.peaks.push(report::SectionPeak { section, peak_rss_mib: peak, since_section_start: reset });

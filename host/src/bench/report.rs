@@ -41,6 +41,8 @@ pub struct Report {
     pub memory: Option<Memory>,
     /// `claim`, one entry per depth.
     pub claim: Vec<ClaimLatency>,
+    /// `retention`, one entry per wave.
+    pub retention: Vec<super::retention::Wave>,
     /// `phases`.
     pub phases: Option<Phases>,
     /// Each section's peak resident memory.
@@ -100,6 +102,7 @@ impl Report {
             compile: Vec::new(),
             memory: None,
             claim: Vec::new(),
+            retention: Vec::new(),
             phases: None,
             peaks: Vec::new(),
             targets: Vec::new(),
@@ -307,6 +310,17 @@ impl Report {
                 );
             }
         }
+        if let (Some(first), Some(last)) = (self.retention.first(), self.retention.last()) {
+            t.section("Retention: the database over a long run, finished jobs pruned after each wave");
+            for wave in &self.retention {
+                t.row(
+                    &format!("after {} jobs", wave.jobs),
+                    &format!("{:.1} MiB ({} pruned)", wave.database_mib, wave.pruned),
+                );
+            }
+            let grew = last.database_mib - first.database_mib;
+            t.row(&format!("from {} to {} jobs", first.jobs, last.jobs), &format!("{grew:+.1} MiB"));
+        }
         if self.memory.is_some() || !self.peaks.is_empty() {
             t.section("Memory: resident set of the whole process");
             if let Some(mem) = &self.memory {
@@ -387,6 +401,7 @@ mod tests {
             latency_rate: 200,
             latency_secs: 10,
             warmup_secs: 2,
+            retention_jobs: 1,
             queued: vec![1_000, 1_000_000],
             sections: Section::all(),
             guests: "target/guests".into(),

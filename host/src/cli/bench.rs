@@ -50,7 +50,10 @@ pub struct BenchArgs {
     /// Queue depths to measure claim latency at, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1000,1000000")]
     pub queued: Vec<u64>,
-    /// Run only these sections (comma-separated); default: all.
+    /// Jobs the `retention` section runs (in waves of 50,000).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub retention_jobs: usize,
+    /// Run only these sections (comma-separated); default: all but `retention`.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub only: Vec<Section>,
     /// Print the report as JSON instead of a table.
@@ -86,6 +89,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         latency_secs: args.latency_secs.max(1),
         warmup_secs: args.warmup_secs,
         queued: args.queued,
+        retention_jobs: args.retention_jobs.max(1),
         sections: if args.only.is_empty() { Section::all() } else { args.only },
         guests: args.guests,
         work_dir: work_dir.clone(),

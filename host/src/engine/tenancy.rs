@@ -16,6 +16,16 @@ impl Engine {
         Ok((tenant, token))
     }
 
+    /// Tenants that keep their finished jobs for a time of their own.
+    pub async fn retention_overrides(&self) -> Result<Vec<(TenantId, std::time::Duration)>, EngineError> {
+        Ok(self.store.retention_overrides().await?)
+    }
+
+    /// Sets (or clears) how long a tenant's finished jobs are kept.
+    pub async fn set_retention(&self, tenant: &TenantId, keep: Option<std::time::Duration>) -> Result<(), EngineError> {
+        Ok(self.store.set_retention(tenant, keep).await?)
+    }
+
     /// Every tenant.
     pub async fn tenants(&self) -> Result<Vec<Tenant>, EngineError> {
         Ok(self.store.tenants().await?)

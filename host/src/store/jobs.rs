@@ -190,6 +190,18 @@ pub trait JobStore: Send + Sync {
     async fn list_jobs(&self, tenant: &TenantId, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError>;
     /// Jobs by tenant, kind and state, for metrics.
     async fn depths(&self) -> Result<Vec<Depth>, StoreError>;
+    /// Deletes up to `limit` jobs of `scope` settled before `before`, oldest first, with
+    /// their steps, history and queued effects; answers how many.
+    async fn prune(&self, before: Timestamp, scope: &PruneScope, limit: u32) -> Result<u64, StoreError>;
+}
+
+/// Whose finished jobs a pruning pass deletes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PruneScope {
+    /// This tenant's.
+    Tenant(TenantId),
+    /// Every tenant's but these (which keep their jobs for times of their own).
+    AllBut(Vec<TenantId>),
 }
 
 /// Columns of one row of the batched job INSERT: identity and submission, the indexed
@@ -471,6 +483,45 @@ impl JobStore for SqlStore {
         let records = fetch_jobs(&mut tx, &sql, args).await?;
         tx.commit().await?;
         Ok(records)
+    }
+
+    async fn prune(&self, before: Timestamp, scope: &PruneScope, limit: u32) -> Result<u64, StoreError> {
+        let mut args = vec![Value::from(before.as_micros()), Value::from(i64::from(limit))];
+        let tenants = match scope {
+            PruneScope::Tenant(tenant) => {
+                args.push(Value::from(tenant.0.as_str()));
+                " AND tenant_id = $3".to_owned()
+            }
+            PruneScope::AllBut(kept) if kept.is_empty() => String::new(),
+            PruneScope::AllBut(kept) => {
+                let first = args.len() + 1;
+                args.extend(kept.iter().map(|t| Value::from(t.0.as_str())));
+                format!(" AND tenant_id NOT IN ({})", super::rows::placeholders(first, kept.len()))
+            }
+        };
+        let lock = match self.db.backend() {
+            Backend::Sqlite => "",
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+        };
+        let mut tx = self.db.begin().await?;
+        let sql = format!(
+            "SELECT id FROM jobs WHERE settled_at IS NOT NULL AND settled_at < $1{tenants} ORDER BY settled_at LIMIT $2{lock}"
+        );
+        let ids: Vec<String> = tx.fetch(&sql, args, &[Ty::Text]).await?.into_iter().map(|r| r.text(0)).collect();
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(0);
+        }
+        for chunk in ids.chunks(MAX_PARAMS) {
+            let list = super::rows::placeholders(1, chunk.len());
+            let args = || chunk.iter().map(|id| Value::from(id.as_str())).collect::<Vec<_>>();
+            for table in ["steps", "history", "outbox"] {
+                tx.execute(&format!("DELETE FROM {table} WHERE job_id IN ({list})"), args()).await?;
+            }
+            tx.execute(&format!("DELETE FROM jobs WHERE id IN ({list})"), args()).await?;
+        }
+        tx.commit().await?;
+        Ok(ids.len() as u64)
     }
 
     async fn depths(&self) -> Result<Vec<Depth>, StoreError> {

@@ -32,7 +32,7 @@ mod writes;
 
 use thiserror::Error;
 
-pub use jobs::{Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobStore, NewJob, Updated};
+pub use jobs::{Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobStore, NewJob, PruneScope, Updated};
 pub use leases::LeaseStore;
 pub use outbox::{OutboxEffect, OutboxItem, OutboxStore};
 pub use queue::{ClaimFilter, Deriver, QueueStore, ReadySignals};

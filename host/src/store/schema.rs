@@ -9,6 +9,7 @@ const SQLITE: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/sqlite/0001_initial.sql")),
     (2, include_str!("../../migrations/sqlite/0002_fewer_job_indexes.sql")),
     (3, include_str!("../../migrations/sqlite/0003_queue_in_the_machine.sql")),
+    (5, include_str!("../../migrations/sqlite/0005_retention.sql")),
 ];
 const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_initial.sql")),
@@ -16,6 +17,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (3, include_str!("../../migrations/postgres/0003_cheaper_step_and_history_writes.sql")),
     (4, include_str!("../../migrations/postgres/0004_jobs_keyed_by_id.sql")),
     (5, include_str!("../../migrations/postgres/0005_queue_in_the_machine.sql")),
+    (7, include_str!("../../migrations/postgres/0007_retention.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.

@@ -59,6 +59,10 @@ impl Role {
 /// Tenants and tokens.
 #[async_trait]
 pub trait TenantStore: Send + Sync {
+    /// Tenants that keep their finished jobs for a time of their own.
+    async fn retention_overrides(&self) -> Result<Vec<(TenantId, std::time::Duration)>, StoreError>;
+    /// Sets (or, with `None`, clears) how long a tenant's finished jobs are kept.
+    async fn set_retention(&self, tenant: &TenantId, keep: Option<std::time::Duration>) -> Result<(), StoreError>;
     /// Creates a tenant (its id is its name).
     async fn create_tenant(&self, name: &str, now: Timestamp) -> Result<Tenant, StoreError>;
     /// A tenant by id.
@@ -81,6 +85,36 @@ pub trait TenantStore: Send + Sync {
 
 #[async_trait]
 impl TenantStore for SqlStore {
+    async fn retention_overrides(&self) -> Result<Vec<(TenantId, std::time::Duration)>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT id, retention_secs FROM tenants WHERE retention_secs IS NOT NULL ORDER BY id",
+                vec![],
+                &[Ty::Text, Ty::Int],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (TenantId(r.text(0)), std::time::Duration::from_secs(u64::try_from(r.int(1)).unwrap_or(0))))
+            .collect())
+    }
+
+    async fn set_retention(&self, tenant: &TenantId, keep: Option<std::time::Duration>) -> Result<(), StoreError> {
+        let secs = keep.map(|k| i64::try_from(k.as_secs()).unwrap_or(i64::MAX));
+        let changed = self
+            .db
+            .execute(
+                "UPDATE tenants SET retention_secs = $1 WHERE id = $2",
+                vec![Value::from(secs), Value::from(tenant.0.as_str())],
+            )
+            .await?;
+        if changed == 0 {
+            return Err(StoreError::NotFound(format!("tenant {tenant}")));
+        }
+        Ok(())
+    }
+
     async fn create_tenant(&self, name: &str, now: Timestamp) -> Result<Tenant, StoreError> {
         let inserted = self
             .db
