@@ -124,7 +124,8 @@ pub struct ServeConfig {
     pub server: crate::api::server::ServerLimits,
 }
 
-/// Parses `500ms`, `30s`, `5m`, `2h` or a bare number of seconds.
+/// Parses `500ms`, `30s`, `5m`, `2h`, `30d` or a bare number of seconds. A duration too
+/// long for a `Duration` is an error, not a panic.
 pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
@@ -135,12 +136,10 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
         "" | "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        other => bail!("invalid duration unit {other:?} in {text:?} (use ms, s, m or h)"),
+        "d" => value * 86_400.0,
+        other => bail!("invalid duration unit {other:?} in {text:?} (use ms, s, m, h or d)"),
     };
-    if !seconds.is_finite() || seconds < 0.0 {
-        bail!("invalid duration {text:?}");
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    Duration::try_from_secs_f64(seconds).with_context(|| format!("invalid duration {text:?}"))
 }
 
 impl ServeConfig {
@@ -251,6 +250,8 @@ mod tests {
         assert_eq!(parse_duration("500ms").ok(), Some(Duration::from_millis(500)));
         assert_eq!(parse_duration("30").ok(), Some(Duration::from_secs(30)));
         assert_eq!(parse_duration("5m").ok(), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("30d").ok(), Some(Duration::from_secs(30 * 86_400)));
+        assert!(parse_duration("99999999999999999999999d").is_err(), "too long for a duration");
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("").is_err());
     }
