@@ -133,7 +133,8 @@ pub struct ServeConfig {
     pub server: crate::api::server::ServerLimits,
 }
 
-/// Parses `500ms`, `30s`, `5m`, `2h` or a bare number of seconds.
+/// Parses `500ms`, `30s`, `5m`, `2h`, `30d` or a bare number of seconds. A duration too
+/// long for a `Duration` is an error, not a panic.
 pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
@@ -267,6 +268,8 @@ mod tests {
         assert_eq!(parse_duration("500ms").ok(), Some(Duration::from_millis(500)));
         assert_eq!(parse_duration("30").ok(), Some(Duration::from_secs(30)));
         assert_eq!(parse_duration("5m").ok(), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("30d").ok(), Some(Duration::from_secs(30 * 86_400)));
+        assert!(parse_duration("99999999999999999999999d").is_err(), "too long for a duration");
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("").is_err());
     }

@@ -4,13 +4,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::Value;
 use spindle::clock::{Clock, ManualClock};
+use spindle::engine::{CONFIGURED_OPERATOR_TOKEN, EngineError, TokenScope};
 use spindle::store::prelude::*;
-use spindle::store::{Backend, Role};
+use spindle::store::{Backend, Role, TenantId};
 use spindle_core::Timestamp;
-use spindle_tests::harness::{Harness, test_engine_config};
+use spindle_tests::harness::{Harness, Scratch, fresh_store, test_engine_config};
+use spindle_tests::served::Served;
 
-on_both_backends!(hosts_starting_together_register_one_operator_token, hostile_inputs_answer_typed_errors_not_panics);
+on_both_backends!(
+    hosts_starting_together_register_one_operator_token,
+    hostile_inputs_answer_typed_errors_not_panics,
+    a_revoked_token_is_refused_at_once,
+    an_expired_token_is_refused,
+    a_tenant_manages_its_own_tokens_and_no_others,
+    a_changed_operator_token_retires_the_old_one,
+    the_configured_operator_token_rotates_and_a_retired_one_stays_retired,
+);
 
 /// Hosts started together with one `SPINDLE_OPERATOR_TOKEN` each register it: every one
 /// of them must come up (a duplicate key crashed all but the first).
@@ -359,4 +370,221 @@ async fn finished_jobs_are_pruned_after_their_retention() {
         engine.set_retention(&acme.id, Some(Duration::from_secs(60))).await.unwrap();
         assert_eq!(engine.retention_overrides().await.unwrap(), vec![(acme.id.clone(), Duration::from_secs(60))]);
     }
+
+/// The status `GET url` answers with bearer `token`.
+async fn status_with(url: &str, token: &str) -> u16 {
+    reqwest::Client::new().get(url).bearer_auth(token).send().await.expect("an answer").status().as_u16()
+}
+
+/// The ids of the tokens in a `token list --json` answer that work for `tenant` (`None`:
+/// operator tokens).
+fn ids_of(list: &Value, tenant: Option<&str>) -> Vec<String> {
+    let tokens = list["tokens"].as_array().unwrap_or_else(|| panic!("a token list: {list}"));
+    tokens.iter().filter(|t| t["tenant"].as_str() == tenant).map(|t| t["id"].as_str().unwrap().to_owned()).collect()
+}
+
+/// A token could not be revoked: a tenant's token stayed good until the database was
+/// edited by hand. Now `token revoke` retires it, and the next request with it is refused.
+async fn a_revoked_token_is_refused_at_once(backend: Backend) {
+    let (store, url, _db) = fresh_store(backend).await;
+    drop(store);
+    let host = Served::start(&url, &[]);
+    let acme = host.tenant("acme");
+    let created = host.cli(Some(&acme), &["token", "create", "--name", "ci", "--json"]);
+    assert_eq!(created.code, 0, "token create: {}", created.stderr);
+    let created = created.json();
+    assert_eq!((created["tenant"].as_str(), created["role"].as_str()), (Some("acme"), Some("tenant")), "{created}");
+    let (id, token) = (created["id"].as_str().unwrap().to_owned(), created["token"].as_str().unwrap().to_owned());
+    let jobs = format!("{}/v1/jobs", host.url);
+    assert_eq!(status_with(&jobs, &token).await, 200, "the new token works");
+
+    let revoked = host.cli(Some(&acme), &["token", "revoke", &id]);
+    assert_eq!(revoked.code, 0, "token revoke: {}", revoked.stderr);
+    let refused = reqwest::Client::new().get(&jobs).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 401, "a revoked token is refused at once");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unauthorised", "{body}");
+    assert_eq!(status_with(&jobs, &acme).await, 200, "the tenant's other token still works");
+
+    let listed = host.cli(Some(&acme), &["token", "list", "--json"]).json();
+    let row = listed["tokens"].as_array().unwrap().iter().find(|t| t["id"] == id.as_str()).expect("still listed");
+    assert_eq!(row["state"], "revoked", "{row}");
+    assert!(row["revoked_at"].is_string(), "{row}");
+    assert!(!listed.to_string().contains(&token) && !listed.to_string().contains(&acme), "a listing shows no token");
+
+    // The operator revokes any tenant's token: here acme's first one.
+    let everything = host.cli(Some(&host.operator), &["token", "list", "--tenant", "acme", "--json"]).json();
+    let first = everything["tokens"].as_array().unwrap().iter().find(|t| t["name"] == "initial").expect("the first");
+    let first = first["id"].as_str().unwrap();
+    assert_eq!(host.cli(Some(&host.operator), &["token", "revoke", first]).code, 0);
+    assert_eq!(status_with(&jobs, &acme).await, 401, "revoked by the operator");
+    let again = host.cli(Some(&host.operator), &["token", "revoke", "0000000000000000"]);
+    assert!(again.code != 0 && again.stderr.contains("not-found"), "no such token: {}", again.stderr);
+}
+
+/// Tokens lived for ever. One made to expire is refused from its expiry on, by the clock
+/// the host reads (a manual one here: nothing sleeps).
+async fn an_expired_token_is_refused(backend: Backend) {
+    let (store, url, scratch) = fresh_store(backend).await;
+    drop(store);
+    let clock = ManualClock::new(Timestamp::from_millis(1_750_000_000_000));
+    let mut config = spindle::host::HostConfig::in_dir(scratch.path.join("data"));
+    config.database_url = Some(url);
+    config.sandbox = spindle_tests::test_sandbox();
+    let host = Arc::new(spindle::host::Host::open_with_clock(config, Arc::new(clock.clone())).await.expect("a host"));
+    let (_, lasting) = host.engine.create_tenant("acme").await.unwrap();
+    let acme = TokenScope::Tenant(TenantId("acme".into()));
+    let (info, short) =
+        host.engine.create_token(&acme, Some("short-lived"), Some(Duration::from_secs(60))).await.unwrap();
+    assert_eq!(info.expires_at, Some(clock.now().plus(Duration::from_secs(60))));
+    let zero = host.engine.create_token(&acme, None, Some(Duration::ZERO)).await;
+    assert!(matches!(zero, Err(EngineError::Invalid(_))), "a token born expired: {zero:?}");
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = spindle::api::server::serve(
+        listener,
+        spindle::api::router(host.clone()),
+        spindle::api::server::ServerLimits::default(),
+        std::future::pending(),
+    );
+    let checks = async {
+        let jobs = format!("{base}/v1/jobs");
+        assert_eq!(status_with(&jobs, &short).await, 200, "before its expiry");
+        clock.advance(Duration::from_secs(59));
+        assert_eq!(status_with(&jobs, &short).await, 200, "a second before its expiry");
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(status_with(&jobs, &short).await, 401, "refused from its expiry on");
+        assert_eq!(status_with(&jobs, &lasting).await, 200, "a token without an expiry still works");
+        let listed: Value = reqwest::Client::new()
+            .get(format!("{base}/v1/tokens"))
+            .bearer_auth(&lasting)
+            .send()
+            .await
+            .expect("an answer")
+            .json()
+            .await
+            .expect("a token list");
+        let row = listed["tokens"].as_array().unwrap().iter().find(|t| t["id"] == info.id.as_str()).expect("listed");
+        assert_eq!(row["state"], "expired", "{row}");
+    };
+    tokio::select! {
+        () = server => panic!("the API server stopped"),
+        () = checks => {}
+    }
+    host.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A tenant token manages its own tenant's tokens, and nothing more: it cannot list,
+/// create or revoke another tenant's, nor make or revoke an operator token (which would
+/// own every tenant). Another tenant's token is "not found" to it, like another's job.
+async fn a_tenant_manages_its_own_tokens_and_no_others(backend: Backend) {
+    let (store, url, _db) = fresh_store(backend).await;
+    drop(store);
+    let host = Served::start(&url, &[]);
+    let (alice, bob) = (host.tenant("alice"), host.tenant("bob"));
+    let (alice, bob) = (Some(alice.as_str()), Some(bob.as_str()));
+    let operator = Some(host.operator.as_str());
+    let all = host.cli(operator, &["token", "list", "--json"]).json();
+    let (alices, bobs, operators) = (ids_of(&all, Some("alice")), ids_of(&all, Some("bob")), ids_of(&all, None));
+    assert_eq!((alices.len(), bobs.len(), operators.len()), (1, 1, 1), "the operator lists every token: {all}");
+
+    let mine = host.cli(alice, &["token", "list", "--json"]).json();
+    assert_eq!(ids_of(&mine, Some("alice")), alices, "alice lists her own");
+    assert_eq!(mine["tokens"].as_array().unwrap().len(), 1, "and only her own: {mine}");
+    for args in [
+        vec!["token", "list", "--tenant", "bob"],
+        vec!["token", "create", "--tenant", "bob"],
+        vec!["token", "create", "--operator"],
+    ] {
+        let ran = host.cli(alice, &args);
+        assert_ne!(ran.code, 0, "{args:?} must fail for alice");
+        assert!(ran.stderr.contains("forbidden"), "{args:?}: {}", ran.stderr);
+    }
+    for id in bobs.iter().chain(&operators) {
+        let ran = host.cli(alice, &["token", "revoke", id.as_str()]);
+        assert_ne!(ran.code, 0, "alice revoked {id}");
+        assert!(ran.stderr.contains("not-found"), "another's token is not found: {}", ran.stderr);
+    }
+    let http = reqwest::Client::new();
+    let forbidden = http
+        .post(format!("{}/v1/tokens", host.url))
+        .bearer_auth(alice.unwrap())
+        .json(&serde_json::json!({ "tenant": "bob" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forbidden.status().as_u16(), 403);
+    assert_eq!(host.cli(bob, &["jobs"]).code, 0, "bob's token still works");
+    assert_eq!(host.cli(operator, &["tenant", "list"]).code, 0, "the operator's still works");
+    let unchanged = host.cli(operator, &["token", "list", "--json"]).json();
+    assert_eq!(unchanged["tokens"].as_array().unwrap().len(), 3, "alice made no token: {unchanged}");
+    assert!(unchanged["tokens"].as_array().unwrap().iter().all(|t| t["state"] == "active"), "{unchanged}");
+
+    // What alice may not do, the operator may; and alice may for herself.
+    let for_bob = host.cli(operator, &["token", "create", "--tenant", "bob", "--json"]).json();
+    assert_eq!(host.cli(Some(for_bob["token"].as_str().unwrap()), &["jobs"]).code, 0, "{for_bob}");
+    let ops = host.cli(operator, &["token", "create", "--operator", "--name", "ops", "--expires", "30d", "--json"]);
+    let ops = ops.json();
+    assert_eq!((ops["role"].as_str(), ops["tenant"].as_str()), (Some("operator"), None), "{ops}");
+    assert!(ops["expires_at"].is_string(), "{ops}");
+    assert_eq!(host.cli(Some(ops["token"].as_str().unwrap()), &["tenant", "list"]).code, 0);
+    let own = host.cli(alice, &["token", "create", "--json"]).json();
+    assert_eq!(own["tenant"], "alice", "{own}");
+    let nobody = host.cli(operator, &["token", "create", "--tenant", "initech"]);
+    assert!(nobody.stderr.contains("not-found"), "no such tenant: {}", nobody.stderr);
+}
+
+/// The operator token could not be changed: a host restarted with another
+/// `SPINDLE_OPERATOR_TOKEN` added it, and the old one went on working. Now the old one is
+/// retired at start, while tokens made with `token create` are kept.
+async fn a_changed_operator_token_retires_the_old_one(backend: Backend) {
+    let (store, url, _db) = fresh_store(backend).await;
+    drop(store);
+    let first = Served::start_configured(Scratch::new(), &url, &[], "spt_operator_a");
+    let acme = first.tenant("acme");
+    let made = first.cli(Some("spt_operator_a"), &["token", "create", "--operator", "--name", "deploys", "--json"]);
+    assert_eq!(made.code, 0, "token create: {}", made.stderr);
+    let made = made.json()["token"].as_str().unwrap().to_owned();
+    let (code, data) = first.terminate();
+    assert_eq!(code, 0);
+
+    let second = Served::start_configured(data, &url, &[], "spt_operator_b");
+    let new = second.cli(Some("spt_operator_b"), &["tenant", "list"]);
+    assert_eq!(new.code, 0, "the new operator token works: {}", new.stderr);
+    let old = second.cli(Some("spt_operator_a"), &["tenant", "list"]);
+    assert_ne!(old.code, 0, "the old operator token still works");
+    assert!(old.stderr.contains("unauthorised"), "{}", old.stderr);
+    assert_eq!(second.cli(Some(&made), &["tenant", "list"]).code, 0, "a created operator token is kept");
+    assert_eq!(second.cli(Some(&acme), &["jobs"]).code, 0, "tenants' tokens are kept");
+    let listed = second.cli(Some("spt_operator_b"), &["token", "list", "--json"]).json();
+    let configured: Vec<&Value> =
+        listed["tokens"].as_array().unwrap().iter().filter(|t| t["name"] == CONFIGURED_OPERATOR_TOKEN).collect();
+    let states: Vec<&str> = configured.iter().map(|t| t["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["revoked", "active"], "the old one, then the new one: {listed}");
+}
+
+/// Registering the configured operator token is idempotent; registering another retires
+/// it (and no token made with `token create`); a host configured with a retired token
+/// refuses to start instead of bringing it back (a host left on the old configuration
+/// would otherwise undo the rotation).
+async fn the_configured_operator_token_rotates_and_a_retired_one_stays_retired(backend: Backend) {
+    let h = Harness::new(backend).await;
+    let engine = h.engine();
+    engine.register_operator_token("spt_a").await.unwrap();
+    engine.register_operator_token("spt_a").await.expect("registering it again changes nothing");
+    assert_eq!(engine.authenticate("spt_a").await.unwrap(), Some((None, Role::Operator)));
+    let (_, made) = engine.create_token(&TokenScope::Operator, Some("deploys"), None).await.unwrap();
+
+    engine.register_operator_token("spt_b").await.unwrap();
+    assert_eq!(engine.authenticate("spt_a").await.unwrap(), None, "the old one is retired");
+    assert_eq!(engine.authenticate("spt_b").await.unwrap(), Some((None, Role::Operator)));
+    assert_eq!(engine.authenticate(&made).await.unwrap(), Some((None, Role::Operator)), "a created one is kept");
+
+    let back = engine.register_operator_token("spt_a").await;
+    assert!(matches!(back, Err(EngineError::Invalid(_))), "a retired token is not brought back: {back:?}");
+    assert_eq!(engine.authenticate("spt_a").await.unwrap(), None);
+    assert_eq!(engine.authenticate("spt_b").await.unwrap(), Some((None, Role::Operator)), "nor the rotation undone");
+    let named = engine.create_token(&TokenScope::Operator, Some(CONFIGURED_OPERATOR_TOKEN), None).await;
+    assert!(matches!(named, Err(EngineError::Invalid(_))), "a created token cannot pass for a configured one");
 }

@@ -51,7 +51,13 @@ impl Served {
 
     /// Starts it with a given data directory (to restart on the same one).
     pub fn start_in(data: Scratch, database_url: &str, extra: &[&str]) -> Self {
-        let operator = "spt_test_operator_token".to_owned();
+        Self::start_configured(data, database_url, extra, "spt_test_operator_token")
+    }
+
+    /// Starts it with a given data directory and `SPINDLE_OPERATOR_TOKEN` (to restart it
+    /// with another operator token).
+    pub fn start_configured(data: Scratch, database_url: &str, extra: &[&str], operator: &str) -> Self {
+        let operator = operator.to_owned();
         let mut child = Command::new(spindle_bin())
             .args(["serve", "--listen", "127.0.0.1:0", "--database-url", database_url])
             .arg("--data-dir")

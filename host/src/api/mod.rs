@@ -3,7 +3,8 @@
 //!
 //! Every request but health and the document carries `Authorization: Bearer TOKEN`. A tenant
 //! token scopes everything to its tenant: another tenant's job is "not found", never its data.
-//! The operator token manages tenants and reads metrics, and nothing inside a tenant. Bodies
+//! The operator token manages tenants and reads metrics, and nothing inside a tenant. Tokens
+//! are created, listed and revoked by the operator (any) or a tenant (its own). Bodies
 //! are size-capped; errors are typed JSON (`{"error": {"code", "message", "reason"?,
 //! "state"?}}`) with stable codes. Handlers reach the engine and the registry, never the store.
 
@@ -20,6 +21,7 @@ mod openapi;
 pub mod server;
 mod tenants;
 pub mod time;
+mod tokens;
 pub mod views;
 
 use std::sync::Arc;
@@ -31,7 +33,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
-pub use auth::{OperatorAuth, TenantAuth};
+pub use auth::{CallerAuth, OperatorAuth, TenantAuth};
 pub use error::{API_CODES, ApiError, ErrorCode};
 pub use openapi::{Document, openapi_document};
 
@@ -83,6 +85,8 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(metrics::render))
         .routes(routes!(tenants::create_tenant, tenants::list_tenants))
         .routes(routes!(tenants::create_token))
+        .routes(routes!(tokens::issue_token, tokens::list_tokens))
+        .routes(routes!(tokens::revoke_token))
         .routes(routes!(kinds::list_kinds))
         // The sandbox's cap plus one byte: a component just over it reaches the registry, which
         // names its size and the cap.

@@ -22,15 +22,17 @@ pub const BEARER: &str = "bearer";
 
 const DESCRIPTION: &str = "Durable jobs whose steps run as sandboxed WebAssembly components. \
 Every request but health and this document needs `Authorization: Bearer TOKEN`: a tenant token \
-(scoped to its tenant; another tenant's job is not found) or the operator token (tenants and \
-metrics only). Errors are `{\"error\": {\"code\", \"message\", \"reason\"?, \"state\"?}}`: `code` \
-is stable and fixes the status; a command the job's machine refuses answers 409 \
-`illegal-transition` with the refusal's own code as `reason` and the job's state as `state`.";
+(scoped to its tenant; another tenant's job is not found) or an operator token (tenants, tokens \
+and metrics only); a revoked or expired token is `unauthorised`. Errors are `{\"error\": {\"code\", \
+\"message\", \"reason\"?, \"state\"?}}`: `code` is stable and fixes the status; a command the job's \
+machine refuses answers 409 `illegal-transition` with the refusal's own code as `reason` and the job's \
+state as `state`.";
 
 /// Each tag and what its operations do.
 const TAGS: &[(&str, &str)] = &[
     ("meta", "Liveness and this document; no token needed."),
     ("tenants", "Tenants and their tokens (operator token)."),
+    ("tokens", "API tokens: created, listed and revoked by a tenant for itself, by the operator for any."),
     ("kinds", "Deployed components: the versions of a tenant's job kinds."),
     ("jobs", "Submitting, reading, waiting for and listing jobs."),
     ("control", "Run control: cancel, pause, resume, restart, retry."),
@@ -123,6 +125,9 @@ mod tests {
         ("post", "/v1/tenants"),
         ("get", "/v1/tenants"),
         ("post", "/v1/tenants/{name}/tokens"),
+        ("post", "/v1/tokens"),
+        ("get", "/v1/tokens"),
+        ("delete", "/v1/tokens/{id}"),
         ("get", "/v1/kinds"),
         ("put", "/v1/kinds/{kind}"),
         ("get", "/v1/kinds/{kind}"),

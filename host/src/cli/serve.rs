@@ -36,7 +36,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 /// The operator token: `SPINDLE_OPERATOR_TOKEN`, or the one in the data directory, or a
 /// new one written there (owner-only permissions) on first start. Only its hash is
-/// stored in the database.
+/// stored in the database. Registering it retires the token configured before it, so
+/// changing either and restarting rotates the operator token (and a host still
+/// configured with a retired one refuses to start, rather than bring it back).
 async fn ensure_operator_token(host: &Host) -> anyhow::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = host.config().data_dir.join("operator-token");

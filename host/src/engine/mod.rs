@@ -9,7 +9,8 @@
 //! - `recovery`: lapsed claims rescued, due jobs promoted, lease keys invalidated.
 //! - [`plan`]: a core transition as a store write; [`HostDeriver`]: the core's answers
 //!   inside store transactions; `group_commit`: outcomes that share a transaction.
-//! - `tenancy`: tenants, tokens and the reads the API serves.
+//! - `tenancy`: tenants, tokens (expiry, revocation, operator token rotation) and the
+//!   reads the API serves.
 
 mod commands;
 mod config;
@@ -48,6 +49,7 @@ pub use execute::{Executed, Outcome};
 use group_commit::{GroupCommit, StoreCommitter};
 pub use plan::{Plan, plan};
 pub use submit::{SubmitRequest, tenant_key, untenant_key};
+pub use tenancy::{CONFIGURED_OPERATOR_TOKEN, MAX_TOKEN_LIFETIME, MAX_TOKEN_NAME_CHARS, TokenScope};
 
 /// The engine.
 #[derive(Debug)]

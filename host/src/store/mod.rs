@@ -38,7 +38,7 @@ pub use outbox::{OutboxEffect, OutboxItem, OutboxStore};
 pub use queue::{ClaimFilter, Deriver, QueueStore, ReadySignals};
 pub use registry::{KindEntry, KindVersion, RegistryStore};
 pub use sql::{Backend, ConnectOptions};
-pub use tenants::{Role, Tenant, TenantId, TenantStore};
+pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantId, TenantStore, TokenInfo, token_id};
 pub use writes::{IndexedColumns, JobWrite, LeaseOp, WriteOutcome};
 
 /// The storage traits, to call a concrete store's methods (`use spindle::store::prelude::*`).

@@ -9,6 +9,7 @@ const SQLITE: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/sqlite/0001_initial.sql")),
     (2, include_str!("../../migrations/sqlite/0002_fewer_job_indexes.sql")),
     (3, include_str!("../../migrations/sqlite/0003_queue_in_the_machine.sql")),
+    (4, include_str!("../../migrations/sqlite/0004_token_lifecycle.sql")),
     (5, include_str!("../../migrations/sqlite/0005_retention.sql")),
 ];
 const POSTGRES: &[(i64, &str)] = &[
@@ -17,6 +18,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (3, include_str!("../../migrations/postgres/0003_cheaper_step_and_history_writes.sql")),
     (4, include_str!("../../migrations/postgres/0004_jobs_keyed_by_id.sql")),
     (5, include_str!("../../migrations/postgres/0005_queue_in_the_machine.sql")),
+    (6, include_str!("../../migrations/postgres/0006_token_lifecycle.sql")),
     (7, include_str!("../../migrations/postgres/0007_retention.sql")),
 ];
 
@@ -86,7 +88,7 @@ mod tests {
 
     use super::*;
     use crate::store::test_db::fresh;
-    use crate::store::{JobStore, SqlStore};
+    use crate::store::{JobStore, Role, SqlStore, TenantId, TenantStore, token_id};
 
     #[test]
     fn scripts_split_into_statements() {
@@ -339,6 +341,56 @@ mod tests {
             let read = store.job(job.id).await.expect("read").expect("the job");
             assert_eq!(read.job.queue, spindle_core::QueueState::Blocked, "{backend:?}");
             assert_eq!(read.job.blocked_on.as_deref(), Some("acme/account:1"), "{backend:?}");
+            test.drop().await;
+        }
+    }
+
+    /// Tokens stored before tokens had ids, expiries and revocations still work after the
+    /// migration: each gets the id its hash gives, and the configured operator token (the
+    /// only operator token there was, named `operator`) the name rotation retires.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_token_stored_before_ids_authenticates_lists_and_rotates_after() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let Some(test) = fresh(backend).await else { return };
+            let before = match backend {
+                Backend::Sqlite => 3,
+                Backend::Postgres => 5,
+            };
+            migrate_to(&test.db, before).await.expect("migrate to the previous version");
+            let (operator, tenant) = (crate::tokens::hash("spt_configured_before"), crate::tokens::hash("spt_acme"));
+            test.db
+                .execute(
+                    "INSERT INTO api_tokens (token_hash, tenant_id, role, name, created_at) \
+                     VALUES ($1, NULL, 'operator', 'operator', 7), ($2, 'acme', 'tenant', 'initial', 8)",
+                    vec![Value::from(operator.as_str()), Value::from(tenant.as_str())],
+                )
+                .await
+                .expect("old rows");
+            migrate(&test.db).await.expect("migrate the rest");
+            let store = SqlStore { db: test.db.clone() };
+            let now = spindle_core::Timestamp::from_micros(100);
+            assert_eq!(store.token(&operator, now).await.expect("read"), Some((None, Role::Operator)), "{backend:?}");
+            let acme = TenantId("acme".into());
+            assert_eq!(store.token(&tenant, now).await.expect("read"), Some((Some(acme.clone()), Role::Tenant)));
+            let listed = store.tokens(None).await.expect("list");
+            let seen: Vec<(String, String)> = listed.iter().map(|t| (t.id.clone(), t.name.clone())).collect();
+            assert_eq!(
+                seen,
+                vec![
+                    (token_id(&operator), crate::engine::CONFIGURED_OPERATOR_TOKEN.to_owned()),
+                    (token_id(&tenant), "initial".to_owned())
+                ],
+                "{backend:?}"
+            );
+            assert!(listed.iter().all(|t| t.expires_at.is_none() && t.revoked_at.is_none()));
+            let retired = store
+                .revoke_operator_tokens_named(crate::engine::CONFIGURED_OPERATOR_TOKEN, "another hash", now)
+                .await
+                .expect("rotate");
+            assert_eq!(retired, 1, "{backend:?}: the token configured before the migration is retired by a rotation");
+            assert_eq!(store.token(&operator, now).await.expect("read"), None);
+            assert!(store.revoke_token(&token_id(&tenant), Some(&acme), now).await.expect("revoke"));
+            assert_eq!(store.token(&tenant, now).await.expect("read"), None);
             test.drop().await;
         }
     }

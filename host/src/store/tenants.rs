@@ -1,12 +1,24 @@
-//! Tenants and their API tokens (stored as SHA-256 hashes, never in the clear).
+//! Tenants and their API tokens. A token is stored as its SHA-256 hash, never in the clear,
+//! and named by a short public id; it may expire, and a revoked token stays as a row (with
+//! when it was revoked) so that listings show what was retired.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use spindle_core::Timestamp;
 
-use super::rows::ts;
-use super::sql::{Ty, Value};
+use super::rows::{corrupt, ts};
+use super::sql::{Row, Ty, Value};
 use super::{SqlStore, StoreError};
+
+/// Hex characters of a token's hash that make its public id (migration 0004 on SQLite and
+/// 0006 on PostgreSQL backfilled stored tokens the same way).
+pub const TOKEN_ID_CHARS: usize = 16;
+
+/// A token's public id, from its hash: what listings show and revocations name. It is no
+/// help in guessing a token: 64 bits of a SHA-256.
+pub fn token_id(hash: &str) -> String {
+    hash.chars().take(TOKEN_ID_CHARS).collect()
+}
 
 /// A tenant's identity.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -43,17 +55,69 @@ pub struct Tenant {
 pub enum Role {
     /// Everything within its tenant.
     Tenant,
-    /// Manage tenants (and nothing inside them).
+    /// Manage tenants and tokens (and nothing inside a tenant).
     Operator,
 }
 
 impl Role {
-    fn as_str(self) -> &'static str {
+    /// The role as stored and as the API shows it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Tenant => "tenant",
             Self::Operator => "operator",
         }
     }
+
+    /// A stored role; anything else is corrupt data.
+    fn parse(text: &str) -> Result<Self, StoreError> {
+        match text {
+            "operator" => Ok(Self::Operator),
+            "tenant" => Ok(Self::Tenant),
+            other => Err(corrupt(format!("token role {other:?}"))),
+        }
+    }
+}
+
+/// A stored token, without its hash: what a listing shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    /// Its public id ([`token_id`] of its hash).
+    pub id: String,
+    /// The tenant it works for; `None` for an operator token.
+    pub tenant: Option<TenantId>,
+    /// What it may do.
+    pub role: Role,
+    /// What it was made for (`initial`, `issued`, a name its creator gave).
+    pub name: String,
+    /// When it was made.
+    pub created_at: Timestamp,
+    /// When it stops working, if ever.
+    pub expires_at: Option<Timestamp>,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<Timestamp>,
+}
+
+impl TokenInfo {
+    /// Whether it authenticates at `now`: not revoked, and not yet at its expiry.
+    pub fn is_active(&self, now: Timestamp) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|at| now < at)
+    }
+}
+
+/// The columns a [`TokenInfo`] is read from, in [`token_from_row`]'s order.
+const TOKEN_COLS: &str = "id, tenant_id, role, name, created_at, expires_at, revoked_at";
+const TOKEN_TYS: &[Ty] = &[Ty::Text, Ty::OptText, Ty::Text, Ty::Text, Ty::Int, Ty::OptInt, Ty::OptInt];
+
+fn token_from_row(r: &Row) -> Result<TokenInfo, StoreError> {
+    Ok(TokenInfo {
+        id: r.text(0),
+        tenant: r.opt_text(1).map(TenantId),
+        role: Role::parse(&r.text(2))?,
+        name: r.text(3),
+        created_at: ts(r, 4),
+        expires_at: r.opt_int(5).map(Timestamp::from_micros),
+        revoked_at: r.opt_int(6).map(Timestamp::from_micros),
+    })
 }
 
 /// Tenants and tokens.
@@ -69,18 +133,33 @@ pub trait TenantStore: Send + Sync {
     async fn tenant(&self, id: &TenantId) -> Result<Option<Tenant>, StoreError>;
     /// Every tenant.
     async fn tenants(&self) -> Result<Vec<Tenant>, StoreError>;
-    /// Stores a token's hash; a hash already stored stays as it is (hosts starting
-    /// together register one operator token).
+    /// Stores a token's hash (and its [`token_id`]), working until `expires_at` if given;
+    /// answers whether it was stored. A hash already stored stays as it is, revoked or not
+    /// (hosts starting together register one operator token).
     async fn add_token(
         &self,
         hash: &str,
         tenant: Option<&TenantId>,
         role: Role,
         name: &str,
+        expires_at: Option<Timestamp>,
         now: Timestamp,
-    ) -> Result<(), StoreError>;
-    /// The tenant and role of a token hash.
-    async fn token(&self, hash: &str) -> Result<Option<(Option<TenantId>, Role)>, StoreError>;
+    ) -> Result<bool, StoreError>;
+    /// The tenant and role of a token hash, if that token works at `now`: neither revoked
+    /// nor expired.
+    async fn token(&self, hash: &str, now: Timestamp) -> Result<Option<(Option<TenantId>, Role)>, StoreError>;
+    /// A token hash's row whatever its state (revoked and expired ones too).
+    async fn token_info(&self, hash: &str) -> Result<Option<TokenInfo>, StoreError>;
+    /// `tenant`'s tokens (never an operator token), or every token for `None`, revoked and
+    /// expired ones included, oldest first.
+    async fn tokens(&self, tenant: Option<&TenantId>) -> Result<Vec<TokenInfo>, StoreError>;
+    /// Revokes the token `id` at `now` — only if it is `tenant`'s, when a tenant is given;
+    /// answers whether there is such a token (it stays revoked as it was if it already was).
+    async fn revoke_token(&self, id: &str, tenant: Option<&TenantId>, now: Timestamp) -> Result<bool, StoreError>;
+    /// Revokes at `now` every operator token named `name` still working, but the one whose
+    /// hash is `keep` (the configured operator token replacing the ones before it); answers
+    /// how many.
+    async fn revoke_operator_tokens_named(&self, name: &str, keep: &str, now: Timestamp) -> Result<u64, StoreError>;
 }
 
 #[async_trait]
@@ -155,42 +234,107 @@ impl TenantStore for SqlStore {
         tenant: Option<&TenantId>,
         role: Role,
         name: &str,
+        expires_at: Option<Timestamp>,
         now: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.db
+    ) -> Result<bool, StoreError> {
+        // No conflict target: a hash or an id already stored both leave the row as it is
+        // (on PostgreSQL, a target would make a racing duplicate of the other key an error).
+        let inserted = self
+            .db
             .execute(
-                "INSERT INTO api_tokens (token_hash, tenant_id, role, name, created_at) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (token_hash) DO NOTHING",
+                "INSERT INTO api_tokens (token_hash, id, tenant_id, role, name, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
                 vec![
                     Value::from(hash),
+                    Value::from(token_id(hash)),
                     Value::from(tenant.map(|t| t.0.clone())),
                     Value::from(role.as_str()),
                     Value::from(name),
                     Value::from(now.as_micros()),
+                    Value::from(expires_at.map(Timestamp::as_micros)),
                 ],
             )
             .await?;
-        Ok(())
+        Ok(inserted > 0)
     }
 
-    async fn token(&self, hash: &str) -> Result<Option<(Option<TenantId>, Role)>, StoreError> {
+    async fn token(&self, hash: &str, now: Timestamp) -> Result<Option<(Option<TenantId>, Role)>, StoreError> {
         let rows = self
             .db
             .fetch(
-                "SELECT tenant_id, role FROM api_tokens WHERE token_hash = $1",
-                vec![Value::from(hash)],
+                "SELECT tenant_id, role FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL \
+                 AND (expires_at IS NULL OR expires_at > $2)",
+                vec![Value::from(hash), Value::from(now.as_micros())],
                 &[Ty::OptText, Ty::Text],
             )
             .await?;
-        rows.first()
-            .map(|r| {
-                let role = match r.text(1).as_str() {
-                    "operator" => Role::Operator,
-                    "tenant" => Role::Tenant,
-                    other => return Err(super::rows::corrupt(format!("token role {other:?}"))),
-                };
-                Ok((r.opt_text(0).map(TenantId), role))
-            })
-            .transpose()
+        rows.first().map(|r| Role::parse(&r.text(1)).map(|role| (r.opt_text(0).map(TenantId), role))).transpose()
+    }
+
+    async fn token_info(&self, hash: &str) -> Result<Option<TokenInfo>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                &format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE token_hash = $1"),
+                vec![Value::from(hash)],
+                TOKEN_TYS,
+            )
+            .await?;
+        rows.first().map(token_from_row).transpose()
+    }
+
+    async fn tokens(&self, tenant: Option<&TenantId>) -> Result<Vec<TokenInfo>, StoreError> {
+        let rows = match tenant {
+            Some(tenant) => {
+                self.db
+                    .fetch(
+                        &format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE tenant_id = $1 ORDER BY created_at, id"),
+                        vec![Value::from(tenant.0.as_str())],
+                        TOKEN_TYS,
+                    )
+                    .await?
+            }
+            None => {
+                self.db
+                    .fetch(&format!("SELECT {TOKEN_COLS} FROM api_tokens ORDER BY created_at, id"), vec![], TOKEN_TYS)
+                    .await?
+            }
+        };
+        rows.iter().map(token_from_row).collect()
+    }
+
+    async fn revoke_token(&self, id: &str, tenant: Option<&TenantId>, now: Timestamp) -> Result<bool, StoreError> {
+        // The tenant is part of the condition: another tenant's token (or an operator token)
+        // is no token at all to a tenant, as if it did not exist.
+        let revoked = match tenant {
+            Some(tenant) => {
+                self.db
+                    .execute(
+                        "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 AND tenant_id = $3",
+                        vec![Value::from(id), Value::from(now.as_micros()), Value::from(tenant.0.as_str())],
+                    )
+                    .await?
+            }
+            None => {
+                self.db
+                    .execute(
+                        "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1",
+                        vec![Value::from(id), Value::from(now.as_micros())],
+                    )
+                    .await?
+            }
+        };
+        Ok(revoked > 0)
+    }
+
+    async fn revoke_operator_tokens_named(&self, name: &str, keep: &str, now: Timestamp) -> Result<u64, StoreError> {
+        Ok(self
+            .db
+            .execute(
+                "UPDATE api_tokens SET revoked_at = $3 WHERE name = $1 AND token_hash <> $2 AND role = 'operator' \
+                 AND tenant_id IS NULL AND revoked_at IS NULL",
+                vec![Value::from(name), Value::from(keep), Value::from(now.as_micros())],
+            )
+            .await?)
     }
 }

@@ -7,6 +7,7 @@ mod error;
 mod jobs;
 mod kinds;
 mod tenants;
+mod tokens;
 
 use serde::{Deserialize, Serialize};
 use spindle_core::JobState;
@@ -21,6 +22,7 @@ pub use jobs::{
 };
 pub use kinds::{Deployed, KindList, KindView, RetryView, Rollback, RolledBack, SpecView, StepSpecView, VersionView};
 pub use tenants::{NewTenant, TenantList, TenantToken, TenantView};
+pub use tokens::{CreatedToken, NewToken, TokenList, TokenView};
 
 /// `GET /v1/health`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -15,9 +15,10 @@ pub use remote::HostRefused;
 use serde_json::Value;
 
 use crate::api::views::{
-    CancelBody, Deployed, JobPage, JobView, KindList, KindView, NewTenant, Rollback, RolledBack, Submit, TenantList,
-    TenantToken,
+    CancelBody, CreatedToken, Deployed, JobPage, JobView, KindList, KindView, NewTenant, NewToken, Rollback,
+    RolledBack, Submit, TenantList, TenantToken, TokenList,
 };
+use crate::config::parse_duration;
 
 /// Where the host is and who is asking.
 #[derive(Clone, Debug, clap::Args)]
@@ -25,7 +26,7 @@ pub struct ClientArgs {
     /// The host's API address.
     #[arg(long, env = "SPINDLE_SERVER", default_value = "http://127.0.0.1:7464", global = true)]
     pub server: String,
-    /// An API token (a tenant's, or the operator's for `tenant`).
+    /// An API token (a tenant's, or an operator's for `tenant` and other tenants' tokens).
     #[arg(long, env = "SPINDLE_TOKEN", global = true, hide_env_values = true)]
     pub token: Option<String>,
     /// Print the API's JSON instead of a table.
@@ -146,6 +147,9 @@ pub enum ClientCommand {
     /// Manage tenants (operator token).
     #[command(subcommand)]
     Tenant(TenantCommand),
+    /// Manage API tokens: a tenant token its own tenant's, an operator token any.
+    #[command(subcommand)]
+    Token(TokenCommand),
 }
 
 /// Tenant management.
@@ -163,6 +167,61 @@ pub enum TenantCommand {
         /// The tenant.
         name: String,
     },
+}
+
+/// Token management.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; prints its id, then the token (shown once).
+    Create {
+        /// The tenant it is for (a tenant token: only its own, the default).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// An operator token instead (operator token only).
+        #[arg(long, conflicts_with = "tenant")]
+        operator: bool,
+        /// What it is for, shown in listings (default `issued`).
+        #[arg(long)]
+        name: Option<String>,
+        /// Stop working after this long: `30s`, `5m`, `2h`, `30d` (default: until revoked).
+        #[arg(long)]
+        expires: Option<String>,
+    },
+    /// List tokens (revoked and expired ones too), never the tokens themselves.
+    List {
+        /// Only this tenant's (the operator sees every token without it).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Revoke a token by its id: it stops working at once, on every host.
+    Revoke {
+        /// The token's id (from `token create` or `token list`).
+        id: String,
+    },
+}
+
+/// Whole seconds of `--expires`, rounded up: a token asked to last half a second lasts one.
+fn expires_in_secs(text: &str) -> anyhow::Result<u64> {
+    let duration = parse_duration(text).context("--expires")?;
+    Ok(duration.as_secs().saturating_add(u64::from(duration.subsec_nanos() > 0)))
+}
+
+/// `?tenant=NAME`, escaped.
+fn tenant_query(tenant: Option<&str>) -> String {
+    tenant.map(|t| format!("?tenant={}", percent_encode(t))).unwrap_or_default()
+}
+
+/// `text` with everything but unreserved URL characters percent-encoded.
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// Runs a client command; answers the process's exit code.
@@ -294,6 +353,21 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
             let issued: TenantToken = client.post(&format!("/v1/tenants/{name}/tokens"), &empty).await?;
             emit(json, &issued, |t| println!("{}", t.token));
         }
+        ClientCommand::Token(TokenCommand::Create { tenant, operator, name, expires }) => {
+            let expires_in_secs = expires.as_deref().map(expires_in_secs).transpose()?;
+            let request = NewToken { tenant, operator, name, expires_in_secs };
+            let created: CreatedToken = client.post("/v1/tokens", &request).await?;
+            emit(json, &created, print::created_token);
+        }
+        ClientCommand::Token(TokenCommand::List { tenant }) => {
+            let tokens: TokenList = client.get(&format!("/v1/tokens{}", tenant_query(tenant.as_deref()))).await?;
+            emit(json, &tokens, print::tokens);
+        }
+        ClientCommand::Token(TokenCommand::Revoke { id }) => {
+            client.delete(&format!("/v1/tokens/{}", percent_encode(&id))).await?;
+            let revoked = serde_json::json!({ "id": id.as_str(), "revoked": true });
+            emit(json, &revoked, |_| println!("token {id} revoked"));
+        }
         ClientCommand::Tenant(TenantCommand::List) => {
             let tenants: TenantList = client.get("/v1/tenants").await?;
             emit(json, &tenants, |list| {
@@ -311,5 +385,20 @@ pub fn describe_error(error: &anyhow::Error) -> String {
     match error.downcast_ref::<HostRefused>() {
         Some(refused) => refused.to_string(),
         None => format!("{error:#}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiries_are_whole_seconds_rounded_up_and_tenants_are_escaped() {
+        assert_eq!(expires_in_secs("30d").ok(), Some(30 * 86_400));
+        assert_eq!(expires_in_secs("2h").ok(), Some(7_200));
+        assert_eq!(expires_in_secs("500ms").ok(), Some(1), "never rounded down to no time at all");
+        assert!(expires_in_secs("soon").is_err());
+        assert_eq!(tenant_query(Some("a b/c")), "?tenant=a%20b%2Fc");
+        assert_eq!(tenant_query(None), "");
     }
 }

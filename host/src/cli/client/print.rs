@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::api::views::{JobPage, JobView, SpecView};
+use crate::api::views::{CreatedToken, JobPage, JobView, SpecView, TokenList};
 
 /// Prints `value` as pretty JSON with `--json`, else as `human` prints it.
 pub(super) fn emit<T: Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) {
@@ -105,5 +105,31 @@ pub(super) fn job(job: &JobView) {
             };
             println!("  {}  {:<18} {rest}", entry.at, entry.event);
         }
+    }
+}
+
+/// A token just made: what it is, then the token alone on the last line (shown once), so
+/// that `| tail -1` takes it.
+pub(super) fn created_token(created: &CreatedToken) {
+    let whose = created.tenant.as_deref().map_or_else(|| "an operator token".to_owned(), |t| format!("tenant {t}"));
+    let expires = created.expires_at.as_deref().map(|at| format!(", expires {at}")).unwrap_or_default();
+    println!("token {} ({whose}, {:?}{expires}) created; the token (shown once):", created.id, created.name);
+    println!("{}", created.token);
+}
+
+/// Tokens as a table.
+pub(super) fn tokens(list: &TokenList) {
+    println!("{:<18} {:<16} {:<9} {:<8} {:<28} {:<28} name", "id", "tenant", "role", "state", "created", "expires");
+    for token in &list.tokens {
+        println!(
+            "{:<18} {:<16} {:<9} {:<8} {:<28} {:<28} {}",
+            token.id,
+            token.tenant.as_deref().unwrap_or("-"),
+            token.role,
+            token.state,
+            token.created_at,
+            token.expires_at.as_deref().unwrap_or("-"),
+            token.name
+        );
     }
 }

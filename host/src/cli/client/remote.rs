@@ -5,6 +5,8 @@ use std::fmt;
 use std::time::Duration;
 
 use anyhow::Context;
+// The `bytes` crate's buffer, which reqwest answers bodies in (one version in the build).
+use axum::body::Bytes;
 use reqwest::StatusCode;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -73,8 +75,8 @@ impl Client {
         format!("{}{path}", self.base)
     }
 
-    /// Sends `request`; decodes a success as `T`, anything else as [`HostRefused`].
-    async fn send<T: DeserializeOwned>(&self, request: reqwest::RequestBuilder) -> anyhow::Result<T> {
+    /// Sends `request`; answers a success's status and body, anything else as [`HostRefused`].
+    async fn answer(&self, request: reqwest::RequestBuilder) -> anyhow::Result<(StatusCode, Bytes)> {
         let request = match &self.token {
             Some(token) => request.bearer_auth(token),
             None => request,
@@ -85,6 +87,12 @@ impl Client {
         if !status.is_success() {
             return Err(HostRefused::from_answer(status, &body).into());
         }
+        Ok((status, body))
+    }
+
+    /// Sends `request`; decodes a success as `T`, anything else as [`HostRefused`].
+    async fn send<T: DeserializeOwned>(&self, request: reqwest::RequestBuilder) -> anyhow::Result<T> {
+        let (status, body) = self.answer(request).await?;
         serde_json::from_slice(&body)
             .with_context(|| format!("the host's answer ({status}) is not what this client expects"))
     }
@@ -97,6 +105,11 @@ impl Client {
     /// `POST path` with a JSON body.
     pub(super) async fn post<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> anyhow::Result<T> {
         self.send(self.http.post(self.url(path)).json(body)).await
+    }
+
+    /// `DELETE path`, whose success carries no body.
+    pub(super) async fn delete(&self, path: &str) -> anyhow::Result<()> {
+        self.answer(self.http.delete(self.url(path))).await.map(|_| ())
     }
 
     /// `PUT path` with a WebAssembly component.
