@@ -21,6 +21,7 @@ on_both_backends!(
     a_tenant_manages_its_own_tokens_and_no_others,
     a_changed_operator_token_retires_the_old_one,
     the_configured_operator_token_rotates_and_a_retired_one_stays_retired,
+    the_operator_sets_a_tenants_retention,
 );
 
 /// Hosts started together with one `SPINDLE_OPERATOR_TOKEN` each register it: every one
@@ -347,7 +348,14 @@ async fn finished_jobs_are_pruned_after_their_retention() {
             engine.execute(claimed).await;
         }
         assert!(engine.job(&h.tenant, done).await.unwrap().job.state.is_final());
-        let open = h.submit(&engine, "scripted", serde_json::json!({})).await;
+        // Open (delayed a year, so no claim here runs it), however old it grows.
+        let later = spindle::engine::SubmitRequest {
+            kind: "scripted".into(),
+            input: b"{}".to_vec(),
+            run_at: Some(clock.now().plus(Duration::from_secs(365 * 86_400))),
+            ..Default::default()
+        };
+        let open = engine.submit(&h.tenant, later).await.unwrap().record().job.id;
         let policy = RetentionPolicy { keep: Duration::from_secs(3600), ..RetentionPolicy::default() };
 
         clock.advance(Duration::from_secs(3599));
@@ -365,11 +373,28 @@ async fn finished_jobs_are_pruned_after_their_retention() {
         );
         assert_eq!(prune_once(&other, &policy).await.unwrap(), None, "one pruner at a time");
 
-        // A tenant with a retention of its own.
-        let (acme, _) = engine.create_tenant("acme").await.unwrap();
-        engine.set_retention(&acme.id, Some(Duration::from_secs(60))).await.unwrap();
-        assert_eq!(engine.retention_overrides().await.unwrap(), vec![(acme.id.clone(), Duration::from_secs(60))]);
+        // A tenant with a retention of its own, shorter than the host's. (The harness's
+        // tenant has jobs but no row; give it one.)
+        engine.create_tenant(&h.tenant.0).await.unwrap();
+        let tenant = engine.set_retention(&h.tenant, Some(Duration::from_secs(60))).await.unwrap();
+        assert_eq!(tenant.retention, Some(Duration::from_secs(60)));
+        assert_eq!(engine.retention_overrides().await.unwrap(), vec![(h.tenant.clone(), Duration::from_secs(60))]);
+        let short = h.submit(&engine, "scripted", serde_json::json!({})).await;
+        while engine.job(&h.tenant, short).await.is_ok_and(|j| !j.job.state.is_final()) {
+            let claimed = engine.claim(1).await.unwrap().pop().expect("the job's next step");
+            engine.execute(claimed).await;
+        }
+        clock.advance(Duration::from_secs(59));
+        assert_eq!(prune_once(&engine, &policy).await.unwrap(), Some(0), "{backend:?}: within its tenant's minute");
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(prune_once(&engine, &policy).await.unwrap(), Some(1), "{backend:?}: past its tenant's minute");
+        assert!(engine.job(&h.tenant, short).await.is_err());
+        let out_of_range = engine.set_retention(&h.tenant, Some(Duration::from_secs(59))).await;
+        assert!(matches!(out_of_range, Err(EngineError::Invalid(_))), "{out_of_range:?}");
+        engine.set_retention(&h.tenant, None).await.unwrap();
+        assert!(engine.retention_overrides().await.unwrap().is_empty(), "back to the host's default");
     }
+}
 
 /// The status `GET url` answers with bearer `token`.
 async fn status_with(url: &str, token: &str) -> u16 {
@@ -587,4 +612,33 @@ async fn the_configured_operator_token_rotates_and_a_retired_one_stays_retired(b
     assert_eq!(engine.authenticate("spt_b").await.unwrap(), Some((None, Role::Operator)), "nor the rotation undone");
     let named = engine.create_token(&TokenScope::Operator, Some(CONFIGURED_OPERATOR_TOKEN), None).await;
     assert!(matches!(named, Err(EngineError::Invalid(_))), "a created token cannot pass for a configured one");
+}
+
+/// A tenant's retention is the operator's to set, through the API and the CLI: in range,
+/// for a tenant that exists, and back to the host's default.
+async fn the_operator_sets_a_tenants_retention(backend: Backend) {
+    let (store, url, _db) = fresh_store(backend).await;
+    drop(store);
+    let host = Served::start(&url, &[]);
+    let acme = host.tenant("acme");
+    let operator = Some(host.operator.as_str());
+    let set = host.cli(operator, &["tenant", "retention", "acme", "--keep", "7d", "--json"]).json();
+    assert_eq!(set["retention_secs"], 7 * 86_400, "{set}");
+    let listed = host.cli(operator, &["tenant", "list", "--json"]).json();
+    assert_eq!(listed["tenants"][0]["retention_secs"], 7 * 86_400, "{listed}");
+    for (args, code) in [
+        (vec!["tenant", "retention", "acme", "--keep", "5s"], "invalid-request"),
+        (vec!["tenant", "retention", "acme", "--keep", "11000d"], "invalid-request"),
+        (vec!["tenant", "retention", "nobody", "--keep", "1d"], "not-found"),
+    ] {
+        let ran = host.cli(operator, &args);
+        assert_ne!(ran.code, 0, "{args:?}");
+        assert!(ran.stderr.contains(code), "{args:?}: {}", ran.stderr);
+    }
+    let ran = host.cli(Some(&acme), &["tenant", "retention", "acme", "--default"]);
+    assert!(ran.code != 0 && ran.stderr.contains("forbidden"), "a tenant token may not: {}", ran.stderr);
+    let unchanged = host.cli(operator, &["tenant", "list", "--json"]).json();
+    assert_eq!(unchanged["tenants"][0]["retention_secs"], 7 * 86_400, "nothing changed: {unchanged}");
+    let cleared = host.cli(operator, &["tenant", "retention", "acme", "--default", "--json"]).json();
+    assert!(cleared.get("retention_secs").is_none(), "the host's default again: {cleared}");
 }

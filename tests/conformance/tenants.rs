@@ -17,7 +17,7 @@ async fn tenants_are_unique_and_tokens_resolve_to_tenant_and_role(backend: Backe
     let db = Db::new(backend).await;
 
     let created = db.create_tenant("acme", at(0)).await.unwrap();
-    assert_eq!(created, Tenant { id: acme(), name: "acme".into(), created_at: at(0) });
+    assert_eq!(created, Tenant { id: acme(), name: "acme".into(), created_at: at(0), retention: None });
     let globex = db.create_tenant("globex", at(1_000)).await.unwrap();
 
     let duplicate = db.create_tenant("acme", at(2_000)).await;

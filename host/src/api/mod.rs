@@ -85,6 +85,7 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(metrics::render))
         .routes(routes!(tenants::create_tenant, tenants::list_tenants))
         .routes(routes!(tenants::create_token))
+        .routes(routes!(tenants::set_retention))
         .routes(routes!(tokens::issue_token, tokens::list_tokens))
         .routes(routes!(tokens::revoke_token))
         .routes(routes!(kinds::list_kinds))

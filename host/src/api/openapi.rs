@@ -125,6 +125,7 @@ mod tests {
         ("post", "/v1/tenants"),
         ("get", "/v1/tenants"),
         ("post", "/v1/tenants/{name}/tokens"),
+        ("put", "/v1/tenants/{name}/retention"),
         ("post", "/v1/tokens"),
         ("get", "/v1/tokens"),
         ("delete", "/v1/tokens/{id}"),

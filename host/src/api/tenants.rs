@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
 use super::body::json_body;
-use super::views::{ErrorBody, NewTenant, TenantList, TenantToken, TenantView};
+use super::views::{ErrorBody, NewTenant, Retention, TenantList, TenantToken, TenantView};
 use super::{ApiError, ApiState, OperatorAuth};
 use crate::store::TenantId;
 
@@ -85,4 +85,36 @@ pub(super) async fn create_token(
     let tenant = TenantId(name);
     let token = state.host.engine.issue_token(&tenant).await?;
     Ok((StatusCode::CREATED, Json(TenantToken { tenant: tenant.0, token })))
+}
+
+/// Set how long a tenant's finished jobs are kept
+///
+/// Operator token only. Finished jobs (succeeded, failed, cancelled) older than this are
+/// deleted with their steps and history; `null` returns the tenant to the host's default.
+#[utoipa::path(
+    put,
+    path = "/v1/tenants/{name}/retention",
+    tag = "tenants",
+    params(("name" = String, Path, description = "The tenant's name")),
+    request_body = Retention,
+    responses(
+        (status = 200, description = "The tenant as it now is", body = TenantView),
+        (status = 400, description = "`invalid-request`: a malformed body or a retention out of range", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not the operator token", body = ErrorBody),
+        (status = 404, description = "`not-found`: no such tenant", body = ErrorBody),
+        (status = 413, description = "`payload-too-large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn set_retention(
+    State(state): State<ApiState>,
+    _: OperatorAuth,
+    Path(name): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Json<TenantView>, ApiError> {
+    let request: Retention = json_body(bytes)?;
+    let keep = request.retention_secs.map(std::time::Duration::from_secs);
+    let tenant = state.host.engine.set_retention(&TenantId(name), keep).await?;
+    Ok(Json(TenantView::from(&tenant)))
 }

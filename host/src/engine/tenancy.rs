@@ -97,6 +97,11 @@ fn check_token_name(name: &str) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// The shortest retention a tenant may set: a job's result stays readable for a minute.
+pub const MIN_RETENTION: std::time::Duration = std::time::Duration::from_secs(60);
+/// The longest: ten years.
+pub const MAX_RETENTION: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 86_400);
+
 impl Engine {
     /// Creates a tenant and its first API token (answered once: only its hash is kept).
     pub async fn create_tenant(&self, name: &str) -> Result<(Tenant, String), EngineError> {
@@ -111,9 +116,25 @@ impl Engine {
         Ok(self.store.retention_overrides().await?)
     }
 
-    /// Sets (or clears) how long a tenant's finished jobs are kept.
-    pub async fn set_retention(&self, tenant: &TenantId, keep: Option<std::time::Duration>) -> Result<(), EngineError> {
-        Ok(self.store.set_retention(tenant, keep).await?)
+    /// Sets how long a tenant's finished jobs are kept (`None`: the host's default), from
+    /// a minute to ten years; answers the tenant as it now is.
+    pub async fn set_retention(
+        &self,
+        tenant: &TenantId,
+        keep: Option<std::time::Duration>,
+    ) -> Result<Tenant, EngineError> {
+        if let Some(keep) = keep
+            && !(MIN_RETENTION..=MAX_RETENTION).contains(&keep)
+        {
+            return Err(EngineError::Invalid(format!(
+                "a retention is from {} to {} seconds, not {}",
+                MIN_RETENTION.as_secs(),
+                MAX_RETENTION.as_secs(),
+                keep.as_secs()
+            )));
+        }
+        self.store.set_retention(tenant, keep).await?;
+        self.store.tenant(tenant).await?.ok_or_else(|| StoreError::NotFound(format!("tenant {tenant}")).into())
     }
 
     /// Every tenant.

@@ -47,6 +47,8 @@ pub struct Tenant {
     pub name: String,
     /// When it was created.
     pub created_at: Timestamp,
+    /// How long its finished jobs are kept, when not the host's default.
+    pub retention: Option<std::time::Duration>,
 }
 
 /// What an API token may do.
@@ -162,6 +164,12 @@ pub trait TenantStore: Send + Sync {
     async fn revoke_operator_tokens_named(&self, name: &str, keep: &str, now: Timestamp) -> Result<u64, StoreError>;
 }
 
+/// A tenant from `id, name, created_at, retention_secs`.
+fn tenant_of(r: &Row) -> Tenant {
+    let retention = r.opt_int(3).map(|secs| std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0)));
+    Tenant { id: TenantId(r.text(0)), name: r.text(1), created_at: ts(r, 2), retention }
+}
+
 #[async_trait]
 impl TenantStore for SqlStore {
     async fn retention_overrides(&self) -> Result<Vec<(TenantId, std::time::Duration)>, StoreError> {
@@ -205,27 +213,31 @@ impl TenantStore for SqlStore {
         if inserted == 0 {
             return Err(StoreError::Duplicate(format!("tenant {name}")));
         }
-        Ok(Tenant { id: TenantId(name.to_owned()), name: name.to_owned(), created_at: now })
+        Ok(Tenant { id: TenantId(name.to_owned()), name: name.to_owned(), created_at: now, retention: None })
     }
 
     async fn tenant(&self, id: &TenantId) -> Result<Option<Tenant>, StoreError> {
         let rows = self
             .db
             .fetch(
-                "SELECT id, name, created_at FROM tenants WHERE id = $1",
+                "SELECT id, name, created_at, retention_secs FROM tenants WHERE id = $1",
                 vec![Value::from(id.0.as_str())],
-                &[Ty::Text, Ty::Text, Ty::Int],
+                &[Ty::Text, Ty::Text, Ty::Int, Ty::OptInt],
             )
             .await?;
-        Ok(rows.first().map(|r| Tenant { id: TenantId(r.text(0)), name: r.text(1), created_at: ts(r, 2) }))
+        Ok(rows.first().map(tenant_of))
     }
 
     async fn tenants(&self) -> Result<Vec<Tenant>, StoreError> {
         let rows = self
             .db
-            .fetch("SELECT id, name, created_at FROM tenants ORDER BY name", vec![], &[Ty::Text, Ty::Text, Ty::Int])
+            .fetch(
+                "SELECT id, name, created_at, retention_secs FROM tenants ORDER BY name",
+                vec![],
+                &[Ty::Text, Ty::Text, Ty::Int, Ty::OptInt],
+            )
             .await?;
-        Ok(rows.iter().map(|r| Tenant { id: TenantId(r.text(0)), name: r.text(1), created_at: ts(r, 2) }).collect())
+        Ok(rows.iter().map(tenant_of).collect())
     }
 
     async fn add_token(

@@ -21,7 +21,7 @@ pub use jobs::{
     LeaseInvalidated, StepView, Submit,
 };
 pub use kinds::{Deployed, KindList, KindView, RetryView, Rollback, RolledBack, SpecView, StepSpecView, VersionView};
-pub use tenants::{NewTenant, TenantList, TenantToken, TenantView};
+pub use tenants::{NewTenant, Retention, TenantList, TenantToken, TenantView};
 pub use tokens::{CreatedToken, NewToken, TokenList, TokenView};
 
 /// `GET /v1/health`.

@@ -30,12 +30,27 @@ pub struct TenantView {
     pub name: String,
     /// When it was created.
     pub created_at: String,
+    /// How many seconds its finished jobs are kept; absent: the host's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_secs: Option<u64>,
 }
 
 impl From<&Tenant> for TenantView {
     fn from(t: &Tenant) -> Self {
-        Self { name: t.name.clone(), created_at: rfc3339(t.created_at) }
+        Self {
+            name: t.name.clone(),
+            created_at: rfc3339(t.created_at),
+            retention_secs: t.retention.map(|r| r.as_secs()),
+        }
     }
+}
+
+/// How long a tenant's finished jobs are kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Retention {
+    /// Seconds, from 60 to ten years; `null`: the host's default (`--retention`).
+    pub retention_secs: Option<u64>,
 }
 
 /// Every tenant.

@@ -15,8 +15,8 @@ pub use remote::HostRefused;
 use serde_json::Value;
 
 use crate::api::views::{
-    CancelBody, CreatedToken, Deployed, JobPage, JobView, KindList, KindView, NewTenant, NewToken, Rollback,
-    RolledBack, Submit, TenantList, TenantToken, TokenList,
+    CancelBody, CreatedToken, Deployed, JobPage, JobView, KindList, KindView, NewTenant, NewToken, Retention, Rollback,
+    RolledBack, Submit, TenantList, TenantToken, TenantView, TokenList,
 };
 use crate::config::parse_duration;
 
@@ -167,6 +167,17 @@ pub enum TenantCommand {
         /// The tenant.
         name: String,
     },
+    /// Set how long a tenant's finished jobs are kept (`30d`, `12h`, …).
+    Retention {
+        /// The tenant.
+        name: String,
+        /// How long; from a minute to ten years.
+        #[arg(long, required_unless_present = "default", conflicts_with = "default")]
+        keep: Option<String>,
+        /// Back to the host's default (`serve --retention`).
+        #[arg(long)]
+        default: bool,
+    },
 }
 
 /// Token management.
@@ -200,10 +211,19 @@ pub enum TokenCommand {
     },
 }
 
-/// Whole seconds of `--expires`, rounded up: a token asked to last half a second lasts one.
-fn expires_in_secs(text: &str) -> anyhow::Result<u64> {
-    let duration = parse_duration(text).context("--expires")?;
+/// Whole seconds of the duration given as `flag`, rounded up: a token asked to last half a
+/// second lasts one.
+fn whole_secs(text: &str, flag: &str) -> anyhow::Result<u64> {
+    let duration = parse_duration(text).with_context(|| flag.to_owned())?;
     Ok(duration.as_secs().saturating_add(u64::from(duration.subsec_nanos() > 0)))
+}
+
+/// A tenant's retention as a human reads it.
+fn retention_of(tenant: &TenantView) -> String {
+    match tenant.retention_secs {
+        Some(secs) => format!("finished jobs kept {secs} s"),
+        None => "finished jobs kept the host's default".to_owned(),
+    }
 }
 
 /// `?tenant=NAME`, escaped.
@@ -354,7 +374,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
             emit(json, &issued, |t| println!("{}", t.token));
         }
         ClientCommand::Token(TokenCommand::Create { tenant, operator, name, expires }) => {
-            let expires_in_secs = expires.as_deref().map(expires_in_secs).transpose()?;
+            let expires_in_secs = expires.as_deref().map(|e| whole_secs(e, "--expires")).transpose()?;
             let request = NewToken { tenant, operator, name, expires_in_secs };
             let created: CreatedToken = client.post("/v1/tokens", &request).await?;
             emit(json, &created, print::created_token);
@@ -372,9 +392,16 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
             let tenants: TenantList = client.get("/v1/tenants").await?;
             emit(json, &tenants, |list| {
                 for t in &list.tenants {
-                    println!("{:<24} {}", t.name, t.created_at);
+                    println!("{:<24} {}  {}", t.name, t.created_at, retention_of(t));
                 }
             });
+        }
+        ClientCommand::Tenant(TenantCommand::Retention { name, keep, default: _ }) => {
+            let retention_secs = keep.as_deref().map(|k| whole_secs(k, "--keep")).transpose()?;
+            let tenant: TenantView = client
+                .put(&format!("/v1/tenants/{}/retention", percent_encode(&name)), &Retention { retention_secs })
+                .await?;
+            emit(json, &tenant, |t| println!("tenant {}: {}", t.name, retention_of(t)));
         }
     }
     Ok(0)
@@ -394,10 +421,10 @@ mod tests {
 
     #[test]
     fn expiries_are_whole_seconds_rounded_up_and_tenants_are_escaped() {
-        assert_eq!(expires_in_secs("30d").ok(), Some(30 * 86_400));
-        assert_eq!(expires_in_secs("2h").ok(), Some(7_200));
-        assert_eq!(expires_in_secs("500ms").ok(), Some(1), "never rounded down to no time at all");
-        assert!(expires_in_secs("soon").is_err());
+        assert_eq!(whole_secs("30d", "--expires").ok(), Some(30 * 86_400));
+        assert_eq!(whole_secs("2h", "--expires").ok(), Some(7_200));
+        assert_eq!(whole_secs("500ms", "--expires").ok(), Some(1), "never rounded down to no time at all");
+        assert!(whole_secs("soon", "--expires").is_err());
         assert_eq!(tenant_query(Some("a b/c")), "?tenant=a%20b%2Fc");
         assert_eq!(tenant_query(None), "");
     }

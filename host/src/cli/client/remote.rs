@@ -107,6 +107,11 @@ impl Client {
         self.send(self.http.post(self.url(path)).json(body)).await
     }
 
+    /// `PUT path` with a JSON body.
+    pub(super) async fn put<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> anyhow::Result<T> {
+        self.send(self.http.put(self.url(path)).json(body)).await
+    }
+
     /// `DELETE path`, whose success carries no body.
     pub(super) async fn delete(&self, path: &str) -> anyhow::Result<()> {
         self.answer(self.http.delete(self.url(path))).await.map(|_| ())
