@@ -29,6 +29,10 @@ pub struct RetentionPolicy {
     pub batch: u32,
     /// Most jobs one pass deletes (default 100,000); the next pass goes on.
     pub per_pass: u64,
+    /// A pass that deleted at least this many jobs vacuums their tables (default 10,000):
+    /// at a high rate PostgreSQL's autovacuum comes by too seldom to keep the space of
+    /// deleted rows reusable, and the tables grow though their rows do not.
+    pub vacuum_after: u64,
 }
 
 impl Default for RetentionPolicy {
@@ -38,6 +42,7 @@ impl Default for RetentionPolicy {
             interval: Duration::from_secs(60),
             batch: 1_000,
             per_pass: 100_000,
+            vacuum_after: 10_000,
         }
     }
 }
@@ -99,6 +104,9 @@ pub async fn prune_once(engine: &Engine, policy: &RetentionPolicy) -> Result<Opt
                 break;
             }
         }
+    }
+    if pruned >= policy.vacuum_after.max(1) {
+        engine.store().reclaim_pruned().await?;
     }
     Ok(Some(pruned))
 }

@@ -56,8 +56,9 @@ pub async fn measure(ctx: &Context, jobs: usize) -> anyhow::Result<Vec<Wave>> {
     scenario.start();
     let engine = scenario.host.engine.clone();
     let keep_none = RetentionPolicy { keep: Duration::ZERO, per_pass: u64::MAX, ..RetentionPolicy::default() };
+    let url = scenario.host.config().database_url();
     let path =
-        scenario.host.config().database_url.is_none().then(|| scenario.host.config().data_dir.join("spindle.db"));
+        url.strip_prefix("sqlite://").map(|rest| std::path::PathBuf::from(rest.split('?').next().unwrap_or(rest)));
     let task = ctx.progress.task(format!("retention: {jobs} jobs in waves of {WAVE}"), Some(jobs as u64));
     let mut waves = Vec::new();
     let mut done = 0usize;

@@ -193,6 +193,9 @@ pub trait JobStore: Send + Sync {
     /// Deletes up to `limit` jobs of `scope` settled before `before`, oldest first, with
     /// their steps, history and queued effects; answers how many.
     async fn prune(&self, before: Timestamp, scope: &PruneScope, limit: u32) -> Result<u64, StoreError>;
+    /// Makes the space pruned jobs held reusable at once, instead of when autovacuum
+    /// next comes by (PostgreSQL; SQLite reuses freed pages by itself).
+    async fn reclaim_pruned(&self) -> Result<(), StoreError>;
 }
 
 /// Whose finished jobs a pruning pass deletes.
@@ -483,6 +486,10 @@ impl JobStore for SqlStore {
         let records = fetch_jobs(&mut tx, &sql, args).await?;
         tx.commit().await?;
         Ok(records)
+    }
+
+    async fn reclaim_pruned(&self) -> Result<(), StoreError> {
+        Ok(self.db.vacuum(&["jobs", "steps", "history", "outbox"]).await?)
     }
 
     async fn prune(&self, before: Timestamp, scope: &PruneScope, limit: u32) -> Result<u64, StoreError> {

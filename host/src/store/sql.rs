@@ -331,6 +331,18 @@ impl Db {
         }
     }
 
+    /// Makes the space of deleted rows in `tables` reusable now: PostgreSQL's `VACUUM
+    /// (ANALYZE)`, outside any transaction; SQLite reuses freed pages by itself.
+    pub async fn vacuum(&self, tables: &[&str]) -> Result<(), sqlx::Error> {
+        match self {
+            Self::Sqlite { .. } => Ok(()),
+            Self::Postgres(pool) => sqlx::raw_sql(AssertSqlSafe(format!("VACUUM (ANALYZE) {}", tables.join(", "))))
+                .execute(pool)
+                .await
+                .map(|_| ()),
+        }
+    }
+
     /// Which backend this is.
     pub fn backend(&self) -> Backend {
         match self {
