@@ -200,6 +200,24 @@ async fn hostile_guests_get_typed_faults_and_the_host_keeps_serving() {
     complete(rt.run_step(&kind, input("stdout-flood", 1, json!({})), free()).await);
 }
 
+/// Every step receives all earlier steps' outputs, so a job of 64 steps with 4 MiB outputs
+/// handed each call up to 256 MiB. The total a job's outputs may reach is capped (16 MiB by
+/// default): the output that would pass it is a typed fault, and each call copies at most
+/// that much.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobs_outputs_together_are_capped() {
+    let rt = runtime(test_sandbox());
+    let kind = load(&rt, "hostile").await;
+    let with_prior = |outputs: usize| {
+        let mut call = input("ok", 1, json!({}));
+        call.prior = (0..outputs).map(|n| (format!("s{n}"), vec![b'x'; 4 << 20])).collect();
+        call
+    };
+    complete(rt.run_step(&kind, with_prior(3), free()).await);
+    let over = fault(rt.run_step(&kind, with_prior(4), free()).await);
+    assert_eq!(over.code(), "sandbox.job-outputs-too-large", "{over}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn files_sockets_and_the_environment_are_out_of_reach() {
     let rt = runtime(hostile_config());
