@@ -43,6 +43,10 @@ pub struct SandboxConfig {
     /// Largest output a step may complete with (default 4 MiB). Outputs are stored and
     /// handed to later steps, so they are bounded like uploads.
     pub max_output_bytes: usize,
+    /// Largest total of a job's completed outputs (default 16 MiB). Every step receives
+    /// all earlier outputs, so this bounds what one call copies into the guest; the output
+    /// that would pass it is the fault `sandbox.job-outputs-too-large`.
+    pub max_job_output_bytes: usize,
     /// Largest checkpoint cursor (default 64 KiB): it is stored with the step.
     pub max_cursor_bytes: usize,
     /// Bytes of stdout and stderr kept per call (default 16 KiB each); the rest is
@@ -89,6 +93,7 @@ impl Default for SandboxConfig {
             epoch_tick: Duration::from_millis(10),
             fuel: None,
             max_output_bytes: 4 << 20,
+            max_job_output_bytes: 16 << 20,
             max_cursor_bytes: 64 << 10,
             max_stdio_bytes: 16 << 10,
             max_log_lines: 200,

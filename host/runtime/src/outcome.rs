@@ -107,6 +107,14 @@ pub enum SandboxFault {
         /// The cap.
         cap: usize,
     },
+    /// With the step's output, the job's outputs together exceed their cap.
+    #[error("with this output the job's outputs come to {bytes} bytes, over the {cap}-byte limit")]
+    JobOutputsTooLarge {
+        /// Their total with this output.
+        bytes: usize,
+        /// The cap.
+        cap: usize,
+    },
     /// The step answered something the contract does not allow.
     #[error("the step answered a malformed outcome: {0}")]
     MalformedOutput(&'static str),
@@ -130,6 +138,7 @@ impl SandboxFault {
             Self::Panic => "sandbox.panic",
             Self::Trap => "sandbox.trap",
             Self::OutputTooLarge { .. } => "sandbox.output-too-large",
+            Self::JobOutputsTooLarge { .. } => "sandbox.job-outputs-too-large",
             Self::MalformedOutput(_) => "sandbox.malformed-output",
             Self::Capacity => "sandbox.capacity",
             Self::Instantiation => "sandbox.instantiation",

@@ -189,6 +189,7 @@ impl Runtime {
         let tags =
             Tags { kind: Arc::from(kind.spec.name.as_str()), job: input.job_id.clone(), step: input.step.clone() };
         let mut store = self.store(control, tags);
+        let prior_bytes: usize = input.prior.iter().map(|(_, output)| output.len()).sum();
         let wit_input = wit::StepInput {
             job_id: input.job_id,
             step: input.step,
@@ -221,18 +222,26 @@ impl Runtime {
                 StepRun::Fault { fault, detail }
             }
             Ok(Err(Called(e))) => StepRun::Fault { fault: classify(&e, store.data()), detail: format!("{e:#}") },
-            Ok(Ok(outcome)) => self.check_outcome(outcome),
+            Ok(Ok(outcome)) => self.check_outcome(outcome, prior_bytes),
         };
         flush_stdio(store.data());
         run
     }
 
-    fn check_outcome(&self, outcome: wit::StepOutcome) -> StepRun {
+    /// The guest's `outcome` within the contract and the limits, the job's earlier outputs
+    /// coming to `prior_bytes`.
+    fn check_outcome(&self, outcome: wit::StepOutcome, prior_bytes: usize) -> StepRun {
         let malformed = |what| StepRun::Fault { fault: SandboxFault::MalformedOutput(what), detail: what.to_owned() };
         let outcome = match outcome {
             wit::StepOutcome::Complete(output) => {
                 if output.len() > self.config.max_output_bytes {
                     let fault = SandboxFault::OutputTooLarge { bytes: output.len(), cap: self.config.max_output_bytes };
+                    return StepRun::Fault { fault, detail: String::new() };
+                }
+                let total = prior_bytes.saturating_add(output.len());
+                if total > self.config.max_job_output_bytes {
+                    let fault =
+                        SandboxFault::JobOutputsTooLarge { bytes: total, cap: self.config.max_job_output_bytes };
                     return StepRun::Fault { fault, detail: String::new() };
                 }
                 GuestOutcome::Complete(output)
