@@ -24,8 +24,12 @@ fn server() -> &'static str {
 
 /// A fresh, empty database on the shared server; answers its URL.
 pub async fn fresh_database() -> String {
+    create_database(server()).await
+}
+
+/// A fresh, empty database on the server at `base`; answers its URL.
+async fn create_database(base: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let base = server();
     let name = format!("t{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
     let admin = format!("{base}/postgres");
     let mut conn = <sqlx_connect::PgConnection as sqlx_connect::Connection>::connect(&admin)
@@ -54,57 +58,120 @@ fn pg_bin() -> PathBuf {
     versions.pop().expect("a PostgreSQL version under /usr/lib/postgresql")
 }
 
-fn start_private_server() -> String {
-    let bin = pg_bin();
-    let dir = std::env::temp_dir().join(format!("spindle-pg-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create the PostgreSQL directory");
-    let port = free_port();
-    let as_postgres = |program: &str, args: &[&str]| {
+/// A throwaway PostgreSQL server of the test's own, run as the `postgres` user (initdb +
+/// pg_ctl); stopped when dropped. A test that restarts its server or reads its log has one.
+#[derive(Debug)]
+pub struct PrivateServer {
+    bin: PathBuf,
+    dir: PathBuf,
+    data: PathBuf,
+    options: String,
+    /// `postgres://postgres@127.0.0.1:PORT`, without a database.
+    pub base_url: String,
+}
+
+impl PrivateServer {
+    /// Creates and starts a server under the temp directory, named after `name`.
+    pub fn start(name: &str) -> Self {
+        let bin = pg_bin();
+        let dir = std::env::temp_dir().join(format!("spindle-pg-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the PostgreSQL directory");
+        let chown = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir).status().expect("chown");
+        assert!(chown.success());
+        let data = dir.join("data");
+        let port = free_port();
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -p {port} -k {} -c max_connections=400 -c fsync=off",
+            dir.to_str().expect("utf-8 path")
+        );
+        let server = Self { bin, dir, data, options, base_url: format!("postgres://postgres@127.0.0.1:{port}") };
+        let data_s = server.data.to_str().expect("utf-8 path");
+        server.as_postgres(
+            "initdb",
+            &["-D", data_s, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"],
+        );
+        server.pg_ctl("start");
+        server
+    }
+
+    fn as_postgres(&self, program: &str, args: &[&str]) {
         let status = Command::new("runuser")
             .current_dir("/")
             .args(["-u", "postgres", "--"])
-            .arg(bin.join(program))
+            .arg(self.bin.join(program))
             .args(args)
             .stdout(std::process::Stdio::null())
             .status()
             .unwrap_or_else(|e| panic!("run {program}: {e}"));
         assert!(status.success(), "{program} failed: {status}");
-    };
-    let chown = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir).status().expect("chown");
-    assert!(chown.success());
-    let data = dir.join("data");
-    let data_s = data.to_str().expect("utf-8 path");
-    let dir_s = dir.to_str().expect("utf-8 path");
-    as_postgres(
-        "initdb",
-        &["-D", data_s, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"],
-    );
-    let opts = format!("-c listen_addresses=127.0.0.1 -p {port} -k {dir_s} -c max_connections=400 -c fsync=off");
-    let log = dir.join("log");
-    as_postgres("pg_ctl", &["-D", data_s, "-l", log.to_str().expect("utf-8"), "-w", "-t", "30", "-o", &opts, "start"]);
-    // Stop the server when this test process exits.
-    let stop_bin = bin.join("pg_ctl");
-    let stop_data = data.clone();
-    STOP.get_or_init(|| (stop_bin, stop_data));
-    extern "C" fn stop_at_exit() {
-        if let Some((bin, data)) = STOP.get() {
+    }
+
+    fn pg_ctl(&self, action: &str) {
+        let data = self.data.to_str().expect("utf-8 path");
+        let log = self.log_path();
+        let log = log.to_str().expect("utf-8 path");
+        let mut args = vec!["-D", data, "-l", log, "-w", "-t", "60", "-o", &self.options];
+        if action == "restart" {
+            args.extend(["-m", "fast"]);
+        }
+        args.push(action);
+        self.as_postgres("pg_ctl", &args);
+    }
+
+    /// Restarts the server (fast shutdown: every connection is cut).
+    pub fn restart(&self) {
+        self.pg_ctl("restart");
+    }
+
+    /// The server's log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("log")
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// A fresh, empty database on this server; answers its URL.
+    pub async fn fresh_database(&self) -> String {
+        create_database(&self.base_url).await
+    }
+
+    fn stop(&self) {
+        if let Some(data) = self.data.to_str() {
             let _ = Command::new("runuser")
                 .current_dir("/")
                 .args(["-u", "postgres", "--"])
-                .arg(bin)
-                .args(["-D"])
-                .arg(data)
-                .args(["-m", "immediate", "stop"])
+                .arg(self.bin.join("pg_ctl"))
+                .args(["-D", data, "-m", "immediate", "stop"])
                 .stdout(std::process::Stdio::null())
                 .status();
         }
     }
-    unsafe_atexit(stop_at_exit);
-    format!("postgres://postgres@127.0.0.1:{port}")
 }
 
-static STOP: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The shared server of a test binary run alone, stopped when the process exits.
+fn start_private_server() -> String {
+    let server = STOP.get_or_init(|| PrivateServer::start("shared"));
+    extern "C" fn stop_at_exit() {
+        if let Some(server) = STOP.get() {
+            server.stop();
+        }
+    }
+    unsafe_atexit(stop_at_exit);
+    server.base_url.clone()
+}
+
+static STOP: OnceLock<PrivateServer> = OnceLock::new();
 
 #[allow(unsafe_code)]
 fn unsafe_atexit(f: extern "C" fn()) {

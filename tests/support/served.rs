@@ -2,6 +2,7 @@
 //! pointed at it.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use crate::harness::Scratch;
@@ -57,6 +58,27 @@ impl Served {
     /// Starts it with a given data directory and `SPINDLE_OPERATOR_TOKEN` (to restart it
     /// with another operator token).
     pub fn start_configured(data: Scratch, database_url: &str, extra: &[&str], operator: &str) -> Self {
+        Self::spawn(data, database_url, extra, operator, "error", None)
+    }
+
+    /// Starts it with the log filter `log` (`SPINDLE_LOG`), its log written to `log_file`.
+    pub fn start_logged(database_url: &str, extra: &[&str], log: &str, log_file: &Path) -> Self {
+        Self::spawn(Scratch::new(), database_url, extra, "spt_test_operator_token", log, Some(log_file))
+    }
+
+    /// Starts the process, its log to stderr or to `log_file`.
+    fn spawn(
+        data: Scratch,
+        database_url: &str,
+        extra: &[&str],
+        operator: &str,
+        log: &str,
+        log_file: Option<&Path>,
+    ) -> Self {
+        let stderr = log_file.map_or_else(Stdio::inherit, |path| {
+            let file = std::fs::File::create(path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+            Stdio::from(file)
+        });
         let operator = operator.to_owned();
         let mut child = Command::new(spindle_bin())
             .args(["serve", "--listen", "127.0.0.1:0", "--database-url", database_url])
@@ -64,8 +86,10 @@ impl Served {
             .arg(&data.path)
             .args(extra)
             .env("SPINDLE_OPERATOR_TOKEN", &operator)
-            .env("SPINDLE_LOG", "error")
+            .env("SPINDLE_LOG", log)
+            .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("start spindle serve");
         let stdout = child.stdout.take().expect("stdout");
@@ -77,12 +101,43 @@ impl Served {
                         break url.trim().to_owned();
                     }
                 }
-                _ => panic!("spindle serve exited before listening: {:?}", child.try_wait()),
+                other => {
+                    let log = log_file.map(std::fs::read_to_string).transpose().ok().flatten().unwrap_or_default();
+                    panic!("spindle serve exited before listening ({other:?}): {:?}\n{log}", child.try_wait())
+                }
             }
         };
         // Keep draining its output so it never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         Self { child, url, operator, data }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, …) to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.child.id().to_string()).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -{signal} {}", self.child.id());
+    }
+
+    /// Kills the process with SIGKILL, as a crash would, and reaps it.
+    pub fn kill_hard(mut self) {
+        self.signal("KILL");
+        let _ = self.child.wait();
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// CPU time the process has used so far (user + system), from `/proc`.
+    pub fn cpu_time(&self) -> std::time::Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).expect("/proc/PID/stat");
+        // Fields after the command name (in parentheses, which may hold spaces): utime is
+        // the 14th field, stime the 15th, in clock ticks (100 per second on Linux).
+        let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).expect("a tick count");
+        std::time::Duration::from_millis((ticks(11) + ticks(12)) * 10)
     }
 
     /// Runs the CLI against this host with `token`.

@@ -11,7 +11,7 @@
 //! | `skip` | skips |
 //! | `retryable` | fails retryable, code `scripted-retryable` |
 //! | `refused` | fails refused, code `scripted-refused` |
-//! | `more:N` | does one of N slices per call (`more` with the slice count as cursor), completes on the Nth |
+//! | `more:N` | does one of N slices per call (`more` with the slice count as cursor, logging `slice K of N` at debug), completes on the Nth |
 //! | `snooze:S` | snoozes about S seconds once, then completes (see below) |
 //! | `wait-for-stop` | heartbeats every 5 ms until told to stop, then fails retryable `stopped`; after ~20 s, retryable `not-stopped` |
 //! | `heartbeat-then-complete` | heartbeats once with progress, then completes whatever the reply |
@@ -128,6 +128,8 @@ impl Kind for Scripted {
             Action::Refused => Err(StepError::refused("scripted-refused", "the script says refuse")),
             Action::More { slices } => {
                 let done = step.cursor_json::<u64>()?.unwrap_or(0) + 1;
+                // Which slice each call runs, so a test can see where a rescued step resumed.
+                log::debug(format!("slice {done} of {slices}"));
                 if done >= slices { Ok(completed(step)) } else { Ok(Outcome::more(done.to_string(), done, slices)) }
             }
             Action::Snooze { seconds } => {

@@ -1,0 +1,342 @@
+//! The fault-injection scenario, as a test: three `spindle serve` hosts on one PostgreSQL
+//! server of the test's own, first with no faults (the control run), then killed with
+//! SIGKILL, paused with SIGSTOP past their lease TTL, cut off by terminated backends and
+//! by a server restart while jobs run.
+//!
+//! Both runs must end with every job succeeded and no step completed twice, no deadlock
+//! in the server's log, and every host back to idle (under 2 % of a core) after the last
+//! job. The control run must rescue nothing; in the fault run a step that checkpointed
+//! before its host was killed resumes from its last committed cursor on another host.
+//!
+//! Waits watch the hosts and the database for the state a step needs (a checkpoint
+//! reached, a claim held, a rescue recorded) or long-poll the jobs; the one fixed
+//! window is the idle-CPU measurement itself.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use spindle::sqlx::{self, PgPool};
+use spindle_tests::harness::Scratch;
+use spindle_tests::postgres::PrivateServer;
+use spindle_tests::served::Served;
+
+/// The kinds both runs deploy.
+const KINDS: [&str; 2] = ["noop", "scripted"];
+/// Lease keys the keyed jobs share, so their claims contend for the same rows.
+const KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
+/// An idle host uses less than this share of one core.
+const IDLE_CPU: f64 = 0.02;
+/// How long the idle measurement watches each host.
+const IDLE_WINDOW: Duration = Duration::from_secs(5);
+/// Longest any wait here may take before the test gives up.
+const PATIENCE: Duration = Duration::from_secs(300);
+
+/// Three hosts on one database, their logs, and a tenant to submit as.
+struct Cluster {
+    hosts: Vec<Option<Served>>,
+    database: String,
+    db: PgPool,
+    token: String,
+    http: reqwest::Client,
+    logs: Scratch,
+    jobs: Vec<String>,
+}
+
+impl Cluster {
+    /// Starts `n` hosts on a fresh database of `server`, each with `extra` flags, and
+    /// deploys the kinds.
+    async fn start(server: &PrivateServer, n: usize, extra: &[&str]) -> Self {
+        let database = server.fresh_database().await;
+        let logs = Scratch::new();
+        let mut cluster = Self {
+            hosts: Vec::new(),
+            db: PgPool::connect(&database).await.expect("connect to the scenario's database"),
+            database,
+            token: String::new(),
+            http: reqwest::Client::new(),
+            logs,
+            jobs: Vec::new(),
+        };
+        for i in 0..n {
+            cluster.start_host(&format!("h{i}"), extra);
+        }
+        cluster.token = cluster.host(0).tenant("acme");
+        let first = cluster.host(0);
+        for kind in KINDS {
+            let path = spindle_tests::guest_path(kind);
+            let ran = first.cli(Some(&cluster.token), &["deploy", kind, path.to_str().unwrap()]);
+            assert_eq!(ran.code, 0, "deploy {kind}: {}", ran.stderr);
+        }
+        cluster
+    }
+
+    /// Starts host `id` (guest slice lines logged, to its own log file).
+    fn start_host(&mut self, id: &str, extra: &[&str]) {
+        let mut args = vec!["--host-id", id];
+        args.extend_from_slice(extra);
+        let log = self.log_of(id);
+        let host = Served::start_logged(&self.database, &args, "warn,spindle::guest=debug", &log);
+        self.hosts.push(Some(host));
+    }
+
+    fn log_of(&self, id: &str) -> PathBuf {
+        self.logs.path.join(format!("{id}.log"))
+    }
+
+    fn host(&self, i: usize) -> &Served {
+        self.hosts[i].as_ref().expect("a running host")
+    }
+
+    /// The running hosts' indices.
+    fn running(&self) -> Vec<usize> {
+        (0..self.hosts.len()).filter(|&i| self.hosts[i].is_some()).collect()
+    }
+
+    /// Submits `n` one-step jobs across the running hosts, every `keyed`-th holding a
+    /// shared lease key; answers their ids.
+    async fn submit_noops(&mut self, n: usize, keyed: usize) -> Vec<String> {
+        let running = self.running();
+        let mut ids = Vec::with_capacity(n);
+        for chunk in (0..n).collect::<Vec<_>>().chunks(16) {
+            let posts = chunk.iter().map(|&i| {
+                let lease_keys = if i % keyed == 0 { vec![KEYS[i % KEYS.len()]] } else { vec![] };
+                self.submit_to(running[i % running.len()], json!({ "kind": "noop", "lease_keys": lease_keys }))
+            });
+            ids.extend(futures_util::future::join_all(posts).await);
+        }
+        self.jobs.extend(ids.iter().cloned());
+        ids
+    }
+
+    /// Submits `body` through host `i`; answers the job's id.
+    async fn submit_to(&self, i: usize, body: Value) -> String {
+        let url = format!("{}/v1/jobs", self.host(i).url);
+        let answer = self.http.post(url).bearer_auth(&self.token).json(&body).send().await.expect("submitted");
+        assert!(answer.status().is_success(), "submit {body}: {}", answer.status());
+        let job: Value = answer.json().await.expect("a job view");
+        job["id"].as_str().expect("an id").to_owned()
+    }
+
+    /// Submits a `scripted` job checkpointing through `slices` slices.
+    async fn submit_slices(&mut self, slices: u32) -> String {
+        let id = self
+            .submit_to(self.running()[0], json!({ "kind": "scripted", "input": { "first": format!("more:{slices}") } }))
+            .await;
+        self.jobs.push(id.clone());
+        id
+    }
+
+    /// Job `id` as a running host shows it.
+    async fn job(&self, id: &str) -> Value {
+        let url = format!("{}/v1/jobs/{id}", self.host(self.running()[0]).url);
+        self.http.get(url).bearer_auth(&self.token).send().await.expect("a job").json().await.expect("a job view")
+    }
+
+    /// Waits until every submitted job is final, long-polling each through a running host.
+    async fn wait_all_final(&self) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        for id in &self.jobs {
+            loop {
+                assert!(tokio::time::Instant::now() < deadline, "job {id} never finished");
+                let url = format!("{}/v1/jobs/{id}/wait?timeout=30", self.host(self.running()[0]).url);
+                let answer = self.http.get(url).bearer_auth(&self.token).send().await;
+                let Ok(answer) = answer else { continue };
+                let Ok(job) = answer.json::<Value>().await else { continue };
+                if matches!(job["state"].as_str(), Some("succeeded" | "failed" | "cancelled")) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// One number from the scenario's database.
+    async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&self.db)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// The host holding job `id`'s claim, if one does.
+    async fn claim_owner(&self, id: &str) -> Option<String> {
+        sqlx::query_scalar::<_, Option<String>>("SELECT machine::jsonb -> 'claim' ->> 'owner' FROM jobs WHERE id = $1")
+            .bind(id)
+            .fetch_one(&self.db)
+            .await
+            .expect("the job's claim")
+    }
+
+    /// Watches the database until `sql` counts at least one row.
+    async fn until_any(&self, sql: &str, what: &str) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            if sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
+                .fetch_one(&self.db)
+                .await
+                .is_ok_and(|n| n > 0)
+            {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let rows: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT id, machine::text FROM jobs WHERE machine::jsonb -> 'claim' IS NOT NULL LIMIT 5",
+                )
+                .fetch_all(&self.db)
+                .await
+                .unwrap_or_default();
+                let events: Vec<(String, String)> =
+                    sqlx::query_as("SELECT event, body FROM history WHERE event = 'rescued' LIMIT 5")
+                        .fetch_all(&self.db)
+                        .await
+                        .unwrap_or_default();
+                let activity: Vec<(Option<String>, Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+                    "SELECT application_name, state, wait_event_type || ':' || wait_event, left(query, 120) \
+                     FROM pg_stat_activity WHERE datname = current_database()",
+                )
+                .fetch_all(&self.db)
+                .await
+                .unwrap_or_default();
+                panic!("never: {what}\nclaimed: {}\nrescued: {events:#?}\nactivity: {activity:#?}", rows.len());
+            }
+        }
+    }
+
+    /// The end of a run: everything succeeded, once, with no deadlock, and every host idle.
+    async fn assert_settled(&mut self, server: &PrivateServer, run: &str) {
+        self.wait_all_final().await;
+        let total = i64::try_from(self.jobs.len()).unwrap();
+        let succeeded = self.count("SELECT count(*) FROM jobs WHERE state = 'succeeded'").await;
+        assert_eq!(succeeded, total, "{run}: every job succeeded");
+        let twice = self
+            .count(
+                "SELECT count(*) FROM (SELECT job_id, body::jsonb ->> 'step' FROM history \
+                 WHERE event = 'step_completed' GROUP BY 1, 2 HAVING count(*) > 1) AS twice",
+            )
+            .await;
+        assert_eq!(twice, 0, "{run}: no step completed twice");
+        let deadlocks = server.log().matches("deadlock detected").count();
+        assert_eq!(deadlocks, 0, "{run}: deadlocks in the server's log");
+        for i in self.running() {
+            let host = self.hosts[i].as_mut().unwrap();
+            assert!(host.is_running(), "{run}: host h{i} exited");
+        }
+        // Idle: each host's CPU over a quiet window, all of them measured at once.
+        let before: Vec<_> = self.running().iter().map(|&i| self.host(i).cpu_time()).collect();
+        tokio::time::sleep(IDLE_WINDOW).await;
+        for (n, &i) in self.running().iter().enumerate() {
+            let used = self.host(i).cpu_time().saturating_sub(before[n]);
+            let share = used.as_secs_f64() / IDLE_WINDOW.as_secs_f64();
+            assert!(share < IDLE_CPU, "{run}: host h{i} used {:.1} % of a core idle", share * 100.0);
+            eprintln!("{run}: host h{i} idle at {:.2} % of a core", share * 100.0);
+        }
+    }
+}
+
+/// The slices of job `id` the log at `path` shows run after its first `from` bytes.
+fn slices_logged(path: &std::path::Path, from: usize, id: &str) -> Vec<u64> {
+    let log = std::fs::read(path).unwrap_or_default();
+    String::from_utf8_lossy(log.get(from..).unwrap_or_default())
+        .lines()
+        .filter(|line| line.contains(id))
+        .filter_map(|line| line.split_once("slice ").and_then(|(_, rest)| rest.split(' ').next()))
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hosts_survive_kills_pauses_cut_connections_and_a_server_restart() {
+    let server = PrivateServer::start("faults");
+
+    // The control run: the same kind of work, no faults. Nothing lapses, so nothing is
+    // rescued.
+    let mut control = Cluster::start(&server, 3, &[]).await;
+    control.submit_slices(200).await;
+    control.submit_noops(1_500, 5).await;
+    control.submit_slices(200).await;
+    control.assert_settled(&server, "control").await;
+    let rescued = control.count("SELECT count(*) FROM history WHERE event = 'rescued'").await;
+    assert_eq!(rescued, 0, "control: rescues with no fault");
+    drop(control);
+
+    // The fault run, with a short lease so that lapsed claims are rescued soon.
+    let short = ["--lease-ttl", "4s", "--step-timeout", "2s"];
+    let mut faults = Cluster::start(&server, 3, &short).await;
+
+    // 1. SIGKILL the host running a checkpointing step, well into it.
+    let sliced = faults.submit_slices(3_000).await;
+    faults.submit_noops(500, 5).await;
+    let sql =
+        format!("SELECT count(*) FROM steps WHERE job_id = '{sliced}' AND (body::jsonb ->> 'cursor')::bigint >= 100");
+    faults.until_any(&sql, "the sliced step reached slice 100").await;
+    let running = format!("SELECT count(*) FROM jobs WHERE id = '{sliced}' AND machine::jsonb -> 'claim' IS NOT NULL");
+    faults.until_any(&running, "the sliced step runs").await;
+    let owner = faults.claim_owner(&sliced).await.expect("a host runs the sliced step");
+    let victim: usize = owner.trim_start_matches('h').parse().expect("a host of this test");
+    // A `more` step is claimed afresh for each slice, so others may have run its early
+    // slices: only what they log after the kill counts.
+    let log_len = |i: usize| std::fs::metadata(faults.log_of(&format!("h{i}"))).map_or(0, |m| m.len() as usize);
+    let before_kill: Vec<usize> = (0..3).map(log_len).collect();
+    faults.hosts[victim].take().unwrap().kill_hard();
+    let committed = faults.job(&sliced).await["steps"][0]["done"].as_u64().expect("the step's progress");
+    faults.start_host("h3", &short);
+
+    // 2. SIGSTOP a host holding claims past the lease TTL, until its claims are rescued.
+    faults.submit_noops(1_500, 5).await;
+    let paused = *faults.running().iter().find(|&&i| i != 3).unwrap();
+    let holds = format!("SELECT count(*) FROM jobs WHERE machine::jsonb -> 'claim' ->> 'owner' = 'h{paused}'");
+    // Paused while it holds a claim (its claims are quick: pause, look, go on if none).
+    loop {
+        faults.until_any(&holds, "the host to pause holds a claim").await;
+        faults.host(paused).signal("STOP");
+        if faults.count(&holds).await > 0 {
+            break;
+        }
+        faults.host(paused).signal("CONT");
+    }
+    let rescued =
+        format!("SELECT count(*) FROM history WHERE event = 'rescued' AND body::jsonb ->> 'owner' = 'h{paused}'");
+    faults.until_any(&rescued, "the paused host's claims are rescued").await;
+    faults.host(paused).signal("CONT");
+
+    // 3. Terminate every backend of the database while jobs run, three times.
+    let more = faults.submit_noops(1_500, 5).await;
+    for (n, id) in [&more[100], &more[600], &more[1_100]].into_iter().enumerate() {
+        let done = format!("SELECT count(*) FROM jobs WHERE id = '{id}' AND settled_at IS NOT NULL");
+        faults.until_any(&done, "work to run before the cut").await;
+        let cut = sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()) AS cut",
+        )
+        .fetch_one(&faults.db)
+        .await
+        .expect("terminate the backends");
+        eprintln!("cut {cut} connections ({})", n + 1);
+    }
+
+    // 4. Restart the server while jobs run.
+    let last = faults.submit_noops(1_500, 5).await;
+    let done = format!("SELECT count(*) FROM jobs WHERE id = '{}' AND settled_at IS NOT NULL", last[300]);
+    faults.until_any(&done, "work to run before the restart").await;
+    server.restart();
+
+    faults.assert_settled(&server, "faults").await;
+    let survivors: Vec<u64> = faults
+        .running()
+        .iter()
+        .flat_map(|&i| {
+            slices_logged(&faults.log_of(&format!("h{i}")), before_kill.get(i).copied().unwrap_or(0), &sliced)
+        })
+        .collect();
+    let resumed = survivors.iter().min().copied().expect("the sliced step ran on after the kill");
+    assert!(
+        resumed > committed && resumed <= committed + 2,
+        "the sliced step resumed at slice {resumed}; its last committed checkpoint was {committed}"
+    );
+    let rescues = faults.count("SELECT count(*) FROM history WHERE event = 'rescued'").await;
+    eprintln!("faults: {rescues} rescues; the sliced step resumed at slice {resumed} after {committed}");
+}
