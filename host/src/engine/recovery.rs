@@ -12,7 +12,7 @@ const PROMOTE_BATCH: u32 = 256;
 
 impl Engine {
     /// Takes back the steps whose claims lapsed (their host stopped renewing): the step
-    /// runs again elsewhere, under a higher fence. Answers how many were rescued. elsewhere, under a higher fence. Answers how many were rescued.
+    /// runs again elsewhere, under a higher fence. Answers how many were rescued.
     pub async fn rescue_lapsed(&self, limit: u32) -> Result<usize, EngineError> {
         let now = self.now();
         let mut rescued = 0;

@@ -287,12 +287,22 @@ pub struct ConnectOptions {
     pub max_connections: u32,
 }
 
+/// How long a PostgreSQL session may sit inside a transaction waiting for its host
+/// before the server ends it. Spindle's transactions take milliseconds.
+const IDLE_IN_TRANSACTION: &str = "10s";
+
 impl Db {
     /// Opens a pool for `options.url`.
     pub async fn connect(options: &ConnectOptions) -> Result<Self, sqlx::Error> {
         let url = options.url.as_str();
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let connect = PgConnectOptions::from_str(url)?;
+            // A host paused mid-transaction (SIGSTOP, a long GC-like stall, a frozen VM)
+            // would hold its row locks for as long as it stays paused, and every other
+            // host's next write that needs those rows would wait behind it: the server ends
+            // such a session instead, and the paused host's transaction is retried (or its
+            // claims rescued) when it wakes.
+            let connect = PgConnectOptions::from_str(url)?
+                .options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION)]);
             let pool = PgPoolOptions::new()
                 .max_connections(options.max_connections.max(2))
                 .acquire_timeout(Duration::from_secs(30))
