@@ -56,7 +56,9 @@ impl Cluster {
             db: PgPool::connect(&database).await.expect("connect to the scenario's database"),
             database,
             token: String::new(),
-            http: reqwest::Client::new(),
+            // Idle connections are dropped before the hosts close them (10 s), so a request
+            // never goes out on a connection the host is closing.
+            http: reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(5)).build().expect("a client"),
             logs,
             jobs: Vec::new(),
         };
@@ -114,7 +116,8 @@ impl Cluster {
     /// Submits `body` through host `i`; answers the job's id.
     async fn submit_to(&self, i: usize, body: Value) -> String {
         let url = format!("{}/v1/jobs", self.host(i).url);
-        let answer = self.http.post(url).bearer_auth(&self.token).json(&body).send().await.expect("submitted");
+        let answer = self.http.post(url).bearer_auth(&self.token).json(&body).send().await;
+        let answer = answer.unwrap_or_else(|e| panic!("submit {body} to h{i}: {e:?}"));
         assert!(answer.status().is_success(), "submit {body}: {}", answer.status());
         let job: Value = answer.json().await.expect("a job view");
         job["id"].as_str().expect("an id").to_owned()
@@ -183,25 +186,13 @@ impl Cluster {
                 return;
             }
             if tokio::time::Instant::now() >= deadline {
-                let rows: Vec<(String, String)> = sqlx::query_as(
-                    "SELECT id, machine::text FROM jobs WHERE machine::jsonb -> 'claim' IS NOT NULL LIMIT 5",
+                let activity: Vec<(Option<String>, Option<String>)> = sqlx::query_as(
+                    "SELECT state, left(query, 120) FROM pg_stat_activity WHERE datname = current_database()",
                 )
                 .fetch_all(&self.db)
                 .await
                 .unwrap_or_default();
-                let events: Vec<(String, String)> =
-                    sqlx::query_as("SELECT event, body FROM history WHERE event = 'rescued' LIMIT 5")
-                        .fetch_all(&self.db)
-                        .await
-                        .unwrap_or_default();
-                let activity: Vec<(Option<String>, Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
-                    "SELECT application_name, state, wait_event_type || ':' || wait_event, left(query, 120) \
-                     FROM pg_stat_activity WHERE datname = current_database()",
-                )
-                .fetch_all(&self.db)
-                .await
-                .unwrap_or_default();
-                panic!("never: {what}\nclaimed: {}\nrescued: {events:#?}\nactivity: {activity:#?}", rows.len());
+                panic!("never: {what}\nthe database's sessions: {activity:#?}");
             }
         }
     }
@@ -273,14 +264,21 @@ async fn three_hosts_survive_kills_pauses_cut_connections_and_a_server_restart()
     let sql =
         format!("SELECT count(*) FROM steps WHERE job_id = '{sliced}' AND (body::jsonb ->> 'cursor')::bigint >= 100");
     faults.until_any(&sql, "the sliced step reached slice 100").await;
+    // A `more` step is claimed afresh for each slice, so the host running it changes:
+    // stop the one that holds it, make sure it still does, and only then kill it. Others
+    // may have run its early slices; only what they log after the kill counts.
     let running = format!("SELECT count(*) FROM jobs WHERE id = '{sliced}' AND machine::jsonb -> 'claim' IS NOT NULL");
-    faults.until_any(&running, "the sliced step runs").await;
-    let owner = faults.claim_owner(&sliced).await.expect("a host runs the sliced step");
-    let victim: usize = owner.trim_start_matches('h').parse().expect("a host of this test");
-    // A `more` step is claimed afresh for each slice, so others may have run its early
-    // slices: only what they log after the kill counts.
     let log_len = |i: usize| std::fs::metadata(faults.log_of(&format!("h{i}"))).map_or(0, |m| m.len() as usize);
-    let before_kill: Vec<usize> = (0..3).map(log_len).collect();
+    let (victim, before_kill) = loop {
+        faults.until_any(&running, "the sliced step runs").await;
+        let Some(owner) = faults.claim_owner(&sliced).await else { continue };
+        let victim: usize = owner.trim_start_matches('h').parse().expect("a host of this test");
+        faults.host(victim).signal("STOP");
+        if faults.claim_owner(&sliced).await.as_deref() == Some(owner.as_str()) {
+            break (victim, (0..3).map(log_len).collect::<Vec<_>>());
+        }
+        faults.host(victim).signal("CONT");
+    };
     faults.hosts[victim].take().unwrap().kill_hard();
     let committed = faults.job(&sliced).await["steps"][0]["done"].as_u64().expect("the step's progress");
     faults.start_host("h3", &short);
