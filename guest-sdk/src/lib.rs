@@ -64,11 +64,21 @@
 //! Build the crate as a `cdylib` for `wasm32-wasip2`; the result is a component the host
 //! accepts (`cargo xtask guests` does this for the workspace's kinds).
 //!
-//! Off wasm, as in a kind's native unit tests, [`log`] writes to stderr and
-//! [`Step::heartbeat`] always proceeds, so a kind's logic runs natively:
-//! [`testing::run_job`] drives a whole job through its steps the way the host would.
+//! Beyond its input, a step reaches only what the host grants: [`log`], heartbeats,
+//! [`config`] (deployment settings and secrets it never sees) and outbound [`http`],
+//! which the host's policy denies unless the operator, the tenant and the deployment all
+//! allow the destination.
+//!
+//! Off wasm, as in a kind's native unit tests, [`log`] writes to stderr,
+//! [`Step::heartbeat`] always proceeds, and [`config`] and [`http`] answer from what the
+//! test set in [`testing`], so a kind's logic runs natively: [`testing::run_job`] drives a
+//! whole job through its steps the way the host would.
 
+pub mod config;
+pub mod http;
 mod job;
+#[cfg(not(target_arch = "wasm32"))]
+mod local_host;
 pub mod log;
 mod outcome;
 mod spec;
@@ -84,10 +94,18 @@ pub use step::{Checkpoint, Heartbeat, Step};
 pub use serde;
 pub use serde_json;
 
+/// Re-exported: the WASI bindings the world's `wasi:*` imports are mapped onto.
+pub use wasip2;
+
 /// The bindings wit-bindgen generates for the `job-kind` world.
 ///
 /// Wrapped in a module because wit-bindgen 0.63's public export macro clashes with
 /// items at the crate root; most kinds never need anything in here.
+///
+/// The world's WASI imports (`wasi:http` and what it uses of `wasi:io` and
+/// `wasi:clocks`) are not generated here but mapped onto the [`wasip2`] crate's
+/// bindings of the same 0.2.12 interfaces, so a kind can hand [`http`]'s streams and
+/// types to other code written against `wasip2`.
 #[allow(unsafe_code, reason = "generated ABI glue: the only unsafe code in the SDK")]
 pub mod bindings {
     wit_bindgen::generate!({
@@ -96,6 +114,14 @@ pub mod bindings {
         pub_export_macro: true,
         default_bindings_module: "spindle_guest::bindings",
         additional_derives: [PartialEq, Eq],
+        with: {
+            "wasi:http/types@0.2.12": wasip2::http::types,
+            "wasi:http/outgoing-handler@0.2.12": wasip2::http::outgoing_handler,
+            "wasi:io/error@0.2.12": wasip2::io::error,
+            "wasi:io/poll@0.2.12": wasip2::io::poll,
+            "wasi:io/streams@0.2.12": wasip2::io::streams,
+            "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
+        },
     });
 }
 

@@ -25,6 +25,7 @@ pub struct KindSpec {
     retry: RetryPolicy,
     failure_effect: bool,
     notify_on_success: bool,
+    input_schema: Option<String>,
 }
 
 /// How the host retries a step that ends `retryable`.
@@ -56,6 +57,7 @@ impl KindSpec {
             retry: RetryPolicy::default(),
             failure_effect: false,
             notify_on_success: false,
+            input_schema: None,
         }
     }
 
@@ -96,6 +98,15 @@ impl KindSpec {
         self
     }
 
+    /// Declares the JSON Schema (draft 2020-12, as text) a job's input must follow. The
+    /// host refuses a submission that does not before anything is queued, and refuses to
+    /// deploy a kind whose schema is not a JSON object of at most 64 KiB
+    /// (`component.invalid-spec`). Without one, any input is accepted.
+    pub fn input_schema(mut self, schema: impl Into<String>) -> Self {
+        self.input_schema = Some(schema.into());
+        self
+    }
+
     /// The kind's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -115,7 +126,11 @@ impl KindSpec {
     pub fn into_wit(self) -> wit::KindSpec {
         wit::KindSpec {
             name: self.name,
-            steps: self.steps.into_iter().map(|(key, weight)| wit::StepSpec { key, weight }).collect(),
+            steps: self
+                .steps
+                .into_iter()
+                .map(|(key, weight)| wit::StepSpec { key, weight, output_schema: None })
+                .collect(),
             cancellable: self.cancellable,
             retry: wit::RetryPolicy {
                 max_attempts: self.retry.max_attempts,
@@ -124,6 +139,7 @@ impl KindSpec {
             },
             has_failure_effect: self.failure_effect,
             notifies_on_success: self.notify_on_success,
+            input_schema: self.input_schema,
         }
     }
 }
@@ -141,6 +157,7 @@ mod tests {
             .retry(3, 10, 50)
             .failure_effect()
             .notify_on_success()
+            .input_schema(r#"{"type": "object"}"#)
             .into_wit();
         assert_eq!(wit.name, "scripted");
         assert_eq!(wit.steps.len(), 2);
@@ -150,6 +167,8 @@ mod tests {
         assert_eq!(wit.retry.max_attempts, 3);
         assert_eq!(wit.retry.initial_backoff_ms, 10);
         assert_eq!(wit.retry.max_backoff_ms, 50);
+        assert_eq!(wit.input_schema.as_deref(), Some(r#"{"type": "object"}"#));
+        assert!(wit.steps.iter().all(|step| step.output_schema.is_none()));
     }
 
     #[test]
@@ -157,5 +176,6 @@ mod tests {
         let wit = KindSpec::new("noop").step("run", 1).into_wit();
         assert!(!wit.cancellable && !wit.has_failure_effect && !wit.notifies_on_success);
         assert_eq!(wit.retry.max_attempts, 3);
+        assert_eq!(wit.input_schema, None);
     }
 }

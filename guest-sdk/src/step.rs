@@ -88,20 +88,43 @@ impl Step {
         serde_json::from_slice(&self.input.payload).map_err(|e| json_error("invalid-input", "the job's input", &e))
     }
 
-    /// The raw output of an earlier step of this job, if it completed.
+    /// The raw output of an earlier step of this job, if it came with this call's input.
+    /// The host may leave large outputs out of the input: [`Step::prior_output`] also
+    /// asks the host for those.
     pub fn prior_bytes(&self, step: &str) -> Option<&[u8]> {
         self.input.prior.iter().find(|prior| prior.step == step).map(|prior| prior.output.as_slice())
     }
 
-    /// The JSON output of an earlier step. Refused with `missing-prior` when that step
-    /// has not completed (it was skipped, or is declared later), `invalid-prior` when
-    /// its output is not the expected JSON.
+    /// The raw output of an earlier step of this job, if it completed: from the input,
+    /// or else asked of the host (`host.prior-output`), which has every output even when
+    /// the input was capped.
+    pub fn prior_output(&self, step: &str) -> Option<Vec<u8>> {
+        match self.prior_bytes(step) {
+            Some(bytes) => Some(bytes.to_vec()),
+            None => host_prior_output(step),
+        }
+    }
+
+    /// The JSON output of an earlier step, or `None` if it has not completed (it was
+    /// skipped, or is declared later); refused with `invalid-prior` when the output is
+    /// not the expected JSON. For steps that may be skipped; see [`Step::prior`].
+    pub fn prior_output_as<T: DeserializeOwned>(&self, step: &str) -> Result<Option<T>, StepError> {
+        let parse = |bytes: &[u8]| {
+            serde_json::from_slice(bytes)
+                .map_err(|e| json_error("invalid-prior", &format!("the output of step `{step}`"), &e))
+        };
+        match self.prior_bytes(step) {
+            Some(bytes) => parse(bytes).map(Some),
+            None => host_prior_output(step).map(|bytes| parse(&bytes)).transpose(),
+        }
+    }
+
+    /// The JSON output of an earlier step, from the input or the host. Refused with
+    /// `missing-prior` when that step has not completed (it was skipped, or is declared
+    /// later), `invalid-prior` when its output is not the expected JSON.
     pub fn prior<T: DeserializeOwned>(&self, step: &str) -> Result<T, StepError> {
-        let bytes = self
-            .prior_bytes(step)
-            .ok_or_else(|| StepError::refused("missing-prior", format!("step `{step}` has no output in this job")))?;
-        serde_json::from_slice(bytes)
-            .map_err(|e| json_error("invalid-prior", &format!("the output of step `{step}`"), &e))
+        self.prior_output_as(step)?
+            .ok_or_else(|| StepError::refused("missing-prior", format!("step `{step}` has no output in this job")))
     }
 
     /// The cursor of this attempt's last [`Outcome::more`](crate::Outcome::more), if any.
@@ -138,6 +161,18 @@ impl Step {
 }
 
 #[cfg(target_arch = "wasm32")]
+fn host_prior_output(step: &str) -> Option<Vec<u8>> {
+    crate::bindings::spindle::job::host::prior_output(step)
+}
+
+/// Off wasm the input is all there is: [`testing::run_job`](crate::testing::run_job)
+/// hands every step every prior output.
+#[cfg(not(target_arch = "wasm32"))]
+fn host_prior_output(_step: &str) -> Option<Vec<u8>> {
+    None
+}
+
+#[cfg(target_arch = "wasm32")]
 fn host_heartbeat(progress: Option<&Checkpoint>) -> Heartbeat {
     crate::bindings::spindle::job::host::heartbeat(progress).into()
 }
@@ -165,6 +200,7 @@ mod tests {
                 .map(|(step, output)| wit::PriorOutput { step: (*step).into(), output: output.as_bytes().to_vec() })
                 .collect(),
             cursor: cursor.map(Into::into),
+            awaited: None,
         })
     }
 
@@ -189,6 +225,15 @@ mod tests {
         assert_eq!(step.prior::<Rows>("validate").map_err(|e| e.code().to_owned()), Err("invalid-prior".into()));
         assert_eq!(step.prior::<Rows>("summarise").map_err(|e| e.code().to_owned()), Err("missing-prior".into()));
         assert_eq!(step.cursor_json::<Rows>().map_err(|e| e.code().to_owned()), Err("invalid-cursor".into()));
+    }
+
+    #[test]
+    fn a_prior_output_that_may_be_missing_is_an_option() {
+        let step = step("{}", &[("validate", r#"{"rows": 5}"#)], None);
+        assert_eq!(step.prior_output("validate").as_deref(), Some(&br#"{"rows": 5}"#[..]));
+        assert_eq!(step.prior_output_as::<Rows>("validate"), Ok(Some(Rows { rows: 5 })));
+        assert_eq!(step.prior_output("skipped"), None);
+        assert_eq!(step.prior_output_as::<Rows>("skipped"), Ok(None));
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! them. It does not wait: backoff and snoozes are skipped, leases and cancellation do
 //! not exist, and heartbeats always proceed. It checks the kind's logic, not the host.
 //!
+//! What a step reaches through the host is set per test thread (each test runs on its
+//! own): deployment settings with [`set_config`], tenant secrets with [`set_secret`],
+//! the upstream of outbound requests with [`set_http_handler`]. Nothing is set at first.
+//!
 //! ```
 //! use spindle_guest::prelude::*;
 //! use spindle_guest::testing::run_job;
@@ -35,6 +39,53 @@ use serde::de::DeserializeOwned;
 
 use crate::bindings::spindle::job::types as wit;
 use crate::{Failure, JobSummary, Kind, Step};
+
+/// Sets the deployment setting `name` that [`config::get`](crate::config::get) returns
+/// on this thread.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn set_config(name: impl Into<String>, value: impl Into<String>) {
+    crate::local_host::set_setting(name.into(), value.into());
+}
+
+/// Sets the tenant's secret `name` on this thread: [`config::secret`](crate::config::secret)
+/// then returns a placeholder for it, [`config::hmac_sha256`](crate::config::hmac_sha256)
+/// signs with it, and the HTTP handler sees it in place of its placeholder in request
+/// headers, as an upstream would.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn set_secret(name: impl Into<String>, value: impl Into<String>) {
+    crate::local_host::set_secret(name.into(), value.into());
+}
+
+/// Answers this thread's outbound requests ([`http::Request::send`](crate::http::Request::send))
+/// with `handler`, which stands in for every upstream. Without one, a send fails with
+/// [`HttpError::Other`](crate::http::HttpError::Other).
+///
+/// ```
+/// use spindle_guest::http::{HttpError, Request, Response};
+/// use spindle_guest::testing;
+///
+/// testing::set_secret("token", "s3cr3t");
+/// testing::set_http_handler(|request| match request.url() {
+///     "https://api.example.com/ping" => Ok(Response::new(200, "pong")),
+///     _ => Err(HttpError::Denied),
+/// });
+/// let token = spindle_guest::config::secret("token").expect("set");
+/// let response = Request::get("https://api.example.com/ping").header("authorization", token).send();
+/// assert_eq!(response.map(|r| r.into_body()), Ok(b"pong".to_vec()));
+/// assert_eq!(Request::get("https://elsewhere.example.com/").send(), Err(HttpError::Denied));
+/// ```
+#[cfg(not(target_arch = "wasm32"))]
+pub fn set_http_handler(
+    handler: impl Fn(&crate::http::Request) -> Result<crate::http::Response, crate::http::HttpError> + 'static,
+) {
+    crate::local_host::set_http_handler(std::rc::Rc::new(handler));
+}
+
+/// Forgets this thread's settings, secrets and HTTP handler.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn reset() {
+    crate::local_host::reset();
+}
 
 /// The job id [`run_job`] hands to every step.
 pub const LOCAL_JOB_ID: &str = "00000000-0000-7000-8000-000000000000";
@@ -120,6 +171,7 @@ pub fn run_job<K: Kind>(payload: &[u8]) -> JobRun {
                     .map(|(step, output)| wit::PriorOutput { step: step.clone(), output: output.clone() })
                     .collect(),
                 cursor: cursor.clone(),
+                awaited: None,
             };
             let mut step = Step::from_input(input);
             let outcome = match K::run_step(&mut step) {
@@ -151,6 +203,14 @@ pub fn run_job<K: Kind>(payload: &[u8]) -> JobRun {
                 }
                 wit::StepOutcome::Refused(failure) => {
                     run.failure = Some(failure);
+                    break 'steps;
+                }
+                // The host refuses these for now; the SDK never reports them.
+                wit::StepOutcome::AwaitChildren(_) | wit::StepOutcome::AwaitSignal(_) => {
+                    run.failure = Some(Failure {
+                        code: "unsupported-outcome".into(),
+                        message: format!("step `{}` reported an await outcome", step_spec.key),
+                    });
                     break 'steps;
                 }
             }

@@ -118,6 +118,8 @@ struct FileConfig {
     max_client_connections: Option<usize>,
     kinds: Option<Vec<String>>,
     tenants: Option<Vec<String>>,
+    /// The operator's outbound HTTP policy and limits (`[outbound]`).
+    outbound: Option<spindle_runtime::outbound::OutboundConfig>,
 }
 
 /// The resolved configuration.
@@ -222,6 +224,12 @@ impl ServeConfig {
         if let Some(n) = args.max_component_bytes.or(file.max_component_bytes) {
             host.sandbox.max_component_bytes = n;
         }
+        if let Some(outbound) = file.outbound {
+            host.sandbox.outbound = outbound;
+        }
+        // Like the operator token, the sealing key stays out of flags and files that get
+        // shared: the environment, or the data directory's own 0600 file.
+        host.secret_key = std::env::var("SPINDLE_SECRET_KEY").ok().filter(|k| !k.trim().is_empty());
         if let Some(text) = args.reconcile_interval.or(file.reconcile_interval) {
             host.reconcile.interval = parse_duration(&text)?;
         }
@@ -288,6 +296,36 @@ mod tests {
         assert_eq!(config.host.engine.lease_ttl, Duration::from_secs(60));
         let bad = ServeArgs { lease_ttl: Some("5s".into()), step_timeout: Some("10s".into()), ..ServeArgs::default() };
         assert!(ServeConfig::resolve(bad).is_err(), "a lease shorter than a step is refused");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn the_operators_outbound_policy_comes_from_the_file() {
+        let dir = std::env::temp_dir().join(format!("spindle-outbound-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok();
+        let file = dir.join("spindle.toml");
+        let text = "[outbound]\nallow = [\"POST https://api.example.com/v1/*\"]\nallow_cidrs = [\"10.1.0.0/16\"]\n\
+                    [outbound.limits]\nconnect_timeout = 2\nmax_requests_per_call = 8\n";
+        std::fs::write(&file, text).ok();
+        let config =
+            ServeConfig::resolve(ServeArgs { config: Some(file.clone()), ..ServeArgs::default() }).expect("resolves");
+        let outbound = &config.host.sandbox.outbound;
+        assert_eq!(outbound.operator.allow.0.len(), 1);
+        assert!(outbound.operator.block_private, "blocked unless said otherwise");
+        assert!(outbound.operator.address_allowed("10.1.2.3".parse().expect("ip")));
+        assert!(!outbound.operator.address_allowed("10.2.0.1".parse().expect("ip")));
+        assert_eq!(outbound.limits.connect_timeout, Duration::from_secs(2));
+        assert_eq!(outbound.limits.max_requests_per_call, 8);
+        std::fs::write(&file, "[outbound]\nallow = [\"api.example.com\"]\n").ok();
+        assert!(
+            ServeConfig::resolve(ServeArgs { config: Some(file.clone()), ..ServeArgs::default() }).is_err(),
+            "a rule without a scheme"
+        );
+        std::fs::write(&file, "[outbound]\nalow = []\n").ok();
+        assert!(
+            ServeConfig::resolve(ServeArgs { config: Some(file), ..ServeArgs::default() }).is_err(),
+            "a misspelt key"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 }

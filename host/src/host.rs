@@ -8,6 +8,7 @@ use std::time::Duration;
 use spindle_core::ReconcilePolicy;
 use spindle_runtime::{Runtime, SandboxConfig};
 
+use crate::capabilities::SecretKey;
 use crate::clock::{Clock, SystemClock};
 use crate::dispatcher::{Dispatcher, DispatcherConfig};
 use crate::engine::{Engine, EngineConfig};
@@ -38,6 +39,9 @@ pub struct HostConfig {
     pub registry: RegistryLimits,
     /// How long finished jobs are kept.
     pub retention: RetentionPolicy,
+    /// The key that seals tenants' secrets, 64 hex digits (`SPINDLE_SECRET_KEY`); `None`:
+    /// the `secret-key` file in the data directory, made on first start.
+    pub secret_key: Option<String>,
 }
 
 impl HostConfig {
@@ -53,6 +57,7 @@ impl HostConfig {
             reconcile: ReconcilePolicy::default(),
             registry: RegistryLimits::default(),
             retention: RetentionPolicy::default(),
+            secret_key: None,
         }
     }
 
@@ -74,6 +79,9 @@ pub enum HostError {
     /// The sandbox failed.
     #[error(transparent)]
     Sandbox(#[from] spindle_runtime::SetupError),
+    /// The secret key is malformed or its file unreadable.
+    #[error("secret key: {0}")]
+    SecretKey(String),
 }
 
 /// A running host.
@@ -137,6 +145,12 @@ impl Host {
         let runtime = Arc::new(Runtime::new(config.sandbox.clone())?);
         let registry = Arc::new(Registry::with_limits(store.clone(), runtime, config.registry));
         let engine = Arc::new(Engine::new(store.clone(), registry.clone(), clock, config.engine.clone()));
+        let key = match &config.secret_key {
+            Some(hex) => SecretKey::from_hex(hex),
+            None => SecretKey::load_or_create(&config.data_dir.join("secret-key")),
+        }
+        .map_err(|e| HostError::SecretKey(format!("{e:#}")))?;
+        engine.use_secret_key(key);
         Ok(Self {
             store,
             registry,

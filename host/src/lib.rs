@@ -6,6 +6,7 @@
 //! - [`engine`]: load → core transition → version-checked write; runs claimed steps.
 //! - [`dispatcher`]: indexed discovery, batched claims, a bounded pool of running steps.
 //! - [`registry`]: deployed components and kind versions.
+//! - [`capabilities`]: what a step may reach outward (deployments, rules, sealed secrets).
 //! - [`reconciler`]: settles silent jobs from execution evidence.
 //! - [`pruner`]: deletes finished jobs past their retention.
 //! - [`host`]: all of the above assembled; [`api`] and [`cli`] face users.
@@ -13,6 +14,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod capabilities;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -19,6 +19,7 @@ use spindle_runtime::{KindSpec, LoadError, LoadedKind, Runtime, is_valid_name};
 use thiserror::Error;
 use tokio::sync::Mutex;
 
+use crate::capabilities::Deployment;
 use crate::store::{KindEntry, KindVersion, Storage, StoreError, TenantId};
 
 /// Why a registry operation failed.
@@ -56,6 +57,16 @@ pub struct Resolved {
     pub version: KindVersion,
     /// The loaded component.
     pub kind: Arc<LoadedKind>,
+    /// What its deployment allows, declares and sets.
+    pub deployment: Arc<Deployment>,
+}
+
+/// A kind version's key: tenant, kind, version.
+type VersionKey = (TenantId, String, i64);
+
+/// A stored version's deployment.
+fn deployment_of(version: &KindVersion) -> Result<Deployment, StoreError> {
+    serde_json::from_str(&version.deployment).map_err(|e| StoreError::Corrupt(format!("deployment: {e}")))
 }
 
 /// How much the registry keeps in memory.
@@ -110,7 +121,7 @@ pub struct Registry {
     runtime: Arc<Runtime>,
     // Plain mutexes: never held across an await, taken on every step.
     loaded: std::sync::Mutex<Loaded>,
-    versions: std::sync::Mutex<lru::LruCache<(TenantId, String, i64), KindVersion>>,
+    versions: std::sync::Mutex<lru::LruCache<VersionKey, (KindVersion, Arc<Deployment>)>>,
     loading: Mutex<()>,
     /// Tenants with a deploy under way.
     deploying: Arc<std::sync::Mutex<std::collections::HashSet<TenantId>>>,
@@ -161,7 +172,7 @@ impl Registry {
         self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn lock_versions(&self) -> std::sync::MutexGuard<'_, lru::LruCache<(TenantId, String, i64), KindVersion>> {
+    fn lock_versions(&self) -> std::sync::MutexGuard<'_, lru::LruCache<VersionKey, (KindVersion, Arc<Deployment>)>> {
         self.versions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -179,6 +190,18 @@ impl Registry {
         bytes: &[u8],
         now: Timestamp,
     ) -> Result<(KindVersion, KindSpec), RegistryError> {
+        self.deploy_with(tenant, kind, bytes, &Deployment::default(), now).await
+    }
+
+    /// [`deploy`](Self::deploy) with what the deployment allows, declares and sets.
+    pub async fn deploy_with(
+        &self,
+        tenant: &TenantId,
+        kind: &str,
+        bytes: &[u8],
+        deployment: &Deployment,
+        now: Timestamp,
+    ) -> Result<(KindVersion, KindSpec), RegistryError> {
         if !is_valid_name(kind) {
             return Err(RegistryError::InvalidName(kind.to_owned()));
         }
@@ -193,7 +216,9 @@ impl Registry {
         let loaded = Arc::new(self.runtime.load(bytes).await?);
         let spec_json = serde_json::to_string(&loaded.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.store.put_component(&loaded.digest, bytes, now).await?;
-        let version = self.store.add_kind_version(tenant, kind, &loaded.digest, &spec_json, now).await?;
+        let deployment_json = serde_json::to_string(deployment).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let version =
+            self.store.add_kind_version(tenant, kind, &loaded.digest, &spec_json, &deployment_json, now).await?;
         let spec = loaded.spec.clone();
         self.lock_loaded().insert(loaded);
         Ok((version, spec))
@@ -204,14 +229,15 @@ impl Registry {
         let version =
             self.store.current_kind(tenant, kind).await?.ok_or_else(|| RegistryError::UnknownKind(kind.to_owned()))?;
         let loaded = self.load(&version.digest).await?;
-        Ok(Resolved { version, kind: loaded })
+        let deployment = Arc::new(deployment_of(&version)?);
+        Ok(Resolved { version, kind: loaded, deployment })
     }
 
     /// A specific version of `kind`, loaded.
     pub async fn version(&self, tenant: &TenantId, kind: &str, version: i64) -> Result<Resolved, RegistryError> {
         let key = (tenant.clone(), kind.to_owned(), version);
         let known = self.lock_versions().get(&key).cloned();
-        let found = match known {
+        let (found, deployment) = match known {
             Some(found) => found,
             None => {
                 let found = self
@@ -219,12 +245,13 @@ impl Registry {
                     .kind_version(tenant, kind, version)
                     .await?
                     .ok_or_else(|| RegistryError::UnknownVersion { kind: kind.to_owned(), version })?;
-                self.lock_versions().put(key, found.clone());
-                found
+                let deployment = Arc::new(deployment_of(&found)?);
+                self.lock_versions().put(key, (found.clone(), deployment.clone()));
+                (found, deployment)
             }
         };
         let loaded = self.load(&found.digest).await?;
-        Ok(Resolved { version: found, kind: loaded })
+        Ok(Resolved { version: found, kind: loaded, deployment })
     }
 
     /// Makes an earlier (or later) version current.

@@ -30,6 +30,7 @@ mod crash;
 mod e2e;
 mod engine;
 mod hardening;
+mod outbound;
 mod reconciler;
 mod run_control;
 mod sandbox;

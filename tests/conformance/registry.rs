@@ -25,7 +25,7 @@ async fn kind_versions_number_per_tenant_and_roll_back_and_forward(backend: Back
     let spec = |n: u32| format!("{{\"steps\":{n}}}");
 
     for (n, ms) in [(1, 0), (2, 1_000), (3, 2_000)] {
-        let v = db.add_kind_version(&acme(), "resize", &format!("sha256:{n}"), &spec(n), at(ms)).await.unwrap();
+        let v = db.add_kind_version(&acme(), "resize", &format!("sha256:{n}"), &spec(n), "{}", at(ms)).await.unwrap();
         assert_eq!((v.tenant.clone(), v.kind.as_str(), v.version), (acme(), "resize", i64::from(n)));
         assert_eq!(
             (v.digest.as_str(), v.spec.as_str(), v.created_at),
@@ -35,9 +35,9 @@ async fn kind_versions_number_per_tenant_and_roll_back_and_forward(backend: Back
     }
 
     // The same kind name under another tenant, and another kind of the same tenant, count on their own.
-    let theirs = db.add_kind_version(&globex(), "resize", "sha256:g1", &spec(9), at(3_000)).await.unwrap();
+    let theirs = db.add_kind_version(&globex(), "resize", "sha256:g1", &spec(9), "{}", at(3_000)).await.unwrap();
     assert_eq!(theirs.version, 1);
-    let other = db.add_kind_version(&acme(), "email", "sha256:e1", &spec(1), at(3_500)).await.unwrap();
+    let other = db.add_kind_version(&acme(), "email", "sha256:e1", &spec(1), "{}", at(3_500)).await.unwrap();
     assert_eq!(other.version, 1);
     assert_eq!(db.current_kind(&acme(), "resize").await.unwrap().unwrap().version, 3);
     assert_eq!(db.current_kind(&globex(), "resize").await.unwrap().unwrap().digest, "sha256:g1");
@@ -70,7 +70,7 @@ async fn kind_versions_number_per_tenant_and_roll_back_and_forward(backend: Back
 
     // After a rollback the next version still counts from the latest.
     db.set_current_version(&acme(), "resize", 2, at(7_000)).await.unwrap();
-    let v4 = db.add_kind_version(&acme(), "resize", "sha256:4", &spec(4), at(8_000)).await.unwrap();
+    let v4 = db.add_kind_version(&acme(), "resize", "sha256:4", &spec(4), "{}", at(8_000)).await.unwrap();
     assert_eq!(v4.version, 4);
     assert_eq!(db.current_kind(&acme(), "resize").await.unwrap(), Some(v4.clone()));
 

@@ -93,8 +93,13 @@ pub struct Harness {
 impl Harness {
     /// A harness on `backend`.
     pub async fn new(backend: Backend) -> Self {
+        Self::with_sandbox(backend, test_sandbox()).await
+    }
+
+    /// A harness on `backend` whose sandbox has `sandbox`'s settings.
+    pub async fn with_sandbox(backend: Backend, sandbox: spindle_runtime::SandboxConfig) -> Self {
         let (store, url, scratch) = fresh_store(backend).await;
-        let runtime = runtime(test_sandbox());
+        let runtime = runtime(sandbox);
         let registry = Arc::new(Registry::new(store.clone(), runtime.clone()));
         Self {
             store,

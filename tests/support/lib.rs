@@ -9,6 +9,7 @@ use std::sync::Arc;
 use spindle_runtime::{LoadedKind, Runtime, SandboxConfig, StepInput};
 
 pub mod harness;
+pub mod http;
 pub mod postgres;
 pub mod served;
 
@@ -70,6 +71,7 @@ pub fn input(step: &str, attempt: u32, payload: serde_json::Value) -> StepInput 
         payload: serde_json::to_vec(&payload).unwrap(),
         prior: Vec::new(),
         cursor: None,
+        capabilities: Arc::default(),
     }
 }
 

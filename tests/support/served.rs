@@ -63,7 +63,12 @@ impl Served {
 
     /// Starts it with the log filter `log` (`SPINDLE_LOG`), its log written to `log_file`.
     pub fn start_logged(database_url: &str, extra: &[&str], log: &str, log_file: &Path) -> Self {
-        Self::spawn(Scratch::new(), database_url, extra, "spt_test_operator_token", log, Some(log_file))
+        Self::start_logged_in(Scratch::new(), database_url, extra, log, log_file)
+    }
+
+    /// [`start_logged`](Self::start_logged) on a given data directory (to restart on it).
+    pub fn start_logged_in(data: Scratch, database_url: &str, extra: &[&str], log: &str, log_file: &Path) -> Self {
+        Self::spawn(data, database_url, extra, "spt_test_operator_token", log, Some(log_file))
     }
 
     /// Starts the process, its log to stderr or to `log_file`.
@@ -118,10 +123,12 @@ impl Served {
         assert!(status.is_ok_and(|s| s.success()), "kill -{signal} {}", self.child.id());
     }
 
-    /// Kills the process with SIGKILL, as a crash would, and reaps it.
-    pub fn kill_hard(mut self) {
+    /// Kills the process with SIGKILL, as a crash would, and reaps it; answers its data
+    /// directory (to start another host on it).
+    pub fn kill_hard(mut self) -> Scratch {
         self.signal("KILL");
         let _ = self.child.wait();
+        std::mem::replace(&mut self.data, Scratch::new())
     }
 
     /// Whether the process is still running.

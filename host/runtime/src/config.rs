@@ -76,6 +76,9 @@ pub struct SandboxConfig {
     /// Compiles that may wait for a turn (default 8); past it a load answers
     /// `component.busy` at once instead of queueing without end.
     pub max_queued_compiles: usize,
+    /// Outbound HTTP: the operator's policy layer (deny everything by default, special
+    /// addresses blocked) and the limits on each request.
+    pub outbound: crate::outbound::OutboundConfig,
 }
 
 impl Default for SandboxConfig {
@@ -104,6 +107,7 @@ impl Default for SandboxConfig {
             compiler: None,
             max_concurrent_compiles: 2,
             max_queued_compiles: 8,
+            outbound: crate::outbound::OutboundConfig::default(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! How a running step reaches the engine: its heartbeat.
+//! How a running step reaches the engine: its heartbeat, and the record of its outbound
+//! requests.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,6 +12,11 @@ pub use spindle_core::step::Partial;
 pub trait StepControl: Send + Sync {
     /// The step is alive and has done `progress`; renew its claim and say whether to stop.
     fn heartbeat(&self, progress: Option<Partial>) -> Pin<Box<dyn Future<Output = HeartbeatReply> + Send + '_>>;
+
+    /// The call's outbound requests, once it has ended (none are sent after).
+    fn outbound_calls(&self, calls: Vec<crate::outbound::OutboundCall>) {
+        let _ = calls;
+    }
 }
 
 /// A control that always says "go on": for hooks, benchmarks and tests.

@@ -3,8 +3,6 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::bindings::spindle::job::types as wit;
-
 /// Longest kind name or step key.
 pub const MAX_NAME_LEN: usize = 64;
 /// Most steps a kind may declare.
@@ -25,6 +23,9 @@ pub struct StepSpec {
     pub key: String,
     /// Its progress weight.
     pub weight: u32,
+    /// JSON Schema its output follows, if declared (contract 0.2.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<String>,
 }
 
 /// A kind's retry policy.
@@ -53,7 +54,13 @@ pub struct KindSpec {
     pub has_failure_effect: bool,
     /// Whether `on-success` must run when a job succeeds.
     pub notifies_on_success: bool,
+    /// JSON Schema a job's input must follow, if declared (contract 0.2.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<String>,
 }
+
+/// Longest schema a kind may declare, in bytes.
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 
 /// Why a description is unacceptable.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -79,6 +86,9 @@ pub enum SpecError {
     /// The retry policy's backoff ceiling is longer than allowed.
     #[error("max-backoff-ms must be at most {MAX_BACKOFF_MS} (one day), not {0}")]
     MaxBackoff(u32),
+    /// A declared schema is not a JSON object or is too large.
+    #[error("the {0} schema must be a JSON object of at most {MAX_SCHEMA_BYTES} bytes")]
+    Schema(String),
 }
 
 /// Whether `name` is a valid kind name or step key.
@@ -90,18 +100,22 @@ pub fn is_valid_name(name: &str) -> bool {
 
 impl KindSpec {
     /// Validates a description a guest returned.
-    pub(crate) fn from_wit(spec: wit::KindSpec) -> Result<Self, SpecError> {
+    pub(crate) fn new(
+        name: String,
+        steps: Vec<StepSpec>,
+        cancellable: bool,
+        retry: RetrySpec,
+        (has_failure_effect, notifies_on_success): (bool, bool),
+        input_schema: Option<String>,
+    ) -> Result<Self, SpecError> {
         let spec = Self {
-            name: spec.name,
-            steps: spec.steps.into_iter().map(|s| StepSpec { key: s.key, weight: s.weight }).collect(),
-            cancellable: spec.cancellable,
-            retry: RetrySpec {
-                max_attempts: spec.retry.max_attempts,
-                initial_backoff_ms: spec.retry.initial_backoff_ms,
-                max_backoff_ms: spec.retry.max_backoff_ms.max(spec.retry.initial_backoff_ms),
-            },
-            has_failure_effect: spec.has_failure_effect,
-            notifies_on_success: spec.notifies_on_success,
+            name,
+            steps,
+            cancellable,
+            retry: RetrySpec { max_backoff_ms: retry.max_backoff_ms.max(retry.initial_backoff_ms), ..retry },
+            has_failure_effect,
+            notifies_on_success,
+            input_schema,
         };
         spec.validate()?;
         Ok(spec)
@@ -124,6 +138,16 @@ impl KindSpec {
                 return Err(SpecError::DuplicateStep(step.key.clone()));
             }
         }
+        let schemas = std::iter::once(("input".to_owned(), &self.input_schema))
+            .chain(self.steps.iter().map(|s| (format!("`{}` output", s.key), &s.output_schema)));
+        for (what, schema) in schemas {
+            if let Some(schema) = schema
+                && (schema.len() > MAX_SCHEMA_BYTES
+                    || !serde_json::from_str::<serde_json::Value>(schema).is_ok_and(|v| v.is_object()))
+            {
+                return Err(SpecError::Schema(what));
+            }
+        }
         if self.retry.max_attempts == 0 || self.retry.max_attempts > MAX_ATTEMPTS {
             return Err(SpecError::Attempts(self.retry.max_attempts));
         }
@@ -144,11 +168,12 @@ mod tests {
     fn spec(retry: RetrySpec) -> KindSpec {
         KindSpec {
             name: "k".into(),
-            steps: vec![StepSpec { key: "a".into(), weight: 1 }],
+            steps: vec![StepSpec { key: "a".into(), weight: 1, output_schema: None }],
             cancellable: false,
             retry,
             has_failure_effect: false,
             notifies_on_success: false,
+            input_schema: None,
         }
     }
 

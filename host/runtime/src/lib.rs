@@ -2,9 +2,10 @@
 //! call, with no ambient authority.
 //!
 //! - [`Runtime`]: one engine per process (component model, async, pooling allocator,
-//!   epoch ticker, optional fuel), a linker that offers `spindle:job/host` and WASI with
-//!   no directories, sockets, environment or arguments, and an on-disk cache of compiled
-//!   components.
+//!   epoch ticker, optional fuel), a linker that offers both contracts' `spindle:job`
+//!   interfaces ([`Contract`]), WASI with no directories, sockets, environment or
+//!   arguments, `wasi:http` through the [`outbound`] policy, and an on-disk cache of
+//!   compiled components.
 //! - [`Runtime::load`]: upload validation ([`LoadError`]) → a [`LoadedKind`] whose
 //!   `InstancePre` is reused for every call.
 //! - [`Runtime::run_step`] / [`Runtime::run_hook`]: a guest's outcome, or a typed
@@ -16,9 +17,11 @@ mod bindings;
 mod cache;
 mod compile;
 mod config;
+mod contract;
 mod control;
 mod kind;
 mod load;
+pub mod outbound;
 mod outcome;
 mod output;
 mod sandbox;
@@ -26,6 +29,7 @@ mod state;
 
 pub use compile::{COMPILE_CONFIG_ENV, compile_in_this_process};
 pub use config::SandboxConfig;
+pub use contract::Contract;
 pub use control::{HeartbeatReply, Partial, StepControl, Unsupervised};
 pub use kind::{KindSpec, RetrySpec, SpecError, StepSpec, is_valid_name};
 pub use load::LoadError;

@@ -103,6 +103,11 @@ pub(crate) fn check_header(bytes: &[u8], cap: usize) -> Result<(), LoadError> {
 const ALLOWED_IMPORTS: &[&str] = &[
     "spindle:job/host@0.1.",
     "spindle:job/types@0.1.",
+    "spindle:job/host@0.2.",
+    "spindle:job/types@0.2.",
+    "spindle:job/config@0.2.",
+    "wasi:http/outgoing-handler@0.2.",
+    "wasi:http/types@0.2.",
     "wasi:io/",
     "wasi:cli/",
     "wasi:clocks/",
@@ -112,7 +117,8 @@ const ALLOWED_IMPORTS: &[&str] = &[
 ];
 
 /// The interface a job kind must export.
-const KIND_EXPORT: &str = "spindle:job/kind@0.1.";
+/// The exports of the contracts this host runs.
+const KIND_EXPORTS: &[&str] = &["spindle:job/kind@0.1.", "spindle:job/kind@0.2."];
 
 /// Checks the compiled component's imports and exports against the `job-kind` world.
 pub(crate) fn check_world(engine: &Engine, component: &Component) -> Result<(), LoadError> {
@@ -122,9 +128,9 @@ pub(crate) fn check_world(engine: &Engine, component: &Component) -> Result<(), 
             return Err(LoadError::ForbiddenImport(name.to_owned()));
         }
     }
-    if !ty.exports(engine).any(|(name, _)| name.starts_with(KIND_EXPORT)) {
+    if !ty.exports(engine).any(|(name, _)| KIND_EXPORTS.iter().any(|kind| name.starts_with(kind))) {
         let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
-        return Err(LoadError::WrongWorld(format!("it exports {exports:?}, not spindle:job/kind@0.1")));
+        return Err(LoadError::WrongWorld(format!("it exports {exports:?}, not spindle:job/kind@0.2 (or 0.1)")));
     }
     Ok(())
 }

@@ -25,6 +25,8 @@ pub struct StepInput {
     pub prior: Vec<(String, Vec<u8>)>,
     /// Cursor of the attempt's last checkpoint.
     pub cursor: Option<String>,
+    /// What the step may reach outward beyond the operator's policy (default: nothing).
+    pub capabilities: std::sync::Arc<crate::outbound::Capabilities>,
 }
 
 /// What the hooks receive.

@@ -10,15 +10,15 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
-use crate::bindings::exports::spindle::job::kind as wit_kind;
-use crate::bindings::spindle::job::types as wit;
-use crate::bindings::{JobKind, JobKindPre};
+use crate::bindings::{v1, v2};
 use crate::cache::ArtifactCache;
 use crate::compile::Compiler;
 use crate::config::SandboxConfig;
+use crate::contract::{Contract, KindPre, Reported};
 use crate::control::{StepControl, Unsupervised};
 use crate::kind::KindSpec;
 use crate::load::{LoadError, check_header, check_world};
+use crate::outbound::{Capabilities, MetricKey, Outbound, Shared};
 use crate::outcome::{GuestOutcome, HookRun, JobSummary, SandboxFault, StepInput, StepRun};
 use crate::state::{GuestState, Tags};
 
@@ -36,6 +36,7 @@ pub struct Runtime {
     cache: Option<ArtifactCache>,
     ticker_stop: Arc<AtomicBool>,
     compiler: Compiler,
+    outbound: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -54,7 +55,7 @@ pub struct LoadedKind {
     pub from_cache: bool,
     /// How long loading took (compile or cache load, link, describe).
     pub load_time: Duration,
-    pre: JobKindPre<GuestState>,
+    pre: KindPre,
 }
 
 impl LoadedKind {
@@ -62,6 +63,11 @@ impl LoadedKind {
     pub fn resident_bytes(&self) -> usize {
         let image = self.pre.instance_pre().component().image_range();
         (image.end as usize).saturating_sub(image.start as usize)
+    }
+
+    /// The contract the component targets.
+    pub fn contract(&self) -> Contract {
+        self.pre.contract()
     }
 }
 
@@ -99,9 +105,14 @@ impl Runtime {
     pub fn new(config: SandboxConfig) -> Result<Self, SetupError> {
         let engine = crate::compile::engine(&config)?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| SetupError(format!("{e:#}")))?;
-        JobKind::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
-            .map_err(|e| SetupError(format!("{e:#}")))?;
+        let setup = |e: wasmtime::Error| SetupError(format!("{e:#}"));
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(setup)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(setup)?;
+        // Both contracts side by side: their interfaces are versioned apart.
+        v1::JobKind::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
+        v2::spindle::job::types::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
+        v2::spindle::job::host::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
+        v2::spindle::job::config::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
         let cache = match &config.cache_dir {
             Some(dir) => Some(ArtifactCache::new(dir, &engine).map_err(|e| SetupError(format!("cache: {e}")))?),
             None => None,
@@ -109,7 +120,8 @@ impl Runtime {
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.clone(), config.epoch_tick, ticker_stop.clone())?;
         let compiler = Compiler::new(&config);
-        Ok(Self { engine, linker, config, cache, ticker_stop, compiler })
+        let outbound = Arc::new(Shared::new(config.outbound.clone()));
+        Ok(Self { engine, linker, config, cache, ticker_stop, compiler, outbound })
     }
 
     /// The configuration in force.
@@ -133,7 +145,7 @@ impl Runtime {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::WrongWorld(format!("{e:#}")))
-            .and_then(|pre| JobKindPre::new(pre).map_err(|e| LoadError::WrongWorld(format!("{e:#}"))))?;
+            .and_then(KindPre::new)?;
         if !from_cache
             && let Some(cache) = &self.cache
             && let Err(e) = cache.store(&digest, &component)
@@ -148,23 +160,34 @@ impl Runtime {
         self.compiler.compile(&self.engine, &self.config, bytes).await
     }
 
-    async fn describe(&self, pre: &JobKindPre<GuestState>) -> Result<KindSpec, LoadError> {
+    async fn describe(&self, pre: &KindPre) -> Result<KindSpec, LoadError> {
         let tags = Tags { kind: Arc::from("(describe)"), job: String::new(), step: "describe".into() };
-        let mut store = self.store(Arc::new(Unsupervised), tags);
-        let call = async {
-            let instance = pre.instantiate_async(&mut store).await?;
-            instance.spindle_job_kind().call_describe(&mut store).await
-        };
-        match tokio::time::timeout(self.config.step_timeout, call).await {
+        let mut store = self.store(Arc::new(Unsupervised), tags, Arc::default(), None, Arc::from(Vec::new()));
+        match tokio::time::timeout(self.config.step_timeout, pre.describe(&mut store)).await {
             Err(_) => Err(LoadError::Describe(SandboxFault::Deadline)),
             Ok(Err(e)) => Err(LoadError::Describe(classify(&e, store.data()))),
-            Ok(Ok(spec)) => Ok(KindSpec::from_wit(spec)?),
+            Ok(Ok(spec)) => Ok(spec?),
         }
     }
 
-    fn store(&self, control: Arc<dyn StepControl>, tags: Tags) -> Store<GuestState> {
+    /// Outbound requests made so far, counted by tenant, kind, destination and outcome.
+    pub fn outbound_metrics(&self) -> Vec<(MetricKey, u64)> {
+        self.outbound.metrics()
+    }
+
+    fn store(
+        &self,
+        control: Arc<dyn StepControl>,
+        tags: Tags,
+        capabilities: Arc<Capabilities>,
+        cursor: Option<&str>,
+        prior: Arc<[(String, Vec<u8>)]>,
+    ) -> Store<GuestState> {
         let deadline = Instant::now() + self.config.step_timeout;
-        let mut store = Store::new(&self.engine, GuestState::new(&self.config, control, tags, deadline));
+        let idempotency_key = format!("{}/{}", tags.job, tags.step);
+        let outbound = Outbound::new(self.outbound.clone(), capabilities, &idempotency_key, cursor, deadline);
+        let state = GuestState::new(&self.config, control, tags, deadline, outbound, prior);
+        let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
         if let Some(fuel) = self.config.fuel {
             // Setting fuel cannot fail on an engine configured to consume it.
@@ -185,34 +208,25 @@ impl Runtime {
 
     /// Runs one step of `kind` in a fresh store. Never fails: a guest fault is a
     /// [`StepRun::Fault`].
-    pub async fn run_step(&self, kind: &LoadedKind, input: StepInput, control: Arc<dyn StepControl>) -> StepRun {
+    pub async fn run_step(&self, kind: &LoadedKind, mut input: StepInput, control: Arc<dyn StepControl>) -> StepRun {
         let tags =
             Tags { kind: Arc::from(kind.spec.name.as_str()), job: input.job_id.clone(), step: input.step.clone() };
-        let mut store = self.store(control, tags);
         let prior_bytes: usize = input.prior.iter().map(|(_, output)| output.len()).sum();
-        let wit_input = wit::StepInput {
-            job_id: input.job_id,
-            step: input.step,
-            attempt: input.attempt,
-            idempotency_key: input.idempotency_key,
-            payload: input.payload,
-            prior: input.prior.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
-            cursor: input.cursor,
+        // `host.prior-output` (0.2.0) reads from the same outputs the input carries.
+        let prior: Arc<[(String, Vec<u8>)]> = match kind.contract() {
+            Contract::V0_1 => Arc::from(Vec::new()),
+            Contract::V0_2 => Arc::from(input.prior.clone()),
         };
-        let call = async {
-            let instance = match kind.pre.instantiate_async(&mut store).await {
-                Ok(instance) => instance,
-                Err(e) => return Err(Instantiation(e)),
-            };
-            instance.spindle_job_kind().call_run_step(&mut store, &wit_input).await.map_err(Called)
-        };
+        let capabilities = std::mem::take(&mut input.capabilities);
+        let tenant = capabilities.tenant.clone();
+        let mut store = self.store(control.clone(), tags, capabilities, input.cursor.as_deref(), prior);
         // The epoch deadline stops a guest that computes; this stops one waiting in a host
         // call. A little grace lets the epoch report first.
         let budget = self.config.step_timeout + self.config.epoch_tick * 5;
-        let result = tokio::time::timeout(budget, call).await;
+        let result = tokio::time::timeout(budget, kind.pre.run_step(&mut store, input)).await;
         let run = match result {
             Err(_) => StepRun::Fault { fault: SandboxFault::Deadline, detail: "wall-clock timeout".into() },
-            Ok(Err(Instantiation(e))) => {
+            Ok(Err(e)) => {
                 let detail = format!("{e:#}");
                 let fault = if detail.contains("maximum concurrent") || detail.contains("pooling") {
                     SandboxFault::Capacity
@@ -221,19 +235,24 @@ impl Runtime {
                 };
                 StepRun::Fault { fault, detail }
             }
-            Ok(Err(Called(e))) => StepRun::Fault { fault: classify(&e, store.data()), detail: format!("{e:#}") },
-            Ok(Ok(outcome)) => self.check_outcome(outcome, prior_bytes),
+            Ok(Ok(Err(e))) => StepRun::Fault { fault: classify(&e, store.data()), detail: format!("{e:#}") },
+            Ok(Ok(Ok(outcome))) => self.check_outcome(outcome, prior_bytes),
         };
         flush_stdio(store.data());
+        let calls = store.data().outbound.calls();
+        if !calls.is_empty() {
+            self.outbound.count(&tenant, &kind.spec.name, &calls);
+            control.outbound_calls(calls);
+        }
         run
     }
 
     /// The guest's `outcome` within the contract and the limits, the job's earlier outputs
     /// coming to `prior_bytes`.
-    fn check_outcome(&self, outcome: wit::StepOutcome, prior_bytes: usize) -> StepRun {
+    fn check_outcome(&self, outcome: Reported, prior_bytes: usize) -> StepRun {
         let malformed = |what| StepRun::Fault { fault: SandboxFault::MalformedOutput(what), detail: what.to_owned() };
         let outcome = match outcome {
-            wit::StepOutcome::Complete(output) => {
+            Reported::Complete(output) => {
                 if output.len() > self.config.max_output_bytes {
                     let fault = SandboxFault::OutputTooLarge { bytes: output.len(), cap: self.config.max_output_bytes };
                     return StepRun::Fault { fault, detail: String::new() };
@@ -246,25 +265,29 @@ impl Runtime {
                 }
                 GuestOutcome::Complete(output)
             }
-            wit::StepOutcome::Skip(reason) => GuestOutcome::Skip(spindle_core::failure::clip(reason, 1024)),
-            wit::StepOutcome::Retryable(f) => {
-                let (code, message) = guest_failure(f);
+            Reported::Skip(reason) => GuestOutcome::Skip(spindle_core::failure::clip(reason, 1024)),
+            Reported::Retryable(code, message) => {
+                let (code, message) = guest_failure(code, message);
                 GuestOutcome::Retryable { code, message }
             }
-            wit::StepOutcome::Refused(f) => {
-                let (code, message) = guest_failure(f);
+            Reported::Refused(code, message) => {
+                let (code, message) = guest_failure(code, message);
                 GuestOutcome::Refused { code, message }
             }
-            wit::StepOutcome::More(c) => {
-                if c.cursor.len() > self.config.max_cursor_bytes {
+            Reported::More { cursor, done, total } => {
+                if cursor.len() > self.config.max_cursor_bytes {
                     return malformed("checkpoint cursor over its size limit");
                 }
-                if c.total.is_some_and(|total| c.done > total) {
+                if total.is_some_and(|total| done > total) {
                     return malformed("checkpoint reports more done than in all");
                 }
-                GuestOutcome::More { cursor: c.cursor, done: c.done, total: c.total }
+                GuestOutcome::More { cursor, done, total }
             }
-            wit::StepOutcome::Snooze(secs) => {
+            Reported::Unsupported(what) => GuestOutcome::Refused {
+                code: "unsupported-outcome".into(),
+                message: format!("`{what}` is part of spindle:job@0.2.0, but this host does not run workflows yet"),
+            },
+            Reported::Snooze(secs) => {
                 if secs > MAX_SNOOZE_SECS {
                     return malformed("snooze longer than 30 days");
                 }
@@ -283,28 +306,15 @@ impl Runtime {
     pub async fn run_hook(&self, kind: &LoadedKind, hook: Hook, summary: JobSummary) -> HookRun {
         let tags =
             Tags { kind: Arc::from(kind.spec.name.as_str()), job: summary.job_id.clone(), step: hook.name().into() };
-        let mut store = self.store(Arc::new(Unsupervised), tags);
-        let wit_summary = wit::JobSummary {
-            job_id: summary.job_id,
-            payload: summary.payload,
-            outputs: summary.outputs.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
-            failure: summary.failure.map(|(code, message)| wit::Failure { code, message }),
-        };
-        let call = async {
-            let instance = kind.pre.instantiate_async(&mut store).await?;
-            let guest: &wit_kind::Guest = instance.spindle_job_kind();
-            match hook {
-                Hook::OnFailure => guest.call_on_failure(&mut store, &wit_summary).await,
-                Hook::OnSuccess => guest.call_on_success(&mut store, &wit_summary).await,
-            }
-        };
+        let mut store = self.store(Arc::new(Unsupervised), tags, Arc::default(), None, Arc::from(Vec::new()));
+        let call = kind.pre.run_hook(&mut store, hook == Hook::OnFailure, summary);
         let budget = self.config.step_timeout + self.config.epoch_tick * 5;
         let run = match tokio::time::timeout(budget, call).await {
             Err(_) => HookRun::Fault { fault: SandboxFault::Deadline, detail: "wall-clock timeout".into() },
             Ok(Err(e)) => HookRun::Fault { fault: classify(&e, store.data()), detail: format!("{e:#}") },
             Ok(Ok(Ok(()))) => HookRun::Done,
-            Ok(Ok(Err(f))) => {
-                let (code, message) = guest_failure(f);
+            Ok(Ok(Err((code, message)))) => {
+                let (code, message) = guest_failure(code, message);
                 HookRun::Failed { code, message }
             }
         };
@@ -321,13 +331,6 @@ impl Drop for Runtime {
 
 /// Longest a step may snooze in one go.
 const MAX_SNOOZE_SECS: u32 = 30 * 24 * 3600;
-
-/// Which half of a step call failed.
-enum CallError {
-    Instantiation(wasmtime::Error),
-    Called(wasmtime::Error),
-}
-use CallError::{Called, Instantiation};
 
 /// Names the fault behind a failed call.
 fn classify(error: &wasmtime::Error, state: &GuestState) -> SandboxFault {
@@ -348,9 +351,9 @@ fn classify(error: &wasmtime::Error, state: &GuestState) -> SandboxFault {
 
 /// A guest's failure, capped where it enters the host: a guest may hand back megabytes
 /// of message per attempt, which the host would keep, log and show.
-fn guest_failure(f: wit::Failure) -> (String, String) {
+fn guest_failure(code: String, message: String) -> (String, String) {
     use spindle_core::failure::{MAX_CODE_LEN, MAX_MESSAGE_LEN, clip};
-    (clip(f.code, MAX_CODE_LEN), clip(f.message, MAX_MESSAGE_LEN))
+    (clip(code, MAX_CODE_LEN), clip(message, MAX_MESSAGE_LEN))
 }
 
 /// Sends what the guest printed to the host's log, one escaped line per stream.

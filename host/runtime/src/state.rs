@@ -4,13 +4,17 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::bindings::spindle::job::{host, types};
+use crate::bindings::{v1, v2};
 use crate::config::SandboxConfig;
 use crate::control::{HeartbeatReply, Partial, StepControl};
+use crate::outbound::Outbound;
 use crate::output::Capture;
 
 /// Who a store runs for, to tag its log lines.
@@ -69,6 +73,10 @@ impl ResourceLimiter for Limits {
 /// A store's data.
 pub(crate) struct GuestState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    pub(crate) outbound: Outbound,
+    /// Outputs of the job's completed steps, for `host.prior-output`.
+    prior: Arc<[(String, Vec<u8>)]>,
     table: ResourceTable,
     pub(crate) limits: Limits,
     control: Arc<dyn StepControl>,
@@ -83,11 +91,19 @@ pub(crate) struct GuestState {
 }
 
 impl GuestState {
-    pub(crate) fn new(config: &SandboxConfig, control: Arc<dyn StepControl>, tags: Tags, deadline: Instant) -> Self {
+    pub(crate) fn new(
+        config: &SandboxConfig,
+        control: Arc<dyn StepControl>,
+        tags: Tags,
+        deadline: Instant,
+        outbound: Outbound,
+        prior: Arc<[(String, Vec<u8>)]>,
+    ) -> Self {
         let stdout = Capture::new(config.max_stdio_bytes);
         let stderr = Capture::new(config.max_stdio_bytes);
-        // No preopened directories, no environment, no arguments, no network: a guest
-        // reaches nothing but its own memory, the clocks, randomness and `host`.
+        // No preopened directories, no environment, no arguments, no sockets: a guest
+        // reaches nothing but its own memory, the clocks, randomness, `host`, `config`
+        // and outbound HTTP through the policy (`outbound`).
         let wasi = WasiCtx::builder()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -97,6 +113,9 @@ impl GuestState {
             .build();
         Self {
             wasi,
+            http: WasiHttpCtx::new(),
+            outbound,
+            prior,
             table: ResourceTable::new(),
             limits: Limits {
                 max_memory: config.max_memory_bytes,
@@ -125,10 +144,15 @@ impl WasiView for GuestState {
     }
 }
 
-impl types::Host for GuestState {}
+impl WasiHttpView for GuestState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.outbound }
+    }
+}
 
-impl host::Host for GuestState {
-    async fn log(&mut self, level: types::LogLevel, message: String) {
+impl GuestState {
+    /// Logs one guest line, capped in length and in number per call, on one line.
+    fn log(&mut self, level: tracing::Level, message: String) {
         if self.log_lines_left == 0 {
             self.logs_dropped += 1;
             return;
@@ -139,20 +163,95 @@ impl host::Host for GuestState {
         let Tags { kind, job, step } = &self.tags;
         let kind: &str = kind;
         match level {
-            types::LogLevel::Trace => tracing::trace!(target: "spindle::guest", kind, job, step, "{message}"),
-            types::LogLevel::Debug => tracing::debug!(target: "spindle::guest", kind, job, step, "{message}"),
-            types::LogLevel::Info => tracing::info!(target: "spindle::guest", kind, job, step, "{message}"),
-            types::LogLevel::Warn => tracing::warn!(target: "spindle::guest", kind, job, step, "{message}"),
-            types::LogLevel::Error => tracing::error!(target: "spindle::guest", kind, job, step, "{message}"),
+            tracing::Level::TRACE => tracing::trace!(target: "spindle::guest", kind, job, step, "{message}"),
+            tracing::Level::DEBUG => tracing::debug!(target: "spindle::guest", kind, job, step, "{message}"),
+            tracing::Level::INFO => tracing::info!(target: "spindle::guest", kind, job, step, "{message}"),
+            tracing::Level::WARN => tracing::warn!(target: "spindle::guest", kind, job, step, "{message}"),
+            tracing::Level::ERROR => tracing::error!(target: "spindle::guest", kind, job, step, "{message}"),
         }
     }
 
-    async fn heartbeat(&mut self, progress: Option<types::Checkpoint>) -> types::HeartbeatReply {
-        let partial = progress.map(|c| Partial { done: c.done, total: c.total });
-        match self.control.heartbeat(partial).await {
-            HeartbeatReply::Proceed => types::HeartbeatReply::Proceed,
-            HeartbeatReply::StopCancelled => types::HeartbeatReply::StopCancelled,
-            HeartbeatReply::StopLeaseLost => types::HeartbeatReply::StopLeaseLost,
+    async fn heartbeat(&mut self, progress: Option<(u64, Option<u64>)>) -> HeartbeatReply {
+        let partial = progress.map(|(done, total)| Partial { done, total });
+        self.control.heartbeat(partial).await
+    }
+}
+
+/// The five log levels of both contracts, as tracing's.
+macro_rules! level {
+    ($types:path, $level:expr) => {{
+        use $types as t;
+        match $level {
+            t::LogLevel::Trace => tracing::Level::TRACE,
+            t::LogLevel::Debug => tracing::Level::DEBUG,
+            t::LogLevel::Info => tracing::Level::INFO,
+            t::LogLevel::Warn => tracing::Level::WARN,
+            t::LogLevel::Error => tracing::Level::ERROR,
         }
+    }};
+}
+
+/// The heartbeat reply of both contracts.
+macro_rules! reply {
+    ($types:path, $reply:expr) => {{
+        use $types as t;
+        match $reply {
+            HeartbeatReply::Proceed => t::HeartbeatReply::Proceed,
+            HeartbeatReply::StopCancelled => t::HeartbeatReply::StopCancelled,
+            HeartbeatReply::StopLeaseLost => t::HeartbeatReply::StopLeaseLost,
+        }
+    }};
+}
+
+impl v1::spindle::job::types::Host for GuestState {}
+
+impl v1::spindle::job::host::Host for GuestState {
+    async fn log(&mut self, level: v1::spindle::job::types::LogLevel, message: String) {
+        GuestState::log(self, level!(v1::spindle::job::types, level), message);
+    }
+
+    async fn heartbeat(
+        &mut self,
+        progress: Option<v1::spindle::job::types::Checkpoint>,
+    ) -> v1::spindle::job::types::HeartbeatReply {
+        let reply = GuestState::heartbeat(self, progress.map(|c| (c.done, c.total))).await;
+        reply!(v1::spindle::job::types, reply)
+    }
+}
+
+impl v2::spindle::job::types::Host for GuestState {}
+
+impl v2::spindle::job::host::Host for GuestState {
+    async fn log(&mut self, level: v2::spindle::job::types::LogLevel, message: String) {
+        GuestState::log(self, level!(v2::spindle::job::types, level), message);
+    }
+
+    async fn heartbeat(
+        &mut self,
+        progress: Option<v2::spindle::job::types::Checkpoint>,
+    ) -> v2::spindle::job::types::HeartbeatReply {
+        let reply = GuestState::heartbeat(self, progress.map(|c| (c.done, c.total))).await;
+        reply!(v2::spindle::job::types, reply)
+    }
+
+    async fn prior_output(&mut self, step: String) -> Option<Vec<u8>> {
+        self.prior.iter().find(|(key, _)| *key == step).map(|(_, output)| output.clone())
+    }
+}
+
+impl v2::spindle::job::config::Host for GuestState {
+    async fn get(&mut self, name: String) -> Option<String> {
+        self.outbound.capabilities().settings.get(&name).cloned()
+    }
+
+    async fn secret(&mut self, name: String) -> Option<String> {
+        self.outbound.placeholder(&name)
+    }
+
+    async fn hmac_sha256(&mut self, name: String, message: Vec<u8>) -> Option<Vec<u8>> {
+        let secret = self.outbound.capabilities().secrets.get(&name)?;
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret.0.as_bytes()).ok()?;
+        mac.update(&message);
+        Some(mac.finalize().into_bytes().to_vec())
     }
 }

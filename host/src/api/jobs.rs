@@ -111,7 +111,10 @@ pub(super) async fn get_job(
     let id = job_id(&id)?;
     let record = state.host.engine.job(&tenant, id).await?;
     let history = state.host.engine.history(&tenant, id).await?;
-    Ok(Json(JobView::new(&record, Some(&history))))
+    let calls = state.host.engine.store().calls(id).await?;
+    let mut view = JobView::new(&record, Some(&history));
+    view.outbound = Some(calls.iter().map(Into::into).collect());
+    Ok(Json(view))
 }
 
 /// How long `wait` may hold the request.

@@ -7,19 +7,35 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
-use super::body::{body, json_body};
-use super::views::{Deployed, ErrorBody, KindList, KindView, Rollback, RolledBack, SpecView, VersionView};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::body::{ApiQuery, body, json_body};
+use super::views::{
+    Deployed, DeploymentView, ErrorBody, KindList, KindView, Rollback, RolledBack, SpecView, VersionView,
+};
 use super::{ApiError, ApiState, ErrorCode, TenantAuth};
+use crate::capabilities::Deployment;
+
+/// What a deployment allows, declares and sets, beside the component.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct DeployQuery {
+    /// A `DeploymentView` as JSON: `{"allow": ["POST https://api.example.com/v1/*"],
+    /// "secrets": ["stripe"], "settings": {"region": "eu"}, "secrets_in_body": false}`.
+    deployment: Option<String>,
+}
 
 /// Deploy a component as the next version of a kind
 ///
 /// The component is validated and compiled in the sandbox before anything is stored; the new
 /// version is current at once on every host. Running jobs stay on the version they started with.
+/// The deployment's outbound rules, declared secrets and settings belong to this version.
 #[utoipa::path(
     put,
     path = "/v1/kinds/{kind}",
     tag = "kinds",
-    params(("kind" = String, Path, description = "The kind's name: 1-64 characters of a-z, 0-9, '-', '_' or '.'")),
+    params(("kind" = String, Path, description = "The kind's name: 1-64 characters of a-z, 0-9, '-', '_' or '.'"), DeployQuery),
     request_body(
         description = "The component: a wasm32-wasip2 component of the spindle:job/job-kind world",
         content(("application/wasm"))
@@ -38,11 +54,22 @@ pub(super) async fn deploy(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
     Path(kind): Path<String>,
+    ApiQuery(query): ApiQuery<DeployQuery>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Deployed>), ApiError> {
+    let deployment = match query.deployment.as_deref() {
+        None => Deployment::default(),
+        Some(text) => {
+            let view: DeploymentView = serde_json::from_str(text)
+                .map_err(|e| ApiError::invalid(format!("the deployment is not the expected JSON: {e}")))?;
+            let settings: Vec<String> = view.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            Deployment::parse(&view.allow, &view.secrets, &settings, view.secrets_in_body)
+                .map_err(|e| ApiError::invalid(e.to_string()))?
+        }
+    };
     let bytes = body(bytes)?;
     let now = state.host.engine.now();
-    let (version, spec) = state.host.registry.deploy(&tenant, &kind, &bytes, now).await?;
+    let (version, spec) = state.host.registry.deploy_with(&tenant, &kind, &bytes, &deployment, now).await?;
     tracing::info!(tenant = %tenant, kind, version = version.version, digest = %version.digest, "deployed");
     let deployed = Deployed { kind, version: version.version, digest: version.digest, spec: SpecView::from(&spec) };
     Ok((StatusCode::CREATED, Json(deployed)))

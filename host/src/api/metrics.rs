@@ -62,6 +62,22 @@ pub(super) async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Re
     }
     let _ = writeln!(
         out,
+        "# HELP spindle_outbound_requests_total Outbound requests from steps on this host by tenant, kind, \
+         destination host and outcome (ok, client-error, server-error, denied, error).\n\
+         # TYPE spindle_outbound_requests_total counter"
+    );
+    for (key, count) in state.host.registry.runtime().outbound_metrics() {
+        let _ = writeln!(
+            out,
+            "spindle_outbound_requests_total{{tenant=\"{}\",kind=\"{}\",host=\"{}\",outcome=\"{}\"}} {count}",
+            label(&key.tenant),
+            label(&key.kind),
+            label(&key.host),
+            key.outcome
+        );
+    }
+    let _ = writeln!(
+        out,
         "# HELP spindle_sandbox_faults_total Guest faults by code, all hosts.\n# TYPE spindle_sandbox_faults_total counter"
     );
     let _ = writeln!(

@@ -18,6 +18,7 @@ mod kinds;
 mod leases;
 mod metrics;
 mod openapi;
+mod outbound;
 pub mod server;
 mod tenants;
 pub mod time;
@@ -86,6 +87,9 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(tenants::create_tenant, tenants::list_tenants))
         .routes(routes!(tenants::create_token))
         .routes(routes!(tenants::set_retention))
+        .routes(routes!(outbound::set_tenant_outbound, outbound::get_tenant_outbound))
+        .routes(routes!(outbound::list_secrets))
+        .routes(routes!(outbound::set_secret, outbound::delete_secret))
         .routes(routes!(tokens::issue_token, tokens::list_tokens))
         .routes(routes!(tokens::revoke_token))
         .routes(routes!(kinds::list_kinds))

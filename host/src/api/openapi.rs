@@ -31,7 +31,8 @@ state as `state`.";
 /// Each tag and what its operations do.
 const TAGS: &[(&str, &str)] = &[
     ("meta", "Liveness and this document; no token needed."),
-    ("tenants", "Tenants and their tokens (operator token)."),
+    ("tenants", "Tenants, their tokens, retention and outbound rules (operator token)."),
+    ("secrets", "A tenant's secrets: set and deleted by the tenant, sealed at rest, never shown."),
     ("tokens", "API tokens: created, listed and revoked by a tenant for itself, by the operator for any."),
     ("kinds", "Deployed components: the versions of a tenant's job kinds."),
     ("jobs", "Submitting, reading, waiting for and listing jobs."),
@@ -126,6 +127,11 @@ mod tests {
         ("get", "/v1/tenants"),
         ("post", "/v1/tenants/{name}/tokens"),
         ("put", "/v1/tenants/{name}/retention"),
+        ("put", "/v1/tenants/{name}/outbound"),
+        ("get", "/v1/tenants/{name}/outbound"),
+        ("get", "/v1/secrets"),
+        ("put", "/v1/secrets/{name}"),
+        ("delete", "/v1/secrets/{name}"),
         ("post", "/v1/tokens"),
         ("get", "/v1/tokens"),
         ("delete", "/v1/tokens/{id}"),

@@ -45,6 +45,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Vec<SandboxOverhead>> {
             payload: b"{}".to_vec(),
             prior: Vec::new(),
             cursor: None,
+            capabilities: Arc::default(),
         };
         let control = Arc::new(Unsupervised);
         let mut samples = Vec::with_capacity(CALLS);

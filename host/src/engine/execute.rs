@@ -83,6 +83,7 @@ impl Engine {
                 renewed: Instant::now(),
                 reply: HeartbeatReply::Proceed,
             }),
+            calls: std::sync::Mutex::default(),
         });
         let report = self.run(&record, claim.step, supervisor.clone()).await;
         let latest = supervisor.state.lock().await.record.clone();
@@ -120,6 +121,19 @@ impl Engine {
             .filter(|s| s.state == StepState::Completed)
             .map(|s| (s.key.clone(), s.output.clone().unwrap_or_default()))
             .collect();
+        let capabilities = match self.capabilities(record, &resolved.deployment).await {
+            Ok(capabilities) => capabilities,
+            Err(e) => {
+                let corr = correlation();
+                tracing::error!(job = %record.job.id, kind = %record.kind, correlation = corr, error = %e, "the step's capabilities could not be read");
+                let failure = SafeFailure {
+                    code: "capabilities.unavailable".into(),
+                    message: "the step's secrets or outbound rules could not be read".into(),
+                    correlation: Some(corr),
+                };
+                return StepReport::Retryable { failure, backoff: self.config.rescue_backoff };
+            }
+        };
         let job_id = record.job.id.to_string();
         let input = StepInput {
             idempotency_key: format!("{job_id}/{}", step.key),
@@ -129,10 +143,18 @@ impl Engine {
             payload: record.payload.clone(),
             prior,
             cursor: step.cursor.clone(),
+            capabilities,
         };
         let started = Instant::now();
-        let run = self.registry.runtime().run_step(&resolved.kind, input, supervisor).await;
+        let run = self.registry.runtime().run_step(&resolved.kind, input, supervisor.clone()).await;
         self.counters.observe_step(started.elapsed());
+        let calls = std::mem::take(&mut *supervisor.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        if !calls.is_empty() {
+            let attempt = step.attempts_made().max(1);
+            if let Err(e) = self.store.record_calls(record.job.id, &step.key, attempt, &calls, self.now()).await {
+                tracing::error!(job = %record.job.id, step = %step.key, error = %e, "could not record the step's outbound requests");
+            }
+        }
         let attempt = step.attempts_made().max(1);
         match run {
             StepRun::Outcome(GuestOutcome::Complete(output)) => StepReport::Complete { output },

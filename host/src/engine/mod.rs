@@ -20,6 +20,7 @@ mod error;
 mod execute;
 mod group_commit;
 mod hooks;
+mod outbound;
 pub mod plan;
 mod recovery;
 mod submit;
@@ -64,6 +65,8 @@ pub struct Engine {
     counters: Arc<Counters>,
     deriver: Arc<HostDeriver>,
     group: GroupCommit,
+    /// Seals and opens tenants' secrets; set once by the host.
+    secret_key: std::sync::OnceLock<crate::capabilities::SecretKey>,
 }
 
 /// A job changed state (sent after the change committed).
@@ -96,6 +99,7 @@ impl Engine {
             counters,
             deriver,
             group,
+            secret_key: std::sync::OnceLock::new(),
         }
     }
 

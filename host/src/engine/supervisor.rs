@@ -7,6 +7,7 @@ use std::time::Instant;
 use spindle_core::Fence;
 use spindle_core::job::JobEvent;
 use spindle_core::step::Partial;
+use spindle_runtime::outbound::OutboundCall;
 use spindle_runtime::{HeartbeatReply, StepControl};
 use tokio::sync::Mutex;
 
@@ -28,9 +29,16 @@ pub(super) struct Supervisor {
     pub(super) engine: Arc<Engine>,
     pub(super) fence: Fence,
     pub(super) state: Mutex<Watch>,
+    /// The outbound requests of the step call, handed over when it ends.
+    pub(super) calls: std::sync::Mutex<Vec<OutboundCall>>,
 }
 
 impl StepControl for Supervisor {
+    fn outbound_calls(&self, calls: Vec<OutboundCall>) {
+        let mut kept = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *kept = calls;
+    }
+
     fn heartbeat(
         &self,
         progress: Option<Partial>,

@@ -489,7 +489,7 @@ impl JobStore for SqlStore {
     }
 
     async fn reclaim_pruned(&self) -> Result<(), StoreError> {
-        Ok(self.db.vacuum(&["jobs", "steps", "history", "outbox"]).await?)
+        Ok(self.db.vacuum(&["jobs", "steps", "history", "outbox", "outbound_calls"]).await?)
     }
 
     async fn prune(&self, before: Timestamp, scope: &PruneScope, limit: u32) -> Result<u64, StoreError> {
@@ -522,7 +522,7 @@ impl JobStore for SqlStore {
         for chunk in ids.chunks(MAX_PARAMS) {
             let list = super::rows::placeholders(1, chunk.len());
             let args = || chunk.iter().map(|id| Value::from(id.as_str())).collect::<Vec<_>>();
-            for table in ["steps", "history", "outbox"] {
+            for table in ["steps", "history", "outbox", "outbound_calls"] {
                 tx.execute(&format!("DELETE FROM {table} WHERE job_id IN ({list})"), args()).await?;
             }
             tx.execute(&format!("DELETE FROM jobs WHERE id IN ({list})"), args()).await?;

@@ -14,11 +14,13 @@
 //! - [`queue`]: work discovery and the dispatch queue.
 //! - [`leases`]: exclusive lease keys and singleton leases.
 //! - [`outbox`]: after-commit effects and shared counters.
+//! - [`outbound`]: tenants' outbound rules and sealed secrets, the record of requests.
 //! - `writes`: the version-checked write path; `rows`: row encoding; [`sql`]: the
 //!   connection pools; `schema`: migrations.
 
 pub mod jobs;
 pub mod leases;
+pub mod outbound;
 pub mod outbox;
 pub mod queue;
 pub mod registry;
@@ -34,6 +36,7 @@ use thiserror::Error;
 
 pub use jobs::{Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobStore, NewJob, PruneScope, Updated};
 pub use leases::LeaseStore;
+pub use outbound::{OutboundStore, RecordedCall, SecretInfo};
 pub use outbox::{OutboxEffect, OutboxItem, OutboxStore};
 pub use queue::{ClaimFilter, Deriver, QueueStore, ReadySignals};
 pub use registry::{KindEntry, KindVersion, RegistryStore};
@@ -43,13 +46,15 @@ pub use writes::{IndexedColumns, JobWrite, LeaseOp, WriteOutcome};
 
 /// The storage traits, to call a concrete store's methods (`use spindle::store::prelude::*`).
 pub mod prelude {
-    pub use super::{JobStore, LeaseStore, OutboxStore, QueueStore, RegistryStore, Storage, TenantStore};
+    pub use super::{
+        JobStore, LeaseStore, OutboundStore, OutboxStore, QueueStore, RegistryStore, Storage, TenantStore,
+    };
 }
 
 /// Everything a host needs of its store. Implemented by [`SqlStore`] over both
 /// backends; wrappers (a fault injector in tests) can stand in.
 pub trait Storage:
-    TenantStore + RegistryStore + JobStore + QueueStore + LeaseStore + OutboxStore + std::fmt::Debug
+    TenantStore + RegistryStore + JobStore + QueueStore + LeaseStore + OutboxStore + OutboundStore + std::fmt::Debug
 {
     /// Which backend.
     fn backend(&self) -> Backend;

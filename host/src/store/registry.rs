@@ -23,6 +23,9 @@ pub struct KindVersion {
     pub digest: String,
     /// What the component says about itself, as JSON.
     pub spec: String,
+    /// What the deployment allows, declares and sets (outbound rules, secrets,
+    /// settings), as JSON.
+    pub deployment: String,
     /// When it was deployed.
     pub created_at: Timestamp,
 }
@@ -54,6 +57,7 @@ pub trait RegistryStore: Send + Sync {
         kind: &str,
         digest: &str,
         spec: &str,
+        deployment: &str,
         now: Timestamp,
     ) -> Result<KindVersion, StoreError>;
     /// The version new submissions of a kind use.
@@ -87,11 +91,12 @@ fn kind_version_from_row(row: &Row) -> KindVersion {
         digest: row.text(3),
         spec: row.text(4),
         created_at: ts(row, 5),
+        deployment: row.text(6),
     }
 }
 
-const KIND_VERSION_COLS: &str = "tenant_id, kind, version, digest, spec, created_at";
-const KIND_VERSION_TYS: &[Ty] = &[Ty::Text, Ty::Text, Ty::Int, Ty::Text, Ty::Text, Ty::Int];
+const KIND_VERSION_COLS: &str = "tenant_id, kind, version, digest, spec, created_at, deployment";
+const KIND_VERSION_TYS: &[Ty] = &[Ty::Text, Ty::Text, Ty::Int, Ty::Text, Ty::Text, Ty::Int, Ty::Text];
 
 #[async_trait]
 impl RegistryStore for SqlStore {
@@ -124,6 +129,7 @@ impl RegistryStore for SqlStore {
         kind: &str,
         digest: &str,
         spec: &str,
+        deployment: &str,
         now: Timestamp,
     ) -> Result<KindVersion, StoreError> {
         let mut tx = self.db.begin().await?;
@@ -138,7 +144,8 @@ impl RegistryStore for SqlStore {
             .await?;
         let version = rows.first().map(|r| r.int(0)).ok_or_else(|| corrupt("kind upsert returned nothing"))?;
         tx.execute(
-            "INSERT INTO kind_versions (tenant_id, kind, version, digest, spec, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO kind_versions (tenant_id, kind, version, digest, spec, created_at, deployment) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
             vec![
                 Value::from(tenant.0.as_str()),
                 Value::from(kind),
@@ -146,6 +153,7 @@ impl RegistryStore for SqlStore {
                 Value::from(digest),
                 Value::from(spec),
                 Value::from(now.as_micros()),
+                Value::from(deployment),
             ],
         )
         .await?;
@@ -156,6 +164,7 @@ impl RegistryStore for SqlStore {
             version,
             digest: digest.to_owned(),
             spec: spec.to_owned(),
+            deployment: deployment.to_owned(),
             created_at: now,
         })
     }
@@ -164,7 +173,7 @@ impl RegistryStore for SqlStore {
         let rows = self
             .db
             .fetch(
-                "SELECT v.tenant_id, v.kind, v.version, v.digest, v.spec, v.created_at FROM kinds k \
+                "SELECT v.tenant_id, v.kind, v.version, v.digest, v.spec, v.created_at, v.deployment FROM kinds k \
                  JOIN kind_versions v ON v.tenant_id = k.tenant_id AND v.kind = k.name AND v.version = k.current_version \
                  WHERE k.tenant_id = $1 AND k.name = $2",
                 vec![Value::from(tenant.0.as_str()), Value::from(kind)],

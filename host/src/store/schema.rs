@@ -11,6 +11,7 @@ const SQLITE: &[(i64, &str)] = &[
     (3, include_str!("../../migrations/sqlite/0003_queue_in_the_machine.sql")),
     (4, include_str!("../../migrations/sqlite/0004_token_lifecycle.sql")),
     (5, include_str!("../../migrations/sqlite/0005_retention.sql")),
+    (6, include_str!("../../migrations/sqlite/0006_outbound.sql")),
 ];
 const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_initial.sql")),
@@ -20,6 +21,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (5, include_str!("../../migrations/postgres/0005_queue_in_the_machine.sql")),
     (6, include_str!("../../migrations/postgres/0006_token_lifecycle.sql")),
     (7, include_str!("../../migrations/postgres/0007_retention.sql")),
+    (8, include_str!("../../migrations/postgres/0008_outbound.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.

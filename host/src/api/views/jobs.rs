@@ -260,6 +260,10 @@ pub struct JobView {
     /// Its history, oldest first (only `GET /v1/jobs/{id}` includes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<HistoryEntryView>>,
+    /// The outbound requests its steps made, oldest first, the newest 500 (only
+    /// `GET /v1/jobs/{id}` includes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outbound: Option<Vec<super::CallView>>,
 }
 
 impl JobView {
@@ -298,6 +302,7 @@ impl JobView {
             input: json_or_size(&record.payload),
             steps: job.steps.iter().map(Into::into).collect(),
             history: history.map(|entries| entries.iter().map(Into::into).collect()),
+            outbound: None,
         }
     }
 }

@@ -5,6 +5,7 @@ use spindle_runtime::{KindSpec, RetrySpec, StepSpec};
 use utoipa::ToSchema;
 
 use crate::api::time::rfc3339;
+use crate::capabilities::Deployment;
 use crate::store::{KindEntry, KindVersion};
 
 /// One declared step.
@@ -14,6 +15,10 @@ pub struct StepSpecView {
     pub key: String,
     /// Its progress weight.
     pub weight: u32,
+    /// The JSON Schema its output follows, if declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// A kind's retry policy.
@@ -42,23 +47,33 @@ pub struct SpecView {
     pub has_failure_effect: bool,
     /// Whether `on-success` runs when a job succeeds.
     pub notifies_on_success: bool,
+    /// The JSON Schema a job's input must follow, if declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub input_schema: Option<serde_json::Value>,
 }
 
 impl From<&KindSpec> for SpecView {
     fn from(spec: &KindSpec) -> Self {
         // Destructured: a field added to the spec does not compile here until it is shown.
-        let KindSpec { name, steps, cancellable, retry, has_failure_effect, notifies_on_success } = spec;
+        let KindSpec { name, steps, cancellable, retry, has_failure_effect, notifies_on_success, input_schema } = spec;
+        let schema = |text: &Option<String>| text.as_deref().and_then(|t| serde_json::from_str(t).ok());
         let RetrySpec { max_attempts, initial_backoff_ms, max_backoff_ms } = *retry;
         Self {
             name: name.clone(),
             steps: steps
                 .iter()
-                .map(|StepSpec { key, weight }| StepSpecView { key: key.clone(), weight: *weight })
+                .map(|StepSpec { key, weight, output_schema }| StepSpecView {
+                    key: key.clone(),
+                    weight: *weight,
+                    output_schema: schema(output_schema),
+                })
                 .collect(),
             cancellable: *cancellable,
             retry: RetryView { max_attempts, initial_backoff_ms, max_backoff_ms },
             has_failure_effect: *has_failure_effect,
             notifies_on_success: *notifies_on_success,
+            input_schema: schema(input_schema),
         }
     }
 }
@@ -74,6 +89,33 @@ pub struct VersionView {
     pub created_at: String,
     /// What the component says of itself; `null` if the stored description no longer reads.
     pub spec: Option<SpecView>,
+    /// What the deployment allows, declares and sets; `null` if it no longer reads.
+    pub deployment: Option<DeploymentView>,
+}
+
+/// What a deployment allows its steps, declares and sets.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct DeploymentView {
+    /// Outbound rules (`METHOD scheme://host[:port]/path`): the kind's layer of the policy.
+    pub allow: Vec<String>,
+    /// The tenant secrets its steps may use (names only).
+    pub secrets: Vec<String>,
+    /// Its settings (`config.get`).
+    pub settings: std::collections::BTreeMap<String, String>,
+    /// Whether secrets are put in place in request bodies too.
+    pub secrets_in_body: bool,
+}
+
+impl From<&Deployment> for DeploymentView {
+    fn from(d: &Deployment) -> Self {
+        Self {
+            allow: d.allow.iter().map(ToString::to_string).collect(),
+            secrets: d.secrets.clone(),
+            settings: d.settings.clone(),
+            secrets_in_body: d.secrets_in_body,
+        }
+    }
 }
 
 impl From<&KindVersion> for VersionView {
@@ -84,6 +126,7 @@ impl From<&KindVersion> for VersionView {
             digest: v.digest.clone(),
             created_at: rfc3339(v.created_at),
             spec: spec.as_ref().map(SpecView::from),
+            deployment: serde_json::from_str::<Deployment>(&v.deployment).ok().as_ref().map(DeploymentView::from),
         }
     }
 }
@@ -165,11 +208,15 @@ mod tests {
     fn a_spec_shows_as_it_is_stored() {
         let spec = KindSpec {
             name: "thumbnail".into(),
-            steps: vec![StepSpec { key: "fetch".into(), weight: 1 }, StepSpec { key: "resize".into(), weight: 3 }],
+            steps: vec![
+                StepSpec { key: "fetch".into(), weight: 1, output_schema: None },
+                StepSpec { key: "resize".into(), weight: 3, output_schema: None },
+            ],
             cancellable: true,
             retry: RetrySpec { max_attempts: 3, initial_backoff_ms: 100, max_backoff_ms: 5_000 },
             has_failure_effect: false,
             notifies_on_success: true,
+            input_schema: None,
         };
         let stored = serde_json::to_value(&spec).expect("serialises");
         assert_eq!(serde_json::to_value(SpecView::from(&spec)).expect("serialises"), stored);

@@ -6,6 +6,7 @@
 mod error;
 mod jobs;
 mod kinds;
+mod outbound;
 mod tenants;
 mod tokens;
 
@@ -20,7 +21,10 @@ pub use jobs::{
     AttemptView, CancelBody, CancelRequestView, FailureView, HistoryEntryView, JobPage, JobSummaryView, JobView,
     LeaseInvalidated, StepView, Submit,
 };
-pub use kinds::{Deployed, KindList, KindView, RetryView, Rollback, RolledBack, SpecView, StepSpecView, VersionView};
+pub use kinds::{
+    Deployed, DeploymentView, KindList, KindView, RetryView, Rollback, RolledBack, SpecView, StepSpecView, VersionView,
+};
+pub use outbound::{CallView, SecretList, SecretView, TenantOutbound};
 pub use tenants::{NewTenant, Retention, TenantList, TenantToken, TenantView};
 pub use tokens::{CreatedToken, NewToken, TokenList, TokenView};
 

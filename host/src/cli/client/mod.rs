@@ -15,8 +15,9 @@ pub use remote::HostRefused;
 use serde_json::Value;
 
 use crate::api::views::{
-    CancelBody, CreatedToken, Deployed, JobPage, JobView, KindList, KindView, NewTenant, NewToken, Retention, Rollback,
-    RolledBack, Submit, TenantList, TenantToken, TenantView, TokenList,
+    CancelBody, CreatedToken, Deployed, DeploymentView, JobPage, JobView, KindList, KindView, NewTenant, NewToken,
+    Retention, Rollback, RolledBack, SecretList, SecretView, Submit, TenantList, TenantOutbound, TenantToken,
+    TenantView, TokenList,
 };
 use crate::config::parse_duration;
 
@@ -38,11 +39,31 @@ pub struct ClientArgs {
 #[derive(Clone, Debug, clap::Subcommand)]
 pub enum ClientCommand {
     /// Deploy a component as the next version of KIND.
+    ///
+    /// What the version's steps may reach comes from the flags and from a manifest, the
+    /// file beside the component named like it with `.toml` (`greet.wasm` → `greet.toml`)
+    /// or given with `--manifest`: `allow = [...]`, `secrets = [...]`, `[settings]`,
+    /// `secrets_in_body = true`. Flags add to the manifest.
     Deploy {
         /// The kind's name.
         kind: String,
         /// The component (.wasm).
         file: PathBuf,
+        /// An outbound rule, `METHOD scheme://host[:port]/path` (`*` wildcards); repeatable.
+        #[arg(long = "allow", value_name = "RULE")]
+        allow: Vec<String>,
+        /// A tenant secret the kind's steps may use; repeatable.
+        #[arg(long = "secret", value_name = "NAME")]
+        secrets: Vec<String>,
+        /// A setting the steps read with `config.get`, `NAME=VALUE`; repeatable.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        settings: Vec<String>,
+        /// Put secrets in place in request bodies too, not only in headers.
+        #[arg(long)]
+        secrets_in_body: bool,
+        /// The manifest (default: the component's path with `.toml`, if it exists).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
     },
     /// List kinds, or show one with its versions.
     Kinds {
@@ -150,6 +171,40 @@ pub enum ClientCommand {
     /// Manage API tokens: a tenant token its own tenant's, an operator token any.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Manage the tenant's secrets (tenant token). Values go in, never come out.
+    #[command(subcommand)]
+    Secret(SecretCommand),
+}
+
+/// Secret management.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum SecretCommand {
+    /// Set a secret from standard input (or `--file`); kinds deployed with
+    /// `--secret NAME` use the new value from their next step, with no redeploy.
+    Set {
+        /// Its name.
+        name: String,
+        /// Read the value from this file instead of standard input.
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+    /// List the secrets' names and when they were set.
+    List,
+    /// Delete a secret.
+    Delete {
+        /// Its name.
+        name: String,
+    },
+}
+
+/// A deployment manifest: what a kind version's steps may reach.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Manifest {
+    allow: Vec<String>,
+    secrets: Vec<String>,
+    settings: std::collections::BTreeMap<String, String>,
+    secrets_in_body: bool,
 }
 
 /// Tenant management.
@@ -177,6 +232,17 @@ pub enum TenantCommand {
         /// Back to the host's default (`serve --retention`).
         #[arg(long)]
         default: bool,
+    },
+    /// Set what a tenant's steps may reach, within the operator's `[outbound]` policy.
+    Outbound {
+        /// The tenant.
+        name: String,
+        /// A rule, `METHOD scheme://host[:port]/path` (`*` wildcards); repeatable.
+        #[arg(long = "allow", value_name = "RULE", required_unless_present = "none", conflicts_with = "none")]
+        allow: Vec<String>,
+        /// Allow nothing.
+        #[arg(long)]
+        none: bool,
     },
 }
 
@@ -251,9 +317,34 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
     // Commands that take no body still send `{}`, as JSON clients do.
     let empty = serde_json::json!({});
     match command {
-        ClientCommand::Deploy { kind, file } => {
+        ClientCommand::Deploy { kind, file, allow, secrets, settings, secrets_in_body, manifest } => {
             let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-            let deployed: Deployed = client.put_component(&format!("/v1/kinds/{kind}"), bytes).await?;
+            let beside = file.with_extension("toml");
+            let manifest: Manifest = match manifest.or_else(|| beside.exists().then_some(beside)) {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+                    toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+                }
+                None => Manifest::default(),
+            };
+            let mut view = DeploymentView {
+                allow: manifest.allow,
+                secrets: manifest.secrets,
+                settings: manifest.settings,
+                secrets_in_body: manifest.secrets_in_body || secrets_in_body,
+            };
+            view.allow.extend(allow);
+            view.secrets.extend(secrets);
+            for setting in settings {
+                let (name, value) = setting.split_once('=').context("--set takes NAME=VALUE")?;
+                view.settings.insert(name.to_owned(), value.to_owned());
+            }
+            let path = if view == DeploymentView::default() {
+                format!("/v1/kinds/{kind}")
+            } else {
+                format!("/v1/kinds/{kind}?deployment={}", percent_encode(&serde_json::to_string(&view)?))
+            };
+            let deployed: Deployed = client.put_component(&path, bytes).await?;
             emit(json, &deployed, |d| {
                 println!(
                     "deployed {} version {} (sha256 {}…), steps {}",
@@ -395,6 +486,43 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                     println!("{:<24} {}  {}", t.name, t.created_at, retention_of(t));
                 }
             });
+        }
+        ClientCommand::Tenant(TenantCommand::Outbound { name, allow, none }) => {
+            let request = TenantOutbound { tenant: name.clone(), allow: (!none).then_some(allow) };
+            let answer: TenantOutbound =
+                client.put(&format!("/v1/tenants/{}/outbound", percent_encode(&name)), &request).await?;
+            emit(json, &answer, |t| match t.allow.as_deref() {
+                Some(rules) if !rules.is_empty() => println!("tenant {} may reach: {}", t.tenant, rules.join(", ")),
+                _ => println!("tenant {} may reach nothing", t.tenant),
+            });
+        }
+        ClientCommand::Secret(SecretCommand::Set { name, file }) => {
+            let value = match file {
+                Some(path) => std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+                None => {
+                    let mut value = Vec::new();
+                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut value).context("reading standard input")?;
+                    value
+                }
+            };
+            // A value piped from `echo` ends in a newline no header wants.
+            let value = value.strip_suffix(b"\n").map(<[u8]>::to_vec).unwrap_or(value);
+            let set: SecretView = client.put_bytes(&format!("/v1/secrets/{}", percent_encode(&name)), value).await?;
+            emit(json, &set, |s| println!("secret {} set at {}", s.name, s.updated_at));
+        }
+        ClientCommand::Secret(SecretCommand::List) => {
+            let list: SecretList = client.get("/v1/secrets").await?;
+            emit(json, &list, |l| {
+                for s in &l.secrets {
+                    println!("{:<32} set {}", s.name, s.updated_at);
+                }
+            });
+        }
+        ClientCommand::Secret(SecretCommand::Delete { name }) => {
+            client.delete(&format!("/v1/secrets/{}", percent_encode(&name))).await?;
+            if !json {
+                println!("secret {name} deleted");
+            }
         }
         ClientCommand::Tenant(TenantCommand::Retention { name, keep, default: _ }) => {
             let retention_secs = keep.as_deref().map(|k| whole_secs(k, "--keep")).transpose()?;

@@ -95,6 +95,18 @@ pub(super) fn job(job: &JobView) {
         };
         println!("  {:<16} {:<10} {:>8}  {detail}", step.key, step.state, step.attempts.len());
     }
+    if let Some(calls) = job.outbound.as_ref().filter(|c| !c.is_empty()) {
+        println!("\noutbound requests");
+        for c in calls {
+            let result = match (c.status, &c.error, &c.denied) {
+                (_, _, Some(layer)) => format!("denied ({layer})"),
+                (Some(status), _, _) => format!("{status}, {} bytes", c.bytes),
+                (None, Some(error), _) => error.clone(),
+                (None, None, None) => "no answer".to_owned(),
+            };
+            println!("  {} #{}.{} {} {} → {result} in {} ms", c.step, c.attempt, c.seq, c.method, c.url, c.duration_ms);
+        }
+    }
     if let Some(history) = &job.history {
         println!("\nhistory");
         for entry in history {

@@ -118,6 +118,10 @@ impl Client {
     }
 
     /// `PUT path` with a WebAssembly component.
+    pub(super) async fn put_bytes<T: DeserializeOwned>(&self, path: &str, bytes: Vec<u8>) -> anyhow::Result<T> {
+        self.send(self.http.put(self.url(path)).header("content-type", "text/plain").body(bytes)).await
+    }
+
     pub(super) async fn put_component<T: DeserializeOwned>(&self, path: &str, bytes: Vec<u8>) -> anyhow::Result<T> {
         self.send(self.http.put(self.url(path)).header("content-type", "application/wasm").body(bytes)).await
     }

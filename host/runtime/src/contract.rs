@@ -1,0 +1,227 @@
+//! The contract versions a component may target, behind one face: a component built
+//! against `spindle:job@0.1.0` runs unchanged beside one built against 0.2.0. Each
+//! version's types are converted here to the runtime's own, and nowhere else.
+
+use wasmtime::Store;
+use wasmtime::component::InstancePre;
+
+use crate::bindings::{v1, v2};
+use crate::kind::{KindSpec, RetrySpec, SpecError, StepSpec};
+use crate::load::LoadError;
+use crate::outcome::{JobSummary, StepInput};
+use crate::state::GuestState;
+
+/// Which contract a component targets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contract {
+    /// `spindle:job@0.1.0`.
+    V0_1,
+    /// `spindle:job@0.2.0`.
+    V0_2,
+}
+
+impl Contract {
+    /// The version, as the WIT package names it.
+    pub fn version(self) -> &'static str {
+        match self {
+            Self::V0_1 => "0.1.0",
+            Self::V0_2 => "0.2.0",
+        }
+    }
+}
+
+/// A linked component, ready to instantiate, of either contract.
+pub(crate) enum KindPre {
+    V1(v1::JobKindPre<GuestState>),
+    V2(v2::JobKindPre<GuestState>),
+}
+
+/// A step's outcome as the guest reported it, whatever its contract.
+pub(crate) enum Reported {
+    Complete(Vec<u8>),
+    Skip(String),
+    Retryable(String, String),
+    Refused(String, String),
+    More {
+        cursor: String,
+        done: u64,
+        total: Option<u64>,
+    },
+    Snooze(u32),
+    /// A 0.2.0 outcome this host does not run yet (its name).
+    Unsupported(&'static str),
+}
+
+impl KindPre {
+    /// The component's pre-instance, as the contract its exports name.
+    pub(crate) fn new(pre: InstancePre<GuestState>) -> Result<Self, LoadError> {
+        match v2::JobKindPre::new(pre.clone()) {
+            Ok(v2) => Ok(Self::V2(v2)),
+            Err(_) => v1::JobKindPre::new(pre).map(Self::V1).map_err(|e| LoadError::WrongWorld(format!("{e:#}"))),
+        }
+    }
+
+    pub(crate) fn contract(&self) -> Contract {
+        match self {
+            Self::V1(_) => Contract::V0_1,
+            Self::V2(_) => Contract::V0_2,
+        }
+    }
+
+    pub(crate) fn instance_pre(&self) -> &InstancePre<GuestState> {
+        match self {
+            Self::V1(pre) => pre.instance_pre(),
+            Self::V2(pre) => pre.instance_pre(),
+        }
+    }
+
+    /// Calls `describe` in a fresh instance.
+    pub(crate) async fn describe(
+        &self,
+        store: &mut Store<GuestState>,
+    ) -> wasmtime::Result<Result<KindSpec, SpecError>> {
+        Ok(match self {
+            Self::V1(pre) => {
+                let s = pre.instantiate_async(&mut *store).await?.spindle_job_kind().call_describe(&mut *store).await?;
+                KindSpec::new(
+                    s.name,
+                    s.steps
+                        .into_iter()
+                        .map(|s| StepSpec { key: s.key, weight: s.weight, output_schema: None })
+                        .collect(),
+                    s.cancellable,
+                    RetrySpec {
+                        max_attempts: s.retry.max_attempts,
+                        initial_backoff_ms: s.retry.initial_backoff_ms,
+                        max_backoff_ms: s.retry.max_backoff_ms,
+                    },
+                    (s.has_failure_effect, s.notifies_on_success),
+                    None,
+                )
+            }
+            Self::V2(pre) => {
+                let s = pre.instantiate_async(&mut *store).await?.spindle_job_kind().call_describe(&mut *store).await?;
+                KindSpec::new(
+                    s.name,
+                    s.steps
+                        .into_iter()
+                        .map(|s| StepSpec { key: s.key, weight: s.weight, output_schema: s.output_schema })
+                        .collect(),
+                    s.cancellable,
+                    RetrySpec {
+                        max_attempts: s.retry.max_attempts,
+                        initial_backoff_ms: s.retry.initial_backoff_ms,
+                        max_backoff_ms: s.retry.max_backoff_ms,
+                    },
+                    (s.has_failure_effect, s.notifies_on_success),
+                    s.input_schema,
+                )
+            }
+        })
+    }
+
+    /// Instantiates the component (the first failure point of a call, told apart by the
+    /// caller) and then runs one step.
+    pub(crate) async fn run_step(
+        &self,
+        store: &mut Store<GuestState>,
+        input: StepInput,
+    ) -> Result<wasmtime::Result<Reported>, wasmtime::Error> {
+        let StepInput { job_id, step, attempt, idempotency_key, payload, prior, cursor, .. } = input;
+        match self {
+            Self::V1(pre) => {
+                use v1::spindle::job::types as wit;
+                let instance = pre.instantiate_async(&mut *store).await?;
+                let input = wit::StepInput {
+                    job_id,
+                    step,
+                    attempt,
+                    idempotency_key,
+                    payload,
+                    prior: prior.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
+                    cursor,
+                };
+                let outcome = instance.spindle_job_kind().call_run_step(&mut *store, &input).await;
+                Ok(outcome.map(|o| match o {
+                    wit::StepOutcome::Complete(output) => Reported::Complete(output),
+                    wit::StepOutcome::Skip(reason) => Reported::Skip(reason),
+                    wit::StepOutcome::Retryable(f) => Reported::Retryable(f.code, f.message),
+                    wit::StepOutcome::Refused(f) => Reported::Refused(f.code, f.message),
+                    wit::StepOutcome::More(c) => Reported::More { cursor: c.cursor, done: c.done, total: c.total },
+                    wit::StepOutcome::Snooze(secs) => Reported::Snooze(secs),
+                }))
+            }
+            Self::V2(pre) => {
+                use v2::spindle::job::types as wit;
+                let instance = pre.instantiate_async(&mut *store).await?;
+                let input = wit::StepInput {
+                    job_id,
+                    step,
+                    attempt,
+                    idempotency_key,
+                    payload,
+                    prior: prior.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
+                    cursor,
+                    awaited: None,
+                };
+                let outcome = instance.spindle_job_kind().call_run_step(&mut *store, &input).await;
+                Ok(outcome.map(|o| match o {
+                    wit::StepOutcome::Complete(output) => Reported::Complete(output),
+                    wit::StepOutcome::Skip(reason) => Reported::Skip(reason),
+                    wit::StepOutcome::Retryable(f) => Reported::Retryable(f.code, f.message),
+                    wit::StepOutcome::Refused(f) => Reported::Refused(f.code, f.message),
+                    wit::StepOutcome::More(c) => Reported::More { cursor: c.cursor, done: c.done, total: c.total },
+                    wit::StepOutcome::Snooze(secs) => Reported::Snooze(secs),
+                    wit::StepOutcome::AwaitChildren(_) => Reported::Unsupported("await-children"),
+                    wit::StepOutcome::AwaitSignal(_) => Reported::Unsupported("await-signal"),
+                }))
+            }
+        }
+    }
+
+    /// Runs a hook in a fresh instance: `Ok(Err((code, message)))` is the guest's failure.
+    pub(crate) async fn run_hook(
+        &self,
+        store: &mut Store<GuestState>,
+        on_failure: bool,
+        summary: JobSummary,
+    ) -> wasmtime::Result<Result<(), (String, String)>> {
+        let JobSummary { job_id, payload, outputs, failure } = summary;
+        match self {
+            Self::V1(pre) => {
+                use v1::spindle::job::types as wit;
+                let summary = wit::JobSummary {
+                    job_id,
+                    payload,
+                    outputs: outputs.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
+                    failure: failure.map(|(code, message)| wit::Failure { code, message }),
+                };
+                let instance = pre.instantiate_async(&mut *store).await?;
+                let guest = instance.spindle_job_kind();
+                let result = if on_failure {
+                    guest.call_on_failure(&mut *store, &summary).await?
+                } else {
+                    guest.call_on_success(&mut *store, &summary).await?
+                };
+                Ok(result.map_err(|f| (f.code, f.message)))
+            }
+            Self::V2(pre) => {
+                use v2::spindle::job::types as wit;
+                let summary = wit::JobSummary {
+                    job_id,
+                    payload,
+                    outputs: outputs.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
+                    failure: failure.map(|(code, message)| wit::Failure { code, message }),
+                };
+                let instance = pre.instantiate_async(&mut *store).await?;
+                let guest = instance.spindle_job_kind();
+                let result = if on_failure {
+                    guest.call_on_failure(&mut *store, &summary).await?
+                } else {
+                    guest.call_on_success(&mut *store, &summary).await?
+                };
+                Ok(result.map_err(|f| (f.code, f.message)))
+            }
+        }
+    }
+}

@@ -1,0 +1,579 @@
+//! Outbound HTTP from steps: `wasi:http/outgoing-handler` behind a deny-by-default
+//! policy, with secrets the guest never sees, limits, and a record of every request.
+//!
+//! wasmtime-wasi-http implements the interface; Spindle's [`Outbound`] is its send hook.
+//! Per request, before anything leaves the host: count it against the call's budget,
+//! check the three policy layers ([`policy`]), put secrets in place of their
+//! placeholders, add an `Idempotency-Key`. Then [`send`] resolves the host, refuses
+//! blocked addresses, connects to an address it checked and bounds every phase.
+
+pub mod policy;
+mod send;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::HeaderValue;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+pub use policy::{Denial, OperatorPolicy, Policy, Rule, RuleError, Rules, Target};
+
+/// A secret's value. Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+/// What one step may reach beyond the operator's policy, set by the engine per step from
+/// the tenant and the kind's deployment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The tenant's name: its connection cap and its metrics.
+    pub tenant: String,
+    /// The tenant's layer of the policy.
+    pub tenant_rules: Rules,
+    /// The kind deployment's layer of the policy.
+    pub kind_rules: Rules,
+    /// The deployment's settings (`config.get`).
+    pub settings: BTreeMap<String, String>,
+    /// The secrets the deployment declared that the tenant has set, by name.
+    pub secrets: BTreeMap<String, Secret>,
+    /// Whether secrets are put in place in request bodies too (else headers only).
+    pub secrets_in_body: bool,
+}
+
+/// Bounds on outbound requests. Each phase is also inside the step's own deadline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutboundLimits {
+    /// Longest a connection (DNS, TCP, TLS) may take.
+    #[serde(with = "secs")]
+    pub connect_timeout: Duration,
+    /// Longest from sending the request to the response's head.
+    #[serde(with = "secs")]
+    pub first_byte_timeout: Duration,
+    /// Longest between two chunks of the response body.
+    #[serde(with = "secs")]
+    pub between_bytes_timeout: Duration,
+    /// Longest a whole request may take, response body included.
+    #[serde(with = "secs")]
+    pub response_timeout: Duration,
+    /// Largest response body a step may receive.
+    pub max_response_bytes: u64,
+    /// Largest request body the host buffers to put secrets in place.
+    pub max_request_body_bytes: u64,
+    /// Requests one step call may make.
+    pub max_requests_per_call: u32,
+    /// Outbound connections open at once in this process.
+    pub max_connections: usize,
+    /// Outbound connections open at once for one tenant.
+    pub max_connections_per_tenant: usize,
+}
+
+impl Default for OutboundLimits {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(5),
+            first_byte_timeout: Duration::from_secs(10),
+            between_bytes_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(25),
+            max_response_bytes: 16 * 1024 * 1024,
+            max_request_body_bytes: 4 * 1024 * 1024,
+            max_requests_per_call: 64,
+            max_connections: 512,
+            max_connections_per_tenant: 64,
+        }
+    }
+}
+
+/// Durations as whole seconds in configuration files.
+mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The operator's outbound configuration (`[outbound]` in the config file: `allow`,
+/// `block_private`, `allow_cidrs`, and `[outbound.limits]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "OutboundFile", into = "OutboundFile")]
+pub struct OutboundConfig {
+    /// The operator's policy layer.
+    pub operator: OperatorPolicy,
+    /// The limits.
+    pub limits: OutboundLimits,
+}
+
+/// [`OutboundConfig`] as a file writes it: one table, every key known.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct OutboundFile {
+    allow: Rules,
+    block_private: bool,
+    allow_cidrs: Vec<ipnet::IpNet>,
+    limits: OutboundLimits,
+}
+
+impl Default for OutboundFile {
+    fn default() -> Self {
+        OutboundConfig::default().into()
+    }
+}
+
+impl From<OutboundFile> for OutboundConfig {
+    fn from(f: OutboundFile) -> Self {
+        let operator = OperatorPolicy { allow: f.allow, block_private: f.block_private, allow_cidrs: f.allow_cidrs };
+        Self { operator, limits: f.limits }
+    }
+}
+
+impl From<OutboundConfig> for OutboundFile {
+    fn from(c: OutboundConfig) -> Self {
+        let OperatorPolicy { allow, block_private, allow_cidrs } = c.operator;
+        Self { allow, block_private, allow_cidrs, limits: c.limits }
+    }
+}
+
+/// One outbound request as the step attempt's record keeps it: no query values, no
+/// headers, no body, so no secret.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboundCall {
+    /// Its position among the call's requests, from 1.
+    pub seq: u32,
+    /// The method.
+    pub method: String,
+    /// `http` or `https`.
+    pub scheme: String,
+    /// The host as the guest named it.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The path, without the query.
+    pub path: String,
+    /// The response's status, when one came.
+    pub status: Option<u16>,
+    /// The error the guest got instead, as a `wasi:http` error code name.
+    pub error: Option<String>,
+    /// Which policy layer denied it, when one did.
+    pub denied: Option<String>,
+    /// Response body bytes the guest received.
+    pub bytes: u64,
+    /// Time from the request to its response head (or error), in milliseconds.
+    pub duration_ms: u64,
+}
+
+impl OutboundCall {
+    /// What the metrics count it as: `ok` (2xx/3xx), `client-error`, `server-error`,
+    /// `denied` or `error`.
+    pub fn outcome(&self) -> &'static str {
+        match (self.status, &self.denied) {
+            (_, Some(_)) => "denied",
+            (Some(s), _) if s < 400 => "ok",
+            (Some(s), _) if s < 500 => "client-error",
+            (Some(_), _) => "server-error",
+            (None, _) => "error",
+        }
+    }
+}
+
+/// A request's record while it is under way (its body still read after the head).
+#[derive(Debug)]
+pub(crate) struct Entry {
+    call: Mutex<OutboundCall>,
+    started: Instant,
+}
+
+impl Entry {
+    fn update(&self, f: impl FnOnce(&mut OutboundCall)) {
+        let mut call = match self.call.lock() {
+            Ok(call) => call,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut call);
+    }
+
+    fn finish(&self, result: Result<u16, &Error>) {
+        let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.update(|call| {
+            call.duration_ms = elapsed;
+            match result {
+                Ok(status) => call.status = Some(status),
+                Err(e) => call.error = Some(error_name(e)),
+            }
+        });
+    }
+
+    fn deny(&self, why: &str) {
+        self.update(|call| {
+            call.denied = Some(why.to_owned());
+            call.error = Some("HTTP-request-denied".to_owned());
+        });
+    }
+
+    /// The response body failed after its head came.
+    fn failed(&self, e: &Error) {
+        self.update(|call| call.error = Some(error_name(e)));
+    }
+
+    fn received(&self, bytes: usize) {
+        self.update(|call| call.bytes = call.bytes.saturating_add(bytes as u64));
+    }
+
+    fn snapshot(&self) -> OutboundCall {
+        match self.call.lock() {
+            Ok(call) => call.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}
+
+/// A `wasi:http` error as the guest sees its name.
+fn error_name(e: &Error) -> String {
+    let name = match e {
+        Error::HttpRequestDenied => "HTTP-request-denied",
+        Error::ConnectionLimitReached => "connection-limit-reached",
+        Error::ConnectionTimeout => "connection-timeout",
+        Error::ConnectionReadTimeout => "connection-read-timeout",
+        Error::ConnectionRefused | Error::Connect(_) => "connection-refused",
+        Error::ConnectionTerminated => "connection-terminated",
+        Error::HttpResponseTimeout => "HTTP-response-timeout",
+        Error::HttpResponseBodySize(_) => "HTTP-response-body-size",
+        Error::HttpRequestBodySize(_) => "HTTP-request-body-size",
+        Error::HttpRequestUriInvalid => "HTTP-request-URI-invalid",
+        Error::DnsTimeout => "DNS-timeout",
+        Error::DnsError { .. } | Error::InvalidDnsNameError(_) => "DNS-error",
+        Error::Tls(_) | Error::TlsProtocolError | Error::TlsCertificateError => "TLS-protocol-error",
+        Error::Hyper(_) | Error::HttpProtocolError => "HTTP-protocol-error",
+        _ => "internal-error",
+    };
+    name.to_owned()
+}
+
+/// Process-wide outbound state: the configuration, connection caps, metrics.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: OutboundConfig,
+    connections: Arc<Semaphore>,
+    tenants: Mutex<HashMap<String, Arc<Semaphore>>>,
+    metrics: Mutex<BTreeMap<MetricKey, u64>>,
+}
+
+/// What the outbound metrics count by.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MetricKey {
+    /// The tenant.
+    pub tenant: String,
+    /// The kind.
+    pub kind: String,
+    /// The destination host.
+    pub host: String,
+    /// [`OutboundCall::outcome`].
+    pub outcome: &'static str,
+}
+
+/// Most distinct metric series kept; later destinations count under `(other)`.
+const MAX_SERIES: usize = 10_000;
+
+impl Shared {
+    pub(crate) fn new(config: OutboundConfig) -> Self {
+        let connections = Arc::new(Semaphore::new(config.limits.max_connections.max(1)));
+        Self { config, connections, tenants: Mutex::default(), metrics: Mutex::default() }
+    }
+
+    fn tenant_connections(&self, tenant: &str) -> Arc<Semaphore> {
+        let mut tenants = match self.tenants.lock() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        tenants
+            .entry(tenant.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.config.limits.max_connections_per_tenant.max(1))))
+            .clone()
+    }
+
+    pub(crate) fn count(&self, tenant: &str, kind: &str, calls: &[OutboundCall]) {
+        let mut metrics = match self.metrics.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for call in calls {
+            let mut key = MetricKey {
+                tenant: tenant.to_owned(),
+                kind: kind.to_owned(),
+                host: call.host.clone(),
+                outcome: call.outcome(),
+            };
+            if !metrics.contains_key(&key) && metrics.len() >= MAX_SERIES {
+                key.host = "(other)".into();
+            }
+            *metrics.entry(key).or_default() += 1;
+        }
+    }
+
+    pub(crate) fn metrics(&self) -> Vec<(MetricKey, u64)> {
+        match self.metrics.lock() {
+            Ok(m) => m.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            Err(poisoned) => poisoned.into_inner().iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        }
+    }
+}
+
+/// The outbound side of one store: the send hook wasmtime-wasi-http calls.
+pub(crate) struct Outbound {
+    shared: Arc<Shared>,
+    caps: Arc<Capabilities>,
+    /// Stands for a secret in what the guest builds; random per store.
+    placeholder_tag: String,
+    /// Prefix of the `Idempotency-Key`s the host adds.
+    idempotency_base: String,
+    /// The step's deadline: no request outlives it.
+    deadline: Instant,
+    entries: Vec<Arc<Entry>>,
+}
+
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbound").field("requests", &self.entries.len()).finish_non_exhaustive()
+    }
+}
+
+impl Outbound {
+    /// The hook for one call. `idempotency_key` and `cursor` are the step's: a call
+    /// that resumes from a cursor numbers its requests apart from the first call.
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        caps: Arc<Capabilities>,
+        idempotency_key: &str,
+        cursor: Option<&str>,
+        deadline: Instant,
+    ) -> Self {
+        let idempotency_base = match cursor {
+            None => idempotency_key.to_owned(),
+            Some(cursor) => format!("{idempotency_key}@{}", &hex::encode(Sha256::digest(cursor.as_bytes()))[..12]),
+        };
+        let placeholder_tag = hex::encode(rand::random::<[u8; 8]>());
+        Self { shared, caps, placeholder_tag, idempotency_base, deadline, entries: Vec::new() }
+    }
+
+    /// The capabilities in force.
+    pub(crate) fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    /// The placeholder the guest gets for secret `name`, if it may use it.
+    pub(crate) fn placeholder(&self, name: &str) -> Option<String> {
+        self.caps.secrets.contains_key(name).then(|| format!("{{{{spindle-secret:{name}:{}}}}}", self.placeholder_tag))
+    }
+
+    /// The records of the requests made so far.
+    pub(crate) fn calls(&self) -> Vec<OutboundCall> {
+        self.entries.iter().map(|e| e.snapshot()).collect()
+    }
+
+    /// `text` with every secret placeholder replaced by its value.
+    fn reveal(&self, text: &[u8]) -> Option<Vec<u8>> {
+        let mut out: Option<Vec<u8>> = None;
+        for (name, secret) in &self.caps.secrets {
+            if let Some(placeholder) = self.placeholder(name) {
+                let current = out.as_deref().unwrap_or(text);
+                if let Some(replaced) = replace(current, placeholder.as_bytes(), secret.0.as_bytes()) {
+                    out = Some(replaced);
+                }
+            }
+        }
+        out
+    }
+
+    fn policy(&self) -> Policy {
+        Policy {
+            operator: self.shared.config.operator.clone(),
+            tenant: self.caps.tenant_rules.clone(),
+            kind: self.caps.kind_rules.clone(),
+        }
+    }
+}
+
+/// `haystack` with every `needle` replaced by `with`, or `None` if it has none.
+fn replace(haystack: &[u8], needle: &[u8], with: &[u8]) -> Option<Vec<u8>> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(haystack.len());
+    let (mut i, mut found) = (0, false);
+    while i < haystack.len() {
+        if haystack[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+            found = true;
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    found.then_some(out)
+}
+
+type SendFuture = Box<
+    dyn Future<Output = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>), Error>>
+        + Send,
+>;
+
+impl WasiHttpHooks for Outbound {
+    fn send_request(
+        &mut self,
+        mut request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> SendFuture {
+        let seq = u32::try_from(self.entries.len() + 1).unwrap_or(u32::MAX);
+        let uri = request.uri();
+        let target = Target::new(
+            request.method().as_str(),
+            uri.scheme_str().unwrap_or(""),
+            uri.authority().map_or("", |a| a.as_str()),
+            uri.path_and_query().map_or("/", |p| p.as_str()),
+        );
+        let call = match &target {
+            Some(t) => OutboundCall {
+                seq,
+                method: t.method.clone(),
+                scheme: t.scheme.clone(),
+                host: t.host.clone(),
+                port: t.port,
+                path: t.path.clone(),
+                ..OutboundCall::default()
+            },
+            None => OutboundCall { seq, method: request.method().to_string(), ..OutboundCall::default() },
+        };
+        let entry = Arc::new(Entry { call: Mutex::new(call), started: Instant::now() });
+        self.entries.push(entry.clone());
+        let deny = |entry: &Entry, why: &str| -> SendFuture {
+            entry.deny(why);
+            entry.finish(Err(&Error::HttpRequestDenied));
+            Box::new(std::future::ready(Err(Error::HttpRequestDenied)))
+        };
+        let Some(target) = target else {
+            return deny(&entry, Denial::Malformed.as_str());
+        };
+        if seq > self.shared.config.limits.max_requests_per_call {
+            return deny(&entry, "request-limit");
+        }
+        if let Err(denial) = self.policy().check(&target) {
+            return deny(&entry, denial.as_str());
+        }
+        // Allowed: secrets go in place, in headers only unless the kind opted in.
+        for value in request.headers_mut().values_mut() {
+            if let Some(revealed) = self.reveal(value.as_bytes())
+                && let Ok(revealed) = HeaderValue::from_bytes(&revealed)
+            {
+                let mut revealed = revealed;
+                revealed.set_sensitive(true);
+                *value = revealed;
+            }
+        }
+        if !request.headers().contains_key("idempotency-key")
+            && let Ok(key) = HeaderValue::from_str(&format!("{}:{seq}", self.idempotency_base))
+        {
+            request.headers_mut().insert("idempotency-key", key);
+        }
+        let body_secrets: Option<Vec<(Vec<u8>, Vec<u8>)>> = self.caps.secrets_in_body.then(|| {
+            self.caps
+                .secrets
+                .iter()
+                .filter_map(|(name, s)| Some((self.placeholder(name)?.into_bytes(), s.0.as_bytes().to_vec())))
+                .collect()
+        });
+        let job = send::Job {
+            shared: self.shared.clone(),
+            tenant: self.caps.tenant.clone(),
+            target,
+            options,
+            deadline: self.deadline,
+            entry,
+            body_secrets,
+        };
+        Box::new(send::send(request, job))
+    }
+}
+
+/// The body of a request with the secrets put in place (bounded in size).
+async fn revealed_body(body: WasiBody, secrets: &[(Vec<u8>, Vec<u8>)], cap: u64) -> Result<WasiBody, Error> {
+    use http_body_util::BodyExt;
+    let limited = http_body_util::Limited::new(body, usize::try_from(cap).unwrap_or(usize::MAX));
+    let bytes = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return Err(match e.downcast::<Error>() {
+                Ok(inner) => *inner,
+                Err(_) => Error::HttpRequestBodySize(Some(cap)),
+            });
+        }
+    };
+    let mut bytes = bytes.to_vec();
+    for (placeholder, value) in secrets {
+        if let Some(replaced) = replace(&bytes, placeholder, value) {
+            bytes = replaced;
+        }
+    }
+    Ok(http_body_util::Full::new(Bytes::from(bytes)).map_err(|never| match never {}).boxed_unsync())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_replaced_everywhere_they_occur() {
+        assert_eq!(replace(b"a{x}b{x}", b"{x}", b"SECRET").as_deref(), Some(&b"aSECRETbSECRET"[..]));
+        assert_eq!(replace(b"nothing", b"{x}", b"S"), None);
+    }
+
+    #[test]
+    fn the_guest_gets_placeholders_only_for_declared_secrets() {
+        let mut caps = Capabilities::default();
+        caps.secrets.insert("token".into(), Secret("s3cr3t".into()));
+        let hook = Outbound::new(
+            Arc::new(Shared::new(OutboundConfig::default())),
+            Arc::new(caps),
+            "job/step",
+            None,
+            Instant::now(),
+        );
+        let placeholder = hook.placeholder("token").expect("declared");
+        assert!(!placeholder.contains("s3cr3t"));
+        assert_eq!(hook.placeholder("other"), None);
+        let header = format!("Bearer {placeholder}");
+        assert_eq!(hook.reveal(header.as_bytes()).as_deref(), Some(&b"Bearer s3cr3t"[..]));
+        assert_eq!(format!("{:?}", Secret("s3cr3t".into())), "Secret(…)");
+    }
+
+    #[test]
+    fn a_resumed_call_numbers_its_requests_apart() {
+        let shared = Arc::new(Shared::new(OutboundConfig::default()));
+        let caps = Arc::new(Capabilities::default());
+        let first = Outbound::new(shared.clone(), caps.clone(), "j/s", None, Instant::now());
+        let resumed = Outbound::new(shared.clone(), caps.clone(), "j/s", Some("42"), Instant::now());
+        let again = Outbound::new(shared, caps, "j/s", Some("42"), Instant::now());
+        assert_eq!(first.idempotency_base, "j/s");
+        assert_ne!(resumed.idempotency_base, first.idempotency_base);
+        assert_eq!(resumed.idempotency_base, again.idempotency_base, "a re-run sends the same keys");
+    }
+}

@@ -1,0 +1,392 @@
+//! Outbound HTTP from steps, through the real `outbound` guest (the SDK's client over
+//! `wasi:http`), a real sandbox and real sockets on 127.0.0.1: deny by default in three
+//! layers, blocked addresses, secrets the guest never sees, idempotency keys, limits, the
+//! record of every request; and a component built against contract 0.1.0 still running.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use spindle::capabilities::{Deployment, SecretKey};
+use spindle::engine::Engine;
+use spindle::store::Backend;
+use spindle::store::prelude::*;
+use spindle_core::JobState;
+use spindle_runtime::SandboxConfig;
+use spindle_runtime::outbound::{OperatorPolicy, OutboundConfig, OutboundLimits, Rules};
+use spindle_tests::harness::Harness;
+use spindle_tests::http::{Reply, TestServer};
+
+/// A sandbox whose operator allows `rules`, with loopback allowed back only if `lab`.
+fn sandbox(rules: &[&str], lab: bool, limits: OutboundLimits) -> SandboxConfig {
+    let operator = OperatorPolicy {
+        allow: Rules::parse(rules).expect("rules"),
+        block_private: true,
+        allow_cidrs: if lab { vec!["127.0.0.0/8".parse().expect("cidr")] } else { Vec::new() },
+    };
+    SandboxConfig { outbound: OutboundConfig { operator, limits }, ..spindle_tests::test_sandbox() }
+}
+
+/// A harness whose engine can seal secrets, the `outbound` kind deployed with `deployment`,
+/// and the tenant allowed `tenant_rules`.
+async fn setup(
+    backend: Backend,
+    sandbox: SandboxConfig,
+    deployment: Deployment,
+    tenant_rules: &[&str],
+) -> (Harness, Arc<Engine>) {
+    let h = Harness::with_sandbox(backend, sandbox).await;
+    let engine = h.engine();
+    engine.use_secret_key(SecretKey::from_hex(&"5a".repeat(32)).expect("key"));
+    h.store.create_tenant(&h.tenant.0, engine.now()).await.expect("the tenant");
+    engine
+        .set_tenant_outbound(&h.tenant, Some(Rules::parse(tenant_rules).expect("rules")))
+        .await
+        .expect("tenant rules");
+    h.registry
+        .deploy_with(&h.tenant, "outbound", &spindle_tests::guest("outbound"), &deployment, engine.now())
+        .await
+        .expect("deploy outbound");
+    (h, engine)
+}
+
+fn allow(rules: &[&str]) -> Deployment {
+    Deployment { allow: Rules::parse(rules).expect("rules").0, ..Deployment::default() }
+}
+
+/// Runs one `outbound` job with `input` to its end; answers the record and its output.
+async fn run(h: &Harness, engine: &Arc<Engine>, input: Value) -> (spindle::store::JobRecord, Value) {
+    let id = h.submit(engine, "outbound", input).await;
+    let dispatcher = h.dispatch(engine);
+    let record = h.wait_final(id).await;
+    dispatcher.shutdown(Duration::from_secs(5)).await;
+    let output = record.job.steps[0].output.as_deref().map(spindle_tests::json).unwrap_or(Value::Null);
+    (record, output)
+}
+
+fn get(url: &str) -> Value {
+    json!({ "method": "GET", "url": url })
+}
+
+/// Every layer must allow a request; a denied one never connects (the listener accepts
+/// nothing) and the step sees `HTTP-request-denied` as an ordinary error, recorded with
+/// the layer that refused.
+async fn a_request_no_layer_allows_never_connects(backend: Backend) {
+    let server = TestServer::ok("hello").await;
+    let everything = ["* http://127.0.0.1:*"];
+    // The kind's deployment allows nothing.
+    let (h, engine) =
+        setup(backend, sandbox(&everything, true, OutboundLimits::default()), allow(&[]), &everything).await;
+    let (record, output) = run(&h, &engine, json!({ "requests": [get(&server.url("/x"))] })).await;
+    assert_eq!(record.job.state, JobState::Succeeded, "a denial is an answer, not a trap");
+    assert_eq!(output["responses"][0]["denied"], json!(true), "{output}");
+    assert_eq!(server.accepts(), 0, "no connection for a denied request");
+    let calls = h.store.calls(record.job.id).await.expect("calls");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].call.denied.as_deref(), Some("kind-policy"));
+    assert_eq!(calls[0].call.error.as_deref(), Some("HTTP-request-denied"));
+
+    // The tenant allows nothing (the kind and the operator do).
+    let (h, engine) =
+        setup(backend, sandbox(&everything, true, OutboundLimits::default()), allow(&everything), &[]).await;
+    let (record, output) = run(&h, &engine, json!({ "requests": [get(&server.url("/x"))] })).await;
+    assert_eq!(output["responses"][0]["denied"], json!(true), "{output}");
+    assert_eq!(h.store.calls(record.job.id).await.expect("calls")[0].call.denied.as_deref(), Some("tenant-policy"));
+
+    // The operator allows nothing (its default).
+    let (h, engine) =
+        setup(backend, sandbox(&[], true, OutboundLimits::default()), allow(&everything), &everything).await;
+    let (record, _) = run(&h, &engine, json!({ "requests": [get(&server.url("/x"))] })).await;
+    assert_eq!(h.store.calls(record.job.id).await.expect("calls")[0].call.denied.as_deref(), Some("operator-policy"));
+    assert_eq!(server.accepts(), 0);
+
+    // All three allow it: it goes through.
+    let (h, engine) =
+        setup(backend, sandbox(&everything, true, OutboundLimits::default()), allow(&everything), &everything).await;
+    let (record, output) = run(&h, &engine, json!({ "requests": [get(&server.url("/x"))] })).await;
+    assert_eq!(output["responses"][0]["status"], json!(200), "{output}");
+    assert_eq!(output["responses"][0]["body"], json!("hello"));
+    assert_eq!(server.accepts(), 1);
+    let calls = h.store.calls(record.job.id).await.expect("calls");
+    assert_eq!((calls[0].call.status, calls[0].call.bytes), (Some(200), 5));
+}
+
+/// With the operator's default `block_private`, loopback, `localhost`, the metadata
+/// address and unspecified addresses are refused after resolution even when every rule
+/// allows them: nothing connects.
+async fn special_addresses_are_refused_after_resolution(backend: Backend) {
+    let server = TestServer::ok("hello").await;
+    let port = server.addr.port();
+    let everything = ["* http://*:*"];
+    let (h, engine) =
+        setup(backend, sandbox(&everything, false, OutboundLimits::default()), allow(&everything), &everything).await;
+    let urls = [
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://localhost:{port}/"),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
+        "http://169.254.169.254/latest/meta-data/".to_owned(),
+        format!("http://0.0.0.0:{port}/"),
+        format!("http://10.0.0.1:{port}/"),
+    ];
+    let requests: Vec<Value> = urls.iter().map(|u| get(u)).collect();
+    let (record, output) = run(&h, &engine, json!({ "requests": requests })).await;
+    assert_eq!(record.job.state, JobState::Succeeded);
+    for (i, url) in urls.iter().enumerate() {
+        assert_eq!(output["responses"][i]["denied"], json!(true), "{url}: {output}");
+    }
+    assert_eq!(server.accepts(), 0, "nothing reached the listening socket");
+    let calls = h.store.calls(record.job.id).await.expect("calls");
+    assert!(calls.iter().all(|c| c.call.denied.as_deref() == Some("blocked-address")), "{calls:?}");
+}
+
+/// The guest gets a placeholder for its secret; the server gets the value, in the header
+/// the guest put the placeholder in, with an `Idempotency-Key` the host added. The value
+/// appears nowhere else: not in the output, the database, the step record.
+async fn secrets_reach_the_server_and_nothing_else(backend: Backend) {
+    let server = TestServer::ok("{}").await;
+    let rule = format!("POST http://127.0.0.1:{}/charge", server.addr.port());
+    let deployment = Deployment {
+        allow: Rules::parse(&[rule.as_str()]).expect("rule").0,
+        secrets: vec!["stripe".into()],
+        ..Deployment::default()
+    };
+    let (h, engine) =
+        setup(backend, sandbox(&["* http://*:*"], true, OutboundLimits::default()), deployment, &[rule.as_str()]).await;
+    const VALUE: &str = "sk_live_7Hq2vX9pLmN4";
+    engine.set_secret(&h.tenant, "stripe", VALUE.as_bytes()).await.expect("secret set");
+    let request = json!({
+        "method": "POST",
+        "url": server.url("/charge"),
+        "body": "{\"amount\": 1200}",
+        "secret_header": { "secret": "stripe", "header": "authorization", "format": "Bearer {}" },
+    });
+    let (record, output) =
+        run(&h, &engine, json!({ "requests": [request], "hmac": { "secret": "stripe", "message": "payload" } })).await;
+    assert_eq!(record.job.state, JobState::Succeeded, "{output}");
+    assert_eq!(output["placeholder_seen"], json!(true));
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].header("authorization"), Some(format!("Bearer {VALUE}").as_str()));
+    let key = seen[0].header("idempotency-key").expect("an idempotency key");
+    assert_eq!(key, format!("{}/call:1", record.job.id));
+    assert_eq!(seen[0].body, b"{\"amount\": 1200}");
+    // An HMAC the guest computed without the key: the same as one made with it.
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(VALUE.as_bytes()).expect("mac");
+    mac.update(b"payload");
+    assert_eq!(output["hmac"], json!(hex::encode(mac.finalize().into_bytes())));
+
+    let everywhere = [
+        serde_json::to_string(&output).expect("output"),
+        format!("{:?}", h.store.job(record.job.id).await.expect("job")),
+        format!("{:?}", h.store.calls(record.job.id).await.expect("calls")),
+        format!("{:?}", h.store.history(record.job.id).await.expect("history")),
+        format!("{:?}", engine.secrets(&h.tenant).await.expect("secrets")),
+    ];
+    for text in everywhere {
+        assert!(!text.contains(VALUE), "the secret leaked: {text}");
+    }
+    let dump = database_dump(&h).await;
+    assert!(!dump.contains(VALUE), "the secret is in the database");
+    assert!(dump.contains("stripe"), "the dump read the secrets table");
+}
+
+/// Every text column of every table, concatenated (the SQLite file too, raw).
+async fn database_dump(h: &Harness) -> String {
+    use spindle::store::sql::Ty;
+    let mut out = String::new();
+    for (table, columns) in [
+        ("secrets", "tenant_id || name || sealed"),
+        ("jobs", "machine"),
+        ("steps", "body"),
+        ("history", "body"),
+        ("outbound_calls", "body"),
+        ("kind_versions", "deployment"),
+    ] {
+        let rows =
+            h.store.db().fetch(&format!("SELECT {columns} FROM {table}"), vec![], &[Ty::OptText]).await.expect("dump");
+        for row in rows {
+            out.push_str(&row.opt_text(0).unwrap_or_default());
+        }
+    }
+    if let Some(file) = h.url.strip_prefix("sqlite://") {
+        let file = file.split('?').next().unwrap_or(file);
+        for path in [file.to_owned(), format!("{file}-wal")] {
+            if let Ok(bytes) = std::fs::read(&path) {
+                out.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+    }
+    out
+}
+
+/// A server that never answers, one that sends a byte a second, and one that sends
+/// without end: each request ends within its limit with a typed error, and the host
+/// goes on running other jobs meanwhile.
+async fn slow_and_endless_servers_end_within_the_limits(backend: Backend) {
+    let server = TestServer::start(|seen, _| match seen.target.as_str() {
+        "/silent" => Reply::Silent,
+        "/trickle" => Reply::Trickle,
+        _ => Reply::Flood,
+    })
+    .await;
+    let limits = OutboundLimits {
+        first_byte_timeout: Duration::from_secs(1),
+        response_timeout: Duration::from_secs(3),
+        max_response_bytes: 1 << 20,
+        ..OutboundLimits::default()
+    };
+    let everything = ["* http://127.0.0.1:*"];
+    let (h, engine) = setup(backend, sandbox(&everything, true, limits), allow(&everything), &everything).await;
+    h.deploy("noop").await;
+    let requests = ["/silent", "/trickle", "/flood"].map(|p| get(&server.url(p)));
+    let id = h.submit(&engine, "outbound", json!({ "requests": requests })).await;
+    let dispatcher = h.dispatch(&engine);
+    // Other work runs while the outbound step waits on its server.
+    let noop = h.submit(&engine, "noop", json!({})).await;
+    assert_eq!(h.wait_final(noop).await.job.state, JobState::Succeeded);
+    let record = h.wait_final(id).await;
+    dispatcher.shutdown(Duration::from_secs(5)).await;
+    let output = spindle_tests::json(record.job.steps[0].output.as_deref().expect("an output"));
+    for i in 0..3 {
+        assert!(output["responses"][i]["error"].is_string(), "request {i} ended in an error: {output}");
+    }
+    let calls = h.store.calls(record.job.id).await.expect("calls");
+    let errors: Vec<Option<&str>> = calls.iter().map(|c| c.call.error.as_deref()).collect();
+    assert_eq!(
+        errors,
+        [Some("connection-read-timeout"), Some("HTTP-response-timeout"), Some("HTTP-response-body-size")],
+        "no first byte, a byte a second, no end: {calls:?}"
+    );
+    assert!(calls[2].call.bytes <= (1 << 20) + (64 << 10), "read at most the cap: {}", calls[2].call.bytes);
+}
+
+/// A component built against the frozen 0.1.0 contract deploys and runs on this host.
+async fn a_contract_0_1_component_still_runs(backend: Backend) {
+    let h = Harness::new(backend).await;
+    let engine = h.engine();
+    let version = h.deploy("contract-v0-1").await;
+    assert_eq!(version.kind, "contract-v0-1");
+    let loaded = h.registry.load(&version.digest).await.expect("loaded");
+    assert_eq!(loaded.contract(), spindle_runtime::Contract::V0_1);
+    let id = h.submit(&engine, "contract-v0-1", json!({ "n": 7 })).await;
+    let dispatcher = h.dispatch(&engine);
+    let record = h.wait_final(id).await;
+    dispatcher.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(record.job.state, JobState::Succeeded);
+    let second = spindle_tests::json(record.job.steps[1].output.as_deref().expect("output"));
+    assert_eq!(second["prior"], json!(1));
+}
+
+/// Through `spindle serve`, the CLI and the API: the operator's policy from the config
+/// file, the tenant's rules, a secret set from a file, a deployment that allows and
+/// declares. The host is killed with SIGKILL while its step waits on its second request;
+/// the re-run on another host sends the same `Idempotency-Key`s with the same bodies.
+/// The secret's value reaches the server and appears in no host log, API answer or CLI
+/// output.
+async fn a_rerun_after_a_kill_sends_the_same_idempotency_keys(backend: Backend) {
+    use spindle_tests::served::Served;
+    const VALUE: &str = "whsec_Zr8KpQ2mYt6";
+    // The first run's second request is never answered: the host is killed waiting.
+    let server =
+        TestServer::start(|_, n| if n == 1 { Reply::Silent } else { Reply::Answer(200, b"{}".to_vec()) }).await;
+    let h = Harness::new(backend).await;
+    let files = spindle_tests::harness::Scratch::new();
+    let config = files.path.join("spindle.toml");
+    std::fs::write(&config, "[outbound]\nallow = [\"* http://127.0.0.1:*\"]\nallow_cidrs = [\"127.0.0.0/8\"]\n")
+        .expect("config");
+    let flags = ["--config", config.to_str().expect("utf-8"), "--lease-ttl", "4s", "--step-timeout", "3s"];
+    let logs = [files.path.join("a.log"), files.path.join("b.log")];
+    let first = Served::start_logged(&h.url, &flags, "info,spindle::guest=debug", &logs[0]);
+    let token = first.tenant("acme");
+    let ran = first.cli(Some(&first.operator), &["tenant", "outbound", "acme", "--allow", "* http://127.0.0.1:*"]);
+    assert_eq!(ran.code, 0, "tenant outbound: {}", ran.stderr);
+    let value_file = files.path.join("value");
+    std::fs::write(&value_file, format!("{VALUE}\n")).expect("value");
+    let ran = first.cli(Some(&token), &["secret", "set", "hook", "--file", value_file.to_str().expect("utf-8")]);
+    assert_eq!(ran.code, 0, "secret set: {}", ran.stderr);
+    let guest = spindle_tests::guest_path("outbound");
+    let rule = format!("POST http://127.0.0.1:{}/hook/*", server.addr.port());
+    let ran = first.cli(
+        Some(&token),
+        &["deploy", "outbound", guest.to_str().expect("utf-8"), "--allow", &rule, "--secret", "hook", "--json"],
+    );
+    assert_eq!(ran.code, 0, "deploy: {}", ran.stderr);
+    let post = |path: &str, body: &str| {
+        json!({
+            "method": "POST", "url": server.url(path), "body": body,
+            "secret_header": { "secret": "hook", "header": "x-signature-key", "format": "{}" },
+        })
+    };
+    let input = json!({ "requests": [post("/hook/a", "{\"n\":1}"), post("/hook/b", "{\"n\":2}")] });
+    let ran = first.cli(Some(&token), &["submit", "outbound", "--input", &input.to_string(), "--json"]);
+    assert_eq!(ran.code, 0, "submit: {}", ran.stderr);
+    let id = ran.json()["id"].as_str().expect("an id").to_owned();
+
+    server.until_seen(2).await;
+    let data = first.kill_hard();
+    let second = Served::start_logged_in(data, &h.url, &flags, "info,spindle::guest=debug", &logs[1]);
+    let seen = server.until_seen(4).await;
+    let http = reqwest::Client::new();
+    let job: Value = http
+        .get(format!("{}/v1/jobs/{id}/wait?timeout=60", second.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("wait")
+        .json()
+        .await
+        .expect("a job");
+    assert_eq!(job["state"], json!("succeeded"), "{job}");
+    let keys: Vec<&str> = seen.iter().map(|s| s.header("idempotency-key").expect("a key")).collect();
+    assert_eq!(keys[0], keys[2], "the first request's key again: {keys:?}");
+    assert_eq!(keys[1], keys[3], "the second request's key again: {keys:?}");
+    assert_ne!(keys[0], keys[1]);
+    assert_eq!((&seen[0].body, &seen[1].body), (&seen[2].body, &seen[3].body), "the same bodies");
+    assert!(seen.iter().all(|s| s.header("x-signature-key") == Some(VALUE)), "the server got the value");
+
+    let view: Value = http
+        .get(format!("{}/v1/jobs/{id}", second.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("job")
+        .json()
+        .await
+        .expect("a view");
+    let calls = view["outbound"].as_array().expect("the job's requests");
+    assert!(calls.len() >= 2, "{view}");
+    assert!(calls.iter().all(|c| c["status"] == json!(200)), "{view}");
+    let shown = second.cli(Some(&token), &["job", &id]);
+    assert!(shown.stdout.contains("outbound requests"), "{}", shown.stdout);
+    let listed = second.cli(Some(&token), &["secret", "list"]);
+    assert!(listed.stdout.contains("hook"), "{}", listed.stdout);
+    let metrics =
+        http.get(format!("{}/metrics", second.url)).bearer_auth(&second.operator).send().await.expect("metrics");
+    let metrics = metrics.text().await.expect("text");
+    assert!(
+        metrics.contains(
+            "spindle_outbound_requests_total{tenant=\"acme\",kind=\"outbound\",host=\"127.0.0.1\",outcome=\"ok\"}"
+        ),
+        "{metrics}"
+    );
+    drop(second);
+    for text in [
+        view.to_string(),
+        shown.stdout,
+        listed.stdout,
+        std::fs::read_to_string(&logs[0]).unwrap_or_default(),
+        std::fs::read_to_string(&logs[1]).unwrap_or_default(),
+    ] {
+        assert!(!text.contains(VALUE), "the secret leaked: {text}");
+    }
+}
+
+on_both_backends!(
+    a_rerun_after_a_kill_sends_the_same_idempotency_keys,
+    a_request_no_layer_allows_never_connects,
+    special_addresses_are_refused_after_resolution,
+    secrets_reach_the_server_and_nothing_else,
+    slow_and_endless_servers_end_within_the_limits,
+    a_contract_0_1_component_still_runs,
+);
