@@ -89,30 +89,65 @@ async fn csv_import_works_through_a_large_input_in_checkpointed_slices() {
     }
 }
 
+/// `payment-saga` against a payment service on 127.0.0.1: a declined card is refused, a
+/// capture the service answers 503 twice is retried and then completes, and the failure
+/// effect voids the authorisation through the same service, with the deployment's
+/// settings and rules.
 #[tokio::test(flavor = "multi_thread")]
 async fn payment_saga_refuses_retries_and_runs_its_failure_effect() {
-    let rt = runtime(test_sandbox());
+    use spindle_runtime::outbound::{Capabilities, OperatorPolicy, OutboundConfig, Rules};
+    use spindle_tests::http::{Reply, TestServer};
+    let captures = std::sync::atomic::AtomicUsize::new(0);
+    let server = TestServer::start(move |seen, _| match seen.target.as_str() {
+        "/authorisations" if String::from_utf8_lossy(&seen.body).contains("4000000000000002") => {
+            Reply::Answer(402, br#"{"error": "the card was declined"}"#.to_vec())
+        }
+        "/authorisations" => Reply::Answer(201, br#"{"id": "auth_1"}"#.to_vec()),
+        "/captures" if captures.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 => {
+            Reply::Answer(503, b"{}".to_vec())
+        }
+        "/captures" => Reply::Answer(200, br#"{"id": "cap_1"}"#.to_vec()),
+        "/voids" => Reply::Answer(200, b"{}".to_vec()),
+        _ => Reply::Answer(404, b"{}".to_vec()),
+    })
+    .await;
+    let rules = Rules::parse(&[format!("POST http://127.0.0.1:{}/*", server.addr.port())]).unwrap();
+    let operator =
+        OperatorPolicy { allow: rules.clone(), block_private: true, allow_cidrs: vec!["127.0.0.0/8".parse().unwrap()] };
+    let rt =
+        runtime(SandboxConfig { outbound: OutboundConfig { operator, ..OutboundConfig::default() }, ..test_sandbox() });
+    let capabilities = std::sync::Arc::new(Capabilities {
+        tenant: "acme".into(),
+        tenant_rules: rules.clone(),
+        kind_rules: rules,
+        settings: [("payments_url".to_owned(), server.url(""))].into(),
+        ..Capabilities::default()
+    });
+    let with = |mut step: spindle_runtime::StepInput| {
+        step.capabilities = capabilities.clone();
+        step
+    };
     let kind = load(&rt, "payment-saga").await;
     assert!(kind.spec.has_failure_effect && kind.spec.notifies_on_success);
     let declined = json!({"account": "acct-1", "amount_cents": 1200, "card": "4000000000000002"});
-    match rt.run_step(&kind, input("authorise", 1, declined.clone()), free()).await {
+    match rt.run_step(&kind, with(input("authorise", 1, declined.clone())), free()).await {
         StepRun::Outcome(GuestOutcome::Refused { code, .. }) => assert_eq!(code, "card-declined"),
         other => panic!("expected card-declined, got {other:?}"),
     }
-    let flaky = json!({"account": "acct-1", "amount_cents": 1200, "card": "4242424242424242", "fail_capture_times": 2});
-    let auth = complete(rt.run_step(&kind, input("authorise", 1, flaky.clone()), free()).await);
+    let payment = json!({"account": "acct-1", "amount_cents": 1200, "card": "4242424242424242"});
+    let auth = complete(rt.run_step(&kind, with(input("authorise", 1, payment.clone())), free()).await);
     for attempt in 1..=2 {
-        let mut capture = input("capture", attempt, flaky.clone());
+        let mut capture = with(input("capture", attempt, payment.clone()));
         capture.prior = vec![("authorise".into(), serde_json::to_vec(&auth).unwrap())];
         match rt.run_step(&kind, capture, free()).await {
             StepRun::Outcome(GuestOutcome::Retryable { code, .. }) => assert_eq!(code, "processor-unavailable"),
             other => panic!("attempt {attempt}: expected retryable, got {other:?}"),
         }
     }
-    let mut capture = input("capture", 3, flaky.clone());
+    let mut capture = with(input("capture", 3, payment.clone()));
     capture.prior = vec![("authorise".into(), serde_json::to_vec(&auth).unwrap())];
     let captured = complete(rt.run_step(&kind, capture, free()).await);
-    let mut receipt = input("receipt", 1, flaky.clone());
+    let mut receipt = with(input("receipt", 1, payment.clone()));
     receipt.prior = vec![
         ("authorise".into(), serde_json::to_vec(&auth).unwrap()),
         ("capture".into(), serde_json::to_vec(&captured).unwrap()),
@@ -121,11 +156,14 @@ async fn payment_saga_refuses_retries_and_runs_its_failure_effect() {
 
     let summary = JobSummary {
         job_id: "j".into(),
-        payload: serde_json::to_vec(&declined).unwrap(),
-        outputs: vec![],
-        failure: Some(("card-declined".into(), "declined".into())),
+        payload: serde_json::to_vec(&payment).unwrap(),
+        outputs: vec![("authorise".into(), serde_json::to_vec(&auth).unwrap())],
+        failure: Some(("payment-rejected-400".into(), "rejected".into())),
     };
-    assert_eq!(rt.run_hook(&kind, Hook::OnFailure, summary).await, HookRun::Done);
+    assert_eq!(rt.run_hook(&kind, Hook::OnFailure, summary, capabilities.clone()).await, HookRun::Done);
+    let voids: Vec<_> = server.seen().into_iter().filter(|s| s.target == "/voids").collect();
+    assert_eq!(voids.len(), 1, "the failure effect voided the authorisation");
+    assert_eq!(voids[0].header("idempotency-key"), Some("j/on-failure:1"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -185,7 +185,8 @@ impl Runtime {
     ) -> Store<GuestState> {
         let deadline = Instant::now() + self.config.step_timeout;
         let idempotency_key = format!("{}/{}", tags.job, tags.step);
-        let outbound = Outbound::new(self.outbound.clone(), capabilities, &idempotency_key, cursor, deadline);
+        let outbound =
+            Outbound::new(self.outbound.clone(), capabilities, idempotency_key, cursor.map(str::to_owned), deadline);
         let state = GuestState::new(&self.config, control, tags, deadline, outbound, prior);
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
@@ -214,8 +215,8 @@ impl Runtime {
         let prior_bytes: usize = input.prior.iter().map(|(_, output)| output.len()).sum();
         // `host.prior-output` (0.2.0) reads from the same outputs the input carries.
         let prior: Arc<[(String, Vec<u8>)]> = match kind.contract() {
-            Contract::V0_1 => Arc::from(Vec::new()),
-            Contract::V0_2 => Arc::from(input.prior.clone()),
+            Contract::V0_2 if !input.prior.is_empty() => Arc::from(input.prior.clone()),
+            _ => Arc::from(Vec::new()),
         };
         let capabilities = std::mem::take(&mut input.capabilities);
         let tenant = capabilities.tenant.clone();
@@ -303,10 +304,19 @@ impl Runtime {
     }
 
     /// Runs a hook of `kind` in a fresh store.
-    pub async fn run_hook(&self, kind: &LoadedKind, hook: Hook, summary: JobSummary) -> HookRun {
+    /// It reaches outward with `capabilities`, like the kind's steps; its requests are
+    /// counted in the metrics.
+    pub async fn run_hook(
+        &self,
+        kind: &LoadedKind,
+        hook: Hook,
+        summary: JobSummary,
+        capabilities: Arc<Capabilities>,
+    ) -> HookRun {
         let tags =
             Tags { kind: Arc::from(kind.spec.name.as_str()), job: summary.job_id.clone(), step: hook.name().into() };
-        let mut store = self.store(Arc::new(Unsupervised), tags, Arc::default(), None, Arc::from(Vec::new()));
+        let tenant = capabilities.tenant.clone();
+        let mut store = self.store(Arc::new(Unsupervised), tags, capabilities, None, Arc::from(Vec::new()));
         let call = kind.pre.run_hook(&mut store, hook == Hook::OnFailure, summary);
         let budget = self.config.step_timeout + self.config.epoch_tick * 5;
         let run = match tokio::time::timeout(budget, call).await {
@@ -319,6 +329,10 @@ impl Runtime {
             }
         };
         flush_stdio(store.data());
+        let calls = store.data().outbound.calls();
+        if !calls.is_empty() {
+            self.outbound.count(&tenant, &kind.spec.name, &calls);
+        }
         run
     }
 }

@@ -12,7 +12,8 @@ use spindle_runtime::{Runtime, SandboxConfig};
 use super::Context;
 
 /// The example kinds, as `cargo xtask guests` names them.
-pub const EXAMPLES: &[&str] = &["noop", "noop3", "scripted", "payment-saga", "csv-import", "thumbnail"];
+pub const EXAMPLES: &[&str] =
+    &["noop", "noop3", "scripted", "payment-saga", "webhook-delivery", "csv-import", "thumbnail"];
 
 /// Loads measured per configuration.
 const REPEATS: usize = 3;

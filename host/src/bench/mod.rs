@@ -15,6 +15,7 @@
 //! | [`memory`] | resident memory with 10,000 queued and 100 running jobs |
 //! | [`claim`] | time to claim the next job with 1,000 vs 1,000,000 queued |
 //! | [`phases`] | where one job's time goes: claim, sandbox, settle, one worker |
+//! | [`outbound`] | one outbound HTTP call per step: overhead over a bare client, jobs/s |
 
 pub mod claim;
 pub mod compile;
@@ -22,6 +23,7 @@ pub mod database;
 pub mod latency;
 pub mod machine;
 pub mod memory;
+pub mod outbound;
 pub mod phases;
 pub mod progress;
 pub mod report;
@@ -69,6 +71,8 @@ pub enum Section {
     Latency,
     /// Claim latency with few and many queued jobs.
     Claim,
+    /// One outbound HTTP call per step: the overhead over a bare client, and jobs/s.
+    Outbound,
     /// The database over a million jobs with retention (not in the default set: run it
     /// with `--only retention`).
     Retention,
@@ -86,6 +90,7 @@ impl Section {
             Self::Throughput3,
             Self::Latency,
             Self::Claim,
+            Self::Outbound,
         ]
     }
 }
@@ -170,11 +175,22 @@ impl Scenario {
 impl Context {
     /// A host with the default configuration but `concurrency`, on a fresh database.
     pub async fn open(&self, label: &str, concurrency: usize) -> anyhow::Result<Scenario> {
+        self.open_with(label, concurrency, |_| {}).await
+    }
+
+    /// [`open`](Self::open), the configuration changed by `tweak` first.
+    pub async fn open_with(
+        &self,
+        label: &str,
+        concurrency: usize,
+        tweak: impl FnOnce(&mut HostConfig),
+    ) -> anyhow::Result<Scenario> {
         let fresh = self.databases.fresh(label).await?;
         let mut config = HostConfig::in_dir(&fresh.dir);
         config.database_url = Some(fresh.url.clone());
         config.dispatcher.concurrency = concurrency;
         config.sandbox.cache_dir = Some(self.cache_dir.clone());
+        tweak(&mut config);
         let host = Host::open(config).await.with_context(|| format!("opening a host on {}", fresh.url))?;
         Ok(Scenario { host, fresh, dispatcher: None, reconciler: None })
     }
@@ -304,6 +320,7 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Throughput3 => report.throughput3 = Some(throughput::measure(ctx, "noop3", 3).await?),
             Section::Latency => report.latency = Some(latency::measure(ctx).await?),
             Section::Claim => report.claim = claim::measure(ctx).await?,
+            Section::Outbound => report.outbound = Some(outbound::measure(ctx).await?),
             Section::Retention => {
                 report.retention = retention::measure(ctx, ctx.settings.retention_jobs).await?;
             }

@@ -43,6 +43,8 @@ pub struct Report {
     pub claim: Vec<ClaimLatency>,
     /// `retention`, one entry per wave.
     pub retention: Vec<super::retention::Wave>,
+    /// `outbound`.
+    pub outbound: Option<super::outbound::OutboundBench>,
     /// `phases`.
     pub phases: Option<Phases>,
     /// Each section's peak resident memory.
@@ -102,6 +104,7 @@ impl Report {
             compile: Vec::new(),
             memory: None,
             claim: Vec::new(),
+            outbound: None,
             retention: Vec::new(),
             phases: None,
             peaks: Vec::new(),
@@ -309,6 +312,19 @@ impl Report {
                     ),
                 );
             }
+        }
+        if let Some(o) = &self.outbound {
+            t.section("Outbound: one HTTP GET per step to a server on this machine");
+            t.row(
+                "bare hyper client, fresh connection",
+                &format!("p50 {:.1} µs, p99 {:.1} µs", o.bare_call_us.p50, o.bare_call_us.p99),
+            );
+            t.row(
+                "through a step (sandbox, policy, record)",
+                &format!("p50 {:.1} µs, p99 {:.1} µs", o.step_call_us.p50, o.step_call_us.p99),
+            );
+            t.row("  overhead per call", &format!("{:.1} µs", o.overhead_us));
+            t.row(&format!("one-call jobs × {}, end to end", o.jobs), &format!("{:.0} jobs/s", o.jobs_per_sec));
         }
         if let (Some(first), Some(last)) = (self.retention.first(), self.retention.last()) {
             t.section("Retention: the database over a long run, finished jobs pruned after each wave");

@@ -2,6 +2,11 @@
 //! SQLite file, deploys the example kinds, runs a batch of jobs through every outcome
 //! (complete, skip, retry, refusal with its failure effect, checkpoints, snooze, cancel,
 //! pause and resume, a retry job) and shows progress as it goes, then the results.
+//!
+//! The payment and webhook kinds call services the demo runs on 127.0.0.1 in its own
+//! process (`demo_services`): the operator's policy allows that address, the tenant's
+//! rules and each deployment allow their paths, and the API key and signing key are
+//! tenant secrets the guests never see.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,9 +18,13 @@ use serde_json::json;
 use spindle_core::step::StepState;
 use spindle_core::{JobId, JobState};
 
+use spindle_runtime::outbound::{OperatorPolicy, Rules};
+
+use super::demo_services::{DECLINED_CARD, Services};
+use crate::capabilities::Deployment;
 use crate::engine::{Command, SubmitRequest};
 use crate::host::{Host, HostConfig};
-use crate::store::{JobRecord, JobStore, TenantId};
+use crate::store::{JobRecord, JobStore, OutboundStore, TenantId};
 
 /// `spindle demo` flags.
 #[derive(Clone, Debug, clap::Args)]
@@ -47,7 +56,8 @@ enum Action {
     RetryWhenFailed,
 }
 
-fn showcase() -> Vec<Showcase> {
+fn showcase(services: &str) -> Vec<Showcase> {
+    let hook = |path: &str, event: &str| json!({ "url": format!("{services}/hooks/{path}"), "event": event, "payload": { "order": 1042 } });
     vec![
         Showcase {
             label: "import 200k CSV rows in slices",
@@ -58,13 +68,31 @@ fn showcase() -> Vec<Showcase> {
         Showcase {
             label: "payment: retry a flaky capture",
             kind: "payment-saga",
-            input: json!({"account": "acct-1", "amount_cents": 1200, "card": "4242424242424242", "fail_capture_times": 2}),
+            input: json!({"account": "flaky-2", "amount_cents": 1200, "card": "4242424242424242"}),
             action: None,
         },
         Showcase {
-            label: "payment: card declined (refusal)",
+            label: "payment: card declined (402)",
             kind: "payment-saga",
-            input: json!({"account": "acct-2", "amount_cents": 990, "card": "4000000000000002"}),
+            input: json!({"account": "acct-2", "amount_cents": 990, "card": DECLINED_CARD}),
+            action: None,
+        },
+        Showcase {
+            label: "webhook: signed, delivered",
+            kind: "webhook-delivery",
+            input: hook("ok", "order.paid"),
+            action: None,
+        },
+        Showcase {
+            label: "webhook: 503, then delivered",
+            kind: "webhook-delivery",
+            input: hook("flaky", "order.shipped"),
+            action: None,
+        },
+        Showcase {
+            label: "webhook: denied destination",
+            kind: "webhook-delivery",
+            input: json!({ "url": "http://169.254.169.254/latest/meta-data/", "event": "order.paid", "payload": {} }),
             action: None,
         },
         Showcase {
@@ -107,19 +135,58 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if args.data_dir.exists() {
         std::fs::remove_dir_all(&args.data_dir).with_context(|| format!("emptying {}", args.data_dir.display()))?;
     }
+    // The services the payment and webhook kinds call, and the keys they check.
+    let api_key = format!("sk_demo_{}", hex::encode(rand::random::<[u8; 12]>()));
+    let signing_key = format!("whsec_{}", hex::encode(rand::random::<[u8; 16]>()));
+    let services = Services::start(&api_key, &signing_key).await.context("starting the demo's services")?;
+    let base = services.base();
+    let port = services.addr.port();
+
     let mut config = HostConfig::in_dir(&args.data_dir);
     config.reconcile.interval = Duration::from_secs(60);
+    // The operator allows the services' address, and nothing else.
+    config.sandbox.outbound.operator = OperatorPolicy {
+        allow: Rules::parse(&[format!("* http://127.0.0.1:{port}/*")])?,
+        block_private: true,
+        allow_cidrs: vec!["127.0.0.1/32".parse()?],
+    };
     let host = Host::open(config).await.context("starting the host")?;
     println!("Spindle demo: a host on {}\n", host.config().database_url());
     let tenant = TenantId::default_tenant();
+    host.engine.set_tenant_outbound(&tenant, Some(Rules::parse(&[format!("POST http://127.0.0.1:{port}/*")])?)).await?;
+    host.engine.set_secret(&tenant, "payments-key", api_key.as_bytes()).await?;
+    host.engine.set_secret(&tenant, "webhook-signing", signing_key.as_bytes()).await?;
+    println!("Services on {base} (payments, a webhook receiver); the operator, the tenant and each");
+    println!("deployment allow them; the API key and signing key are sealed tenant secrets.\n");
 
+    let deployments = [
+        (
+            "payment-saga",
+            Deployment::parse(
+                &[format!("POST http://127.0.0.1:{port}/*")],
+                &["payments-key".into()],
+                &[format!("payments_url={base}")],
+                false,
+            )?,
+        ),
+        (
+            "webhook-delivery",
+            Deployment::parse(
+                &[format!("POST http://127.0.0.1:{port}/hooks/*")],
+                &["webhook-signing".into()],
+                &[],
+                false,
+            )?,
+        ),
+    ];
     println!("Deploying the example kinds (validated, compiled, stored, versioned):");
-    for kind in ["csv-import", "payment-saga", "thumbnail", "scripted", "noop3"] {
+    for kind in ["csv-import", "payment-saga", "webhook-delivery", "thumbnail", "scripted", "noop3"] {
         let path = args.guests.join(format!("{kind}.wasm"));
         let bytes =
             std::fs::read(&path).with_context(|| format!("reading {} (run `cargo xtask guests`)", path.display()))?;
         let t = Instant::now();
-        let (version, spec) = host.registry.deploy(&tenant, kind, &bytes, host.engine.now()).await?;
+        let deployment = deployments.iter().find(|(k, _)| *k == kind).map(|(_, d)| d.clone()).unwrap_or_default();
+        let (version, spec) = host.registry.deploy_with(&tenant, kind, &bytes, &deployment, host.engine.now()).await?;
         let steps: Vec<&str> = spec.steps.iter().map(|s| s.key.as_str()).collect();
         println!(
             "  {kind:<13} v{} {:>7} bytes  sha256 {}…  steps {}  ({} ms)",
@@ -132,7 +199,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     host.start().await;
 
-    let jobs = showcase();
+    let jobs = showcase(&base);
     let mut ids = Vec::new();
     for job in &jobs {
         let request =
@@ -217,14 +284,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
 
     println!("\nResults:\n");
-    println!("  {:<34} {:<13} {:<10} {:>4}  {:<34} steps", "job", "kind", "state", "%", "why");
+    println!("  {:<34} {:<16} {:<10} {:>4}  {:<34} steps", "job", "kind", "state", "%", "why");
     for (i, job) in jobs.iter().enumerate() {
         for id in std::iter::once(ids[i]).chain(retries.get(&i).copied()) {
             let record = host.engine.job(&tenant, id).await?;
             let label = if Some(id) == retries.get(&i).copied() { "  ↳ its retry job" } else { job.label };
             let why = record.job.failure.as_ref().map(|f| f.code.clone()).unwrap_or_default();
             println!(
-                "  {label:<34} {:<13} {:<10} {:>4}  {why:<34} {}",
+                "  {label:<34} {:<16} {:<10} {:>4}  {why:<34} {}",
                 job.kind,
                 record.job.state.as_str(),
                 record.job.progress,
@@ -246,6 +313,28 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     for entry in host.store.history(declined).await? {
         println!("  {}", serde_json::to_string(&entry.event)?);
     }
+    println!("\nOutbound requests of the webhook and payment jobs (as `spindle job ID` lists them):");
+    for (i, job) in jobs.iter().enumerate().filter(|(_, j)| j.kind == "webhook-delivery" || j.kind == "payment-saga") {
+        for call in host.store.calls(ids[i]).await? {
+            let c = &call.call;
+            let result = match (c.status, &c.denied, &c.error) {
+                (_, Some(layer), _) => format!("denied by the {layer}"),
+                (Some(status), _, _) => status.to_string(),
+                (None, None, Some(error)) => error.clone(),
+                (None, None, None) => "no answer".into(),
+            };
+            println!(
+                "  {:<30} {} #{} {} {}://{}:{}{} → {result}",
+                job.label, call.step, call.attempt, c.method, c.scheme, c.host, c.port, c.path
+            );
+        }
+    }
+    let seen = services.seen.lock().map(|s| (s.requests.len(), s.authorised, s.verified)).unwrap_or_default();
+    println!(
+        "  the services saw {} requests: {} carried the API key and {} webhook signatures verified,\n  \
+         though no guest ever held either key",
+        seen.0, seen.1, seen.2
+    );
     println!("\nDone in {:.1} s. The database is {}.", started.elapsed().as_secs_f64(), host.config().database_url());
     host.shutdown(Duration::from_secs(10)).await;
     Ok(())

@@ -3,4 +3,5 @@
 pub mod bench;
 pub mod client;
 pub mod demo;
+mod demo_services;
 pub mod serve;

@@ -35,7 +35,16 @@ impl Engine {
                 .collect(),
             failure: record.job.failure.as_ref().map(|f| (f.code.clone(), f.message.clone())),
         };
-        match self.registry.runtime().run_hook(&resolved.kind, hook, summary).await {
+        // Hooks reach what the kind's steps reach: a failure effect that voids a payment
+        // calls the same service, with the same secrets and settings.
+        let capabilities = match self.capabilities(record, &resolved.deployment).await {
+            Ok(capabilities) => capabilities,
+            Err(e) => {
+                tracing::error!(job = %record.job.id, error = %e, "cannot read the hook's capabilities");
+                return Some("capabilities.unavailable".into());
+            }
+        };
+        match self.registry.runtime().run_hook(&resolved.kind, hook, summary, capabilities).await {
             HookRun::Done => None,
             HookRun::Failed { code, message } => {
                 tracing::warn!(job = %record.job.id, ?hook, code, "hook failed: {}", for_log(&message));

@@ -340,10 +340,13 @@ impl Shared {
 pub(crate) struct Outbound {
     shared: Arc<Shared>,
     caps: Arc<Capabilities>,
-    /// Stands for a secret in what the guest builds; random per store.
-    placeholder_tag: String,
-    /// Prefix of the `Idempotency-Key`s the host adds.
-    idempotency_base: String,
+    /// Stands for a secret in what the guest builds; random per store, made when first
+    /// needed (most steps never ask).
+    placeholder_tag: std::sync::OnceLock<String>,
+    /// The step's idempotency key and cursor, which the `Idempotency-Key`s derive from.
+    key_parts: (String, Option<String>),
+    /// Prefix of the `Idempotency-Key`s the host adds, made when first needed.
+    idempotency_base: std::sync::OnceLock<String>,
     /// The step's deadline: no request outlives it.
     deadline: Instant,
     entries: Vec<Arc<Entry>>,
@@ -361,16 +364,26 @@ impl Outbound {
     pub(crate) fn new(
         shared: Arc<Shared>,
         caps: Arc<Capabilities>,
-        idempotency_key: &str,
-        cursor: Option<&str>,
+        idempotency_key: String,
+        cursor: Option<String>,
         deadline: Instant,
     ) -> Self {
-        let idempotency_base = match cursor {
-            None => idempotency_key.to_owned(),
-            Some(cursor) => format!("{idempotency_key}@{}", &hex::encode(Sha256::digest(cursor.as_bytes()))[..12]),
-        };
-        let placeholder_tag = hex::encode(rand::random::<[u8; 8]>());
-        Self { shared, caps, placeholder_tag, idempotency_base, deadline, entries: Vec::new() }
+        Self {
+            shared,
+            caps,
+            placeholder_tag: std::sync::OnceLock::new(),
+            key_parts: (idempotency_key, cursor),
+            idempotency_base: std::sync::OnceLock::new(),
+            deadline,
+            entries: Vec::new(),
+        }
+    }
+
+    fn idempotency_base(&self) -> &str {
+        self.idempotency_base.get_or_init(|| match &self.key_parts {
+            (key, None) => key.clone(),
+            (key, Some(cursor)) => format!("{key}@{}", &hex::encode(Sha256::digest(cursor.as_bytes()))[..12]),
+        })
     }
 
     /// The capabilities in force.
@@ -380,7 +393,8 @@ impl Outbound {
 
     /// The placeholder the guest gets for secret `name`, if it may use it.
     pub(crate) fn placeholder(&self, name: &str) -> Option<String> {
-        self.caps.secrets.contains_key(name).then(|| format!("{{{{spindle-secret:{name}:{}}}}}", self.placeholder_tag))
+        let tag = self.placeholder_tag.get_or_init(|| hex::encode(rand::random::<[u8; 8]>()));
+        self.caps.secrets.contains_key(name).then(|| format!("{{{{spindle-secret:{name}:{tag}}}}}"))
     }
 
     /// The records of the requests made so far.
@@ -490,7 +504,7 @@ impl WasiHttpHooks for Outbound {
             }
         }
         if !request.headers().contains_key("idempotency-key")
-            && let Ok(key) = HeaderValue::from_str(&format!("{}:{seq}", self.idempotency_base))
+            && let Ok(key) = HeaderValue::from_str(&format!("{}:{seq}", self.idempotency_base()))
         {
             request.headers_mut().insert("idempotency-key", key);
         }
@@ -553,7 +567,7 @@ mod tests {
         let hook = Outbound::new(
             Arc::new(Shared::new(OutboundConfig::default())),
             Arc::new(caps),
-            "job/step",
+            "job/step".into(),
             None,
             Instant::now(),
         );
@@ -569,11 +583,11 @@ mod tests {
     fn a_resumed_call_numbers_its_requests_apart() {
         let shared = Arc::new(Shared::new(OutboundConfig::default()));
         let caps = Arc::new(Capabilities::default());
-        let first = Outbound::new(shared.clone(), caps.clone(), "j/s", None, Instant::now());
-        let resumed = Outbound::new(shared.clone(), caps.clone(), "j/s", Some("42"), Instant::now());
-        let again = Outbound::new(shared, caps, "j/s", Some("42"), Instant::now());
-        assert_eq!(first.idempotency_base, "j/s");
-        assert_ne!(resumed.idempotency_base, first.idempotency_base);
-        assert_eq!(resumed.idempotency_base, again.idempotency_base, "a re-run sends the same keys");
+        let first = Outbound::new(shared.clone(), caps.clone(), "j/s".into(), None, Instant::now());
+        let resumed = Outbound::new(shared.clone(), caps.clone(), "j/s".into(), Some("42".into()), Instant::now());
+        let again = Outbound::new(shared, caps, "j/s".into(), Some("42".into()), Instant::now());
+        assert_eq!(first.idempotency_base(), "j/s");
+        assert_ne!(resumed.idempotency_base(), first.idempotency_base());
+        assert_eq!(resumed.idempotency_base(), again.idempotency_base(), "a re-run sends the same keys");
     }
 }
