@@ -209,7 +209,7 @@ impl Runtime {
 
     /// Runs one step of `kind` in a fresh store. Never fails: a guest fault is a
     /// [`StepRun::Fault`].
-    pub async fn run_step(&self, kind: &LoadedKind, mut input: StepInput, control: Arc<dyn StepControl>) -> StepRun {
+    pub async fn run_step(&self, kind: &LoadedKind, input: StepInput, control: Arc<dyn StepControl>) -> StepRun {
         let tags =
             Tags { kind: Arc::from(kind.spec.name.as_str()), job: input.job_id.clone(), step: input.step.clone() };
         let prior_bytes: usize = input.prior.iter().map(|(_, output)| output.len()).sum();
@@ -218,8 +218,7 @@ impl Runtime {
             Contract::V0_2 if !input.prior.is_empty() => Arc::from(input.prior.clone()),
             _ => Arc::from(Vec::new()),
         };
-        let capabilities = std::mem::take(&mut input.capabilities);
-        let tenant = capabilities.tenant.clone();
+        let capabilities = input.capabilities.clone();
         let mut store = self.store(control.clone(), tags, capabilities, input.cursor.as_deref(), prior);
         // The epoch deadline stops a guest that computes; this stops one waiting in a host
         // call. A little grace lets the epoch report first.
@@ -242,7 +241,7 @@ impl Runtime {
         flush_stdio(store.data());
         let calls = store.data().outbound.calls();
         if !calls.is_empty() {
-            self.outbound.count(&tenant, &kind.spec.name, &calls);
+            self.outbound.count(&store.data().outbound.capabilities().tenant, &kind.spec.name, &calls);
             control.outbound_calls(calls);
         }
         run
