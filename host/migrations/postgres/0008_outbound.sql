@@ -17,6 +17,6 @@ CREATE TABLE outbound_calls (
     attempt BIGINT NOT NULL,
     seq BIGINT NOT NULL,
     at BIGINT NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    PRIMARY KEY (job_id, at, step, attempt, seq)
 );
-CREATE INDEX outbound_calls_job ON outbound_calls (job_id, at);

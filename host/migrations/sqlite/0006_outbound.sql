@@ -17,6 +17,6 @@ CREATE TABLE outbound_calls (
     attempt INTEGER NOT NULL,
     seq INTEGER NOT NULL,
     at INTEGER NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    PRIMARY KEY (job_id, at, step, attempt, seq)
 );
-CREATE INDEX outbound_calls_job ON outbound_calls (job_id, at);
