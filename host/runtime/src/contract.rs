@@ -52,6 +52,75 @@ pub(crate) enum Reported {
     Unsupported(&'static str),
 }
 
+/// A validated [`KindSpec`] from a contract's `kind-spec` `$s`, its steps and input schema.
+macro_rules! spec {
+    ($s:ident, $steps:expr, $input_schema:expr) => {
+        KindSpec::new(
+            $s.name,
+            $steps,
+            $s.cancellable,
+            RetrySpec {
+                max_attempts: $s.retry.max_attempts,
+                initial_backoff_ms: $s.retry.initial_backoff_ms,
+                max_backoff_ms: $s.retry.max_backoff_ms,
+            },
+            ($s.has_failure_effect, $s.notifies_on_success),
+            $input_schema,
+        )
+    };
+}
+
+/// One `run-step` call through contract `$v`'s bindings: the input with the contract's
+/// own extra fields, the outcome with its own extra variants mapped.
+macro_rules! step_call {
+    ($v:ident, $pre:ident, $store:ident, $input:ident, { $($field:ident: $value:expr),* }, { $($variant:ident($bind:pat) => $arm:expr),* $(,)? }) => {{
+        use $v::spindle::job::types as wit;
+        let StepInput { job_id, step, attempt, idempotency_key, payload, prior, cursor, .. } = $input;
+        let instance = $pre.instantiate_async(&mut *$store).await?;
+        let input = wit::StepInput {
+            job_id,
+            step,
+            attempt,
+            idempotency_key,
+            payload,
+            prior: prior.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
+            cursor,
+            $($field: $value,)*
+        };
+        instance.spindle_job_kind().call_run_step(&mut *$store, &input).await.map(|o| match o {
+            wit::StepOutcome::Complete(output) => Reported::Complete(output),
+            wit::StepOutcome::Skip(reason) => Reported::Skip(reason),
+            wit::StepOutcome::Retryable(f) => Reported::Retryable(f.code, f.message),
+            wit::StepOutcome::Refused(f) => Reported::Refused(f.code, f.message),
+            wit::StepOutcome::More(c) => Reported::More { cursor: c.cursor, done: c.done, total: c.total },
+            wit::StepOutcome::Snooze(secs) => Reported::Snooze(secs),
+            $(wit::StepOutcome::$variant($bind) => $arm,)*
+        })
+    }};
+}
+
+/// One hook call through contract `$v`'s bindings.
+macro_rules! hook_call {
+    ($v:ident, $pre:ident, $store:ident, $on_failure:ident, $summary:ident) => {{
+        use $v::spindle::job::types as wit;
+        let JobSummary { job_id, payload, outputs, failure } = $summary;
+        let summary = wit::JobSummary {
+            job_id,
+            payload,
+            outputs: outputs.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
+            failure: failure.map(|(code, message)| wit::Failure { code, message }),
+        };
+        let instance = $pre.instantiate_async(&mut *$store).await?;
+        let guest = instance.spindle_job_kind();
+        let result = if $on_failure {
+            guest.call_on_failure(&mut *$store, &summary).await?
+        } else {
+            guest.call_on_success(&mut *$store, &summary).await?
+        };
+        Ok(result.map_err(|f| (f.code, f.message)))
+    }};
+}
+
 impl KindPre {
     /// The component's pre-instance, as the contract its exports name.
     pub(crate) fn new(pre: InstancePre<GuestState>) -> Result<Self, LoadError> {
@@ -83,39 +152,17 @@ impl KindPre {
         Ok(match self {
             Self::V1(pre) => {
                 let s = pre.instantiate_async(&mut *store).await?.spindle_job_kind().call_describe(&mut *store).await?;
-                KindSpec::new(
-                    s.name,
-                    s.steps
-                        .into_iter()
-                        .map(|s| StepSpec { key: s.key, weight: s.weight, output_schema: None })
-                        .collect(),
-                    s.cancellable,
-                    RetrySpec {
-                        max_attempts: s.retry.max_attempts,
-                        initial_backoff_ms: s.retry.initial_backoff_ms,
-                        max_backoff_ms: s.retry.max_backoff_ms,
-                    },
-                    (s.has_failure_effect, s.notifies_on_success),
-                    None,
-                )
+                let steps = s.steps.into_iter().map(|s| StepSpec { key: s.key, weight: s.weight, output_schema: None });
+                spec!(s, steps.collect(), None)
             }
             Self::V2(pre) => {
                 let s = pre.instantiate_async(&mut *store).await?.spindle_job_kind().call_describe(&mut *store).await?;
-                KindSpec::new(
-                    s.name,
-                    s.steps
-                        .into_iter()
-                        .map(|s| StepSpec { key: s.key, weight: s.weight, output_schema: s.output_schema })
-                        .collect(),
-                    s.cancellable,
-                    RetrySpec {
-                        max_attempts: s.retry.max_attempts,
-                        initial_backoff_ms: s.retry.initial_backoff_ms,
-                        max_backoff_ms: s.retry.max_backoff_ms,
-                    },
-                    (s.has_failure_effect, s.notifies_on_success),
-                    s.input_schema,
-                )
+                let steps = s.steps.into_iter().map(|s| StepSpec {
+                    key: s.key,
+                    weight: s.weight,
+                    output_schema: s.output_schema,
+                });
+                spec!(s, steps.collect(), s.input_schema)
             }
         })
     }
@@ -127,55 +174,12 @@ impl KindPre {
         store: &mut Store<GuestState>,
         input: StepInput,
     ) -> Result<wasmtime::Result<Reported>, wasmtime::Error> {
-        let StepInput { job_id, step, attempt, idempotency_key, payload, prior, cursor, .. } = input;
         match self {
-            Self::V1(pre) => {
-                use v1::spindle::job::types as wit;
-                let instance = pre.instantiate_async(&mut *store).await?;
-                let input = wit::StepInput {
-                    job_id,
-                    step,
-                    attempt,
-                    idempotency_key,
-                    payload,
-                    prior: prior.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
-                    cursor,
-                };
-                let outcome = instance.spindle_job_kind().call_run_step(&mut *store, &input).await;
-                Ok(outcome.map(|o| match o {
-                    wit::StepOutcome::Complete(output) => Reported::Complete(output),
-                    wit::StepOutcome::Skip(reason) => Reported::Skip(reason),
-                    wit::StepOutcome::Retryable(f) => Reported::Retryable(f.code, f.message),
-                    wit::StepOutcome::Refused(f) => Reported::Refused(f.code, f.message),
-                    wit::StepOutcome::More(c) => Reported::More { cursor: c.cursor, done: c.done, total: c.total },
-                    wit::StepOutcome::Snooze(secs) => Reported::Snooze(secs),
-                }))
-            }
-            Self::V2(pre) => {
-                use v2::spindle::job::types as wit;
-                let instance = pre.instantiate_async(&mut *store).await?;
-                let input = wit::StepInput {
-                    job_id,
-                    step,
-                    attempt,
-                    idempotency_key,
-                    payload,
-                    prior: prior.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
-                    cursor,
-                    awaited: None,
-                };
-                let outcome = instance.spindle_job_kind().call_run_step(&mut *store, &input).await;
-                Ok(outcome.map(|o| match o {
-                    wit::StepOutcome::Complete(output) => Reported::Complete(output),
-                    wit::StepOutcome::Skip(reason) => Reported::Skip(reason),
-                    wit::StepOutcome::Retryable(f) => Reported::Retryable(f.code, f.message),
-                    wit::StepOutcome::Refused(f) => Reported::Refused(f.code, f.message),
-                    wit::StepOutcome::More(c) => Reported::More { cursor: c.cursor, done: c.done, total: c.total },
-                    wit::StepOutcome::Snooze(secs) => Reported::Snooze(secs),
-                    wit::StepOutcome::AwaitChildren(_) => Reported::Unsupported("await-children"),
-                    wit::StepOutcome::AwaitSignal(_) => Reported::Unsupported("await-signal"),
-                }))
-            }
+            Self::V1(pre) => Ok(step_call!(v1, pre, store, input, {}, {})),
+            Self::V2(pre) => Ok(step_call!(v2, pre, store, input, { awaited: None }, {
+                AwaitChildren(_) => Reported::Unsupported("await-children"),
+                AwaitSignal(_) => Reported::Unsupported("await-signal"),
+            })),
         }
     }
 
@@ -186,42 +190,9 @@ impl KindPre {
         on_failure: bool,
         summary: JobSummary,
     ) -> wasmtime::Result<Result<(), (String, String)>> {
-        let JobSummary { job_id, payload, outputs, failure } = summary;
         match self {
-            Self::V1(pre) => {
-                use v1::spindle::job::types as wit;
-                let summary = wit::JobSummary {
-                    job_id,
-                    payload,
-                    outputs: outputs.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
-                    failure: failure.map(|(code, message)| wit::Failure { code, message }),
-                };
-                let instance = pre.instantiate_async(&mut *store).await?;
-                let guest = instance.spindle_job_kind();
-                let result = if on_failure {
-                    guest.call_on_failure(&mut *store, &summary).await?
-                } else {
-                    guest.call_on_success(&mut *store, &summary).await?
-                };
-                Ok(result.map_err(|f| (f.code, f.message)))
-            }
-            Self::V2(pre) => {
-                use v2::spindle::job::types as wit;
-                let summary = wit::JobSummary {
-                    job_id,
-                    payload,
-                    outputs: outputs.into_iter().map(|(step, output)| wit::PriorOutput { step, output }).collect(),
-                    failure: failure.map(|(code, message)| wit::Failure { code, message }),
-                };
-                let instance = pre.instantiate_async(&mut *store).await?;
-                let guest = instance.spindle_job_kind();
-                let result = if on_failure {
-                    guest.call_on_failure(&mut *store, &summary).await?
-                } else {
-                    guest.call_on_success(&mut *store, &summary).await?
-                };
-                Ok(result.map_err(|f| (f.code, f.message)))
-            }
+            Self::V1(pre) => hook_call!(v1, pre, store, on_failure, summary),
+            Self::V2(pre) => hook_call!(v2, pre, store, on_failure, summary),
         }
     }
 }
