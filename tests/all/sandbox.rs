@@ -160,7 +160,14 @@ async fn payment_saga_refuses_retries_and_runs_its_failure_effect() {
         outputs: vec![("authorise".into(), serde_json::to_vec(&auth).unwrap())],
         failure: Some(("payment-rejected-400".into(), "rejected".into())),
     };
-    assert_eq!(rt.run_hook(&kind, Hook::OnFailure, summary, capabilities.clone()).await, HookRun::Done);
+    let recording = std::sync::Arc::new(spindle_runtime::Recording::default());
+    assert_eq!(
+        rt.run_hook(&kind, Hook::OnFailure, summary, capabilities.clone(), recording.clone()).await,
+        HookRun::Done
+    );
+    let calls = recording.0.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1, "the hook's request is handed over to be recorded");
+    assert_eq!((calls[0].path.as_str(), calls[0].status), ("/voids", Some(200)));
     let voids: Vec<_> = server.seen().into_iter().filter(|s| s.target == "/voids").collect();
     assert_eq!(voids.len(), 1, "the failure effect voided the authorisation");
     assert_eq!(voids[0].header("idempotency-key"), Some("j/on-failure:1"));

@@ -23,6 +23,21 @@ pub trait StepControl: Send + Sync {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Unsupervised;
 
+/// A control that says "go on" and keeps the call's outbound requests: for hooks, whose
+/// requests are recorded once they end.
+#[derive(Debug, Default)]
+pub struct Recording(pub std::sync::Mutex<Vec<crate::outbound::OutboundCall>>);
+
+impl StepControl for Recording {
+    fn heartbeat(&self, _progress: Option<Partial>) -> Pin<Box<dyn Future<Output = HeartbeatReply> + Send + '_>> {
+        Box::pin(std::future::ready(HeartbeatReply::Proceed))
+    }
+
+    fn outbound_calls(&self, calls: Vec<crate::outbound::OutboundCall>) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = calls;
+    }
+}
+
 impl StepControl for Unsupervised {
     fn heartbeat(&self, _progress: Option<Partial>) -> Pin<Box<dyn Future<Output = HeartbeatReply> + Send + '_>> {
         Box::pin(std::future::ready(HeartbeatReply::Proceed))

@@ -30,7 +30,7 @@ mod state;
 pub use compile::{COMPILE_CONFIG_ENV, compile_in_this_process};
 pub use config::SandboxConfig;
 pub use contract::Contract;
-pub use control::{HeartbeatReply, Partial, StepControl, Unsupervised};
+pub use control::{HeartbeatReply, Partial, Recording, StepControl, Unsupervised};
 pub use kind::{KindSpec, RetrySpec, SpecError, StepSpec, is_valid_name};
 pub use load::LoadError;
 pub use outcome::{GuestOutcome, HookRun, JobSummary, SandboxFault, StepInput, StepRun};

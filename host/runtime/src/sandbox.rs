@@ -87,7 +87,8 @@ pub enum Hook {
 }
 
 impl Hook {
-    fn name(self) -> &'static str {
+    /// Its name in the contract, as records and idempotency keys carry it.
+    pub fn name(self) -> &'static str {
         match self {
             Self::OnFailure => "on-failure",
             Self::OnSuccess => "on-success",
@@ -304,18 +305,19 @@ impl Runtime {
 
     /// Runs a hook of `kind` in a fresh store.
     /// It reaches outward with `capabilities`, like the kind's steps; its requests are
-    /// counted in the metrics.
+    /// counted in the metrics and handed to `control` when it ends.
     pub async fn run_hook(
         &self,
         kind: &LoadedKind,
         hook: Hook,
         summary: JobSummary,
         capabilities: Arc<Capabilities>,
+        control: Arc<dyn StepControl>,
     ) -> HookRun {
         let tags =
             Tags { kind: Arc::from(kind.spec.name.as_str()), job: summary.job_id.clone(), step: hook.name().into() };
         let tenant = capabilities.tenant.clone();
-        let mut store = self.store(Arc::new(Unsupervised), tags, capabilities, None, Arc::from(Vec::new()));
+        let mut store = self.store(control.clone(), tags, capabilities, None, Arc::from(Vec::new()));
         let call = kind.pre.run_hook(&mut store, hook == Hook::OnFailure, summary);
         let budget = self.config.step_timeout + self.config.epoch_tick * 5;
         let run = match tokio::time::timeout(budget, call).await {
@@ -331,6 +333,7 @@ impl Runtime {
         let calls = store.data().outbound.calls();
         if !calls.is_empty() {
             self.outbound.count(&tenant, &kind.spec.name, &calls);
+            control.outbound_calls(calls);
         }
         run
     }

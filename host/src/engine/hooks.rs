@@ -8,7 +8,7 @@ use std::time::Duration;
 use spindle_core::HistoryEvent;
 use spindle_core::failure::for_log;
 use spindle_core::step::StepState;
-use spindle_runtime::{Hook, HookRun, JobSummary};
+use spindle_runtime::{Hook, HookRun, JobSummary, Recording};
 
 use super::{Engine, EngineError};
 use crate::store::{JobRecord, JobWrite, OutboxEffect};
@@ -44,7 +44,16 @@ impl Engine {
                 return Some("capabilities.unavailable".into());
             }
         };
-        match self.registry.runtime().run_hook(&resolved.kind, hook, summary, capabilities).await {
+        let recording = std::sync::Arc::new(Recording::default());
+        let run =
+            self.registry.runtime().run_hook(&resolved.kind, hook, summary, capabilities, recording.clone()).await;
+        let calls = std::mem::take(&mut *recording.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        if !calls.is_empty()
+            && let Err(e) = self.store.record_calls(record.job.id, hook.name(), 1, &calls, self.now()).await
+        {
+            tracing::error!(job = %record.job.id, ?hook, error = %e, "could not record the hook's outbound requests");
+        }
+        match run {
             HookRun::Done => None,
             HookRun::Failed { code, message } => {
                 tracing::warn!(job = %record.job.id, ?hook, code, "hook failed: {}", for_log(&message));
