@@ -261,6 +261,23 @@ async fn slow_and_endless_servers_end_within_the_limits(backend: Backend) {
     assert!(calls[2].call.bytes <= (1 << 20) + (64 << 10), "read at most the cap: {}", calls[2].call.bytes);
 }
 
+/// A step call makes at most `max_requests_per_call` requests: the next ones are denied
+/// (`request-limit`) without a connection, and the step goes on.
+async fn requests_past_the_per_call_limit_are_denied(backend: Backend) {
+    let server = TestServer::ok("{}").await;
+    let everything = ["* http://127.0.0.1:*"];
+    let limits = OutboundLimits { max_requests_per_call: 2, ..OutboundLimits::default() };
+    let (h, engine) = setup(backend, sandbox(&everything, true, limits), allow(&everything), &everything).await;
+    let requests: Vec<Value> = (0..3).map(|i| get(&server.url(&format!("/{i}")))).collect();
+    let (record, output) = run(&h, &engine, json!({ "requests": requests })).await;
+    assert_eq!(record.job.state, JobState::Succeeded);
+    assert_eq!(output["responses"][1]["status"], json!(200), "{output}");
+    assert_eq!(output["responses"][2]["denied"], json!(true), "{output}");
+    assert_eq!(server.accepts(), 2, "the third request never connected");
+    let calls = h.store.calls(record.job.id).await.expect("calls");
+    assert_eq!(calls[2].call.denied.as_deref(), Some("request-limit"));
+}
+
 /// A component built against the frozen 0.1.0 contract deploys and runs on this host.
 async fn a_contract_0_1_component_still_runs(backend: Backend) {
     let h = Harness::new(backend).await;
@@ -306,6 +323,10 @@ async fn a_rerun_after_a_kill_sends_the_same_idempotency_keys(backend: Backend) 
     let ran = first.cli(Some(&token), &["secret", "set", "hook", "--file", value_file.to_str().expect("utf-8")]);
     assert_eq!(ran.code, 0, "secret set: {}", ran.stderr);
     let guest = spindle_tests::guest_path("outbound");
+    let bad =
+        first.cli(Some(&token), &["deploy", "outbound", guest.to_str().expect("utf-8"), "--allow", "api.example.com"]);
+    assert_ne!(bad.code, 0, "a rule without a scheme is refused");
+    assert!(bad.stderr.contains("invalid-request") && bad.stderr.contains("api.example.com"), "{}", bad.stderr);
     let rule = format!("POST http://127.0.0.1:{}/hook/*", server.addr.port());
     let ran = first.cli(
         Some(&token),
@@ -383,6 +404,7 @@ async fn a_rerun_after_a_kill_sends_the_same_idempotency_keys(backend: Backend) 
 }
 
 on_both_backends!(
+    requests_past_the_per_call_limit_are_denied,
     a_rerun_after_a_kill_sends_the_same_idempotency_keys,
     a_request_no_layer_allows_never_connects,
     special_addresses_are_refused_after_resolution,
