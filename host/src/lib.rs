@@ -9,6 +9,7 @@
 //! - [`capabilities`]: what a step may reach outward (deployments, rules, sealed secrets).
 //! - [`reconciler`]: settles silent jobs from execution evidence.
 //! - [`pruner`]: deletes finished jobs past their retention.
+//! - [`singleton`]: the one-host-at-a-time loop the reconciler and pruner run in.
 //! - [`host`]: all of the above assembled; [`api`] and [`cli`] face users.
 //! - [`bench`]: the benchmark harness behind `spindle bench`.
 
@@ -24,6 +25,7 @@ pub mod host;
 pub mod pruner;
 pub mod reconciler;
 pub mod registry;
+pub mod singleton;
 pub mod store;
 pub mod tokens;
 

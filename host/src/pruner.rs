@@ -9,10 +9,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-
 use crate::engine::{Engine, EngineError};
+use crate::singleton::SingletonLoop;
 use crate::store::{PruneScope, TenantId};
 
 /// The singleton lease's name.
@@ -49,36 +47,27 @@ impl Default for RetentionPolicy {
 
 /// A running pruner loop.
 #[derive(Debug)]
-pub struct Pruner {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
-}
+pub struct Pruner(SingletonLoop);
 
 impl Pruner {
     /// Starts pruning every `policy.interval`.
     pub fn start(engine: Arc<Engine>, policy: RetentionPolicy) -> Self {
-        let (stop, mut stopped) = watch::channel(false);
-        let task = tokio::spawn(async move {
-            loop {
+        let interval = policy.interval;
+        Self(SingletonLoop::start(engine, LEASE, interval, move |engine| {
+            let policy = policy.clone();
+            async move {
                 match prune_once(&engine, &policy).await {
                     Ok(Some(pruned)) if pruned > 0 => tracing::info!(pruned, "finished jobs pruned"),
                     Ok(_) => {}
                     Err(e) => tracing::error!(error = %e, "pruning failed"),
                 }
-                tokio::select! {
-                    () = tokio::time::sleep(policy.interval) => {}
-                    _ = stopped.changed() => break,
-                }
             }
-            let _ = engine.store().release_singleton(LEASE, &engine.config().host_id).await;
-        });
-        Self { stop, task }
+        }))
     }
 
     /// Stops the loop and gives up the lease.
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
+        self.0.stop().await;
     }
 }
 
@@ -86,8 +75,7 @@ impl Pruner {
 /// it deleted, `None` when another host holds the lease.
 pub async fn prune_once(engine: &Engine, policy: &RetentionPolicy) -> Result<Option<u64>, EngineError> {
     let now = engine.now();
-    let ttl = i64::try_from((policy.interval * 2).as_micros()).unwrap_or(i64::MAX);
-    if engine.store().singleton(LEASE, &engine.config().host_id, ttl, now).await?.is_none() {
+    if !crate::singleton::hold(engine, LEASE, policy.interval).await? {
         return Ok(None);
     }
     let overrides: Vec<(TenantId, Duration)> = engine.retention_overrides().await?;

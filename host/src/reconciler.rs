@@ -23,10 +23,9 @@ use std::sync::Arc;
 use spindle_core::job::JobEvent;
 use spindle_core::step::StepState;
 use spindle_core::{Evidence, JobState, ReconcilePolicy};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::engine::{Engine, EngineError, Writer};
+use crate::singleton::SingletonLoop;
 use crate::store::JobRecord;
 
 /// The singleton lease's name.
@@ -45,38 +44,26 @@ pub struct PassReport {
 
 /// A running reconciler loop.
 #[derive(Debug)]
-pub struct Reconciler {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
-}
+pub struct Reconciler(SingletonLoop);
 
 impl Reconciler {
     /// Starts reconciling every `policy.interval`.
     pub fn start(engine: Arc<Engine>, policy: ReconcilePolicy) -> Self {
-        let (stop, mut stopped) = watch::channel(false);
-        let task = tokio::spawn(async move {
-            loop {
-                match reconcile_once(&engine, &policy).await {
-                    Ok(Some(report)) if report.settled > 0 || report.misses > 0 => {
-                        tracing::info!(?report, "reconciliation pass");
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::error!(error = %e, "reconciliation pass failed"),
+        let interval = policy.interval;
+        Self(SingletonLoop::start(engine, LEASE, interval, move |engine| async move {
+            match reconcile_once(&engine, &policy).await {
+                Ok(Some(report)) if report.settled > 0 || report.misses > 0 => {
+                    tracing::info!(?report, "reconciliation pass");
                 }
-                tokio::select! {
-                    () = tokio::time::sleep(policy.interval) => {}
-                    _ = stopped.changed() => break,
-                }
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "reconciliation pass failed"),
             }
-            let _ = engine.store().release_singleton(LEASE, &engine.config().host_id).await;
-        });
-        Self { stop, task }
+        }))
     }
 
     /// Stops the loop and gives up the lease.
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
+        self.0.stop().await;
     }
 }
 
@@ -84,10 +71,7 @@ impl Reconciler {
 /// another host holds it.
 pub async fn reconcile_once(engine: &Engine, policy: &ReconcilePolicy) -> Result<Option<PassReport>, EngineError> {
     let now = engine.now();
-    // The lease outlives a pass and the gap to the next, so the holder keeps it while
-    // it runs; a host that dies loses it within two intervals.
-    let ttl = i64::try_from((policy.interval * 2).as_micros()).unwrap_or(i64::MAX);
-    if engine.store().singleton(LEASE, &engine.config().host_id, ttl, now).await?.is_none() {
+    if !crate::singleton::hold(engine, LEASE, policy.interval).await? {
         return Ok(None);
     }
     let mut report = PassReport::default();

@@ -1,0 +1,54 @@
+//! Work one host at a time does for all of them (reconciling, pruning): a loop that runs
+//! a pass every interval, each pass first taking or renewing a named singleton lease, and
+//! that gives the lease up when it stops.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::engine::{Engine, EngineError};
+
+/// A running singleton loop.
+#[derive(Debug)]
+pub struct SingletonLoop {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl SingletonLoop {
+    /// Runs `pass` now and then every `interval` until stopped; on stop, gives up `lease`.
+    pub fn start<F, Fut>(engine: Arc<Engine>, lease: &'static str, interval: Duration, mut pass: F) -> Self
+    where
+        F: FnMut(Arc<Engine>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        let (stop, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            loop {
+                pass(engine.clone()).await;
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    _ = stopped.changed() => break,
+                }
+            }
+            let _ = engine.store().release_singleton(lease, &engine.config().host_id).await;
+        });
+        Self { stop, task }
+    }
+
+    /// Stops the loop and gives up the lease.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Whether this host holds `lease` (taking or renewing it). The lease outlives a pass
+/// and the gap to the next (two intervals), so the holder keeps it while it runs; a host
+/// that dies loses it within two intervals.
+pub async fn hold(engine: &Engine, lease: &str, interval: Duration) -> Result<bool, EngineError> {
+    let ttl = i64::try_from((interval * 2).as_micros()).unwrap_or(i64::MAX);
+    Ok(engine.store().singleton(lease, &engine.config().host_id, ttl, engine.now()).await?.is_some())
+}
