@@ -179,17 +179,22 @@ async fn connect(addresses: &[SocketAddr]) -> Result<TcpStream, Error> {
 /// A TLS session over `tcp`, verifying `host`'s certificate against the web PKI roots.
 async fn tls(tcp: TcpStream, host: &str) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Error> {
     use rustls::pki_types::ServerName;
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.into() };
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|_| Error::TlsProtocolError)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    // Built once per process: the root store and the provider are the same for every
+    // request, and building them costs more than a handshake's own work.
+    static CONFIG: std::sync::OnceLock<Option<Arc<rustls::ClientConfig>>> = std::sync::OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.into() };
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .ok()
+            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
+    });
+    let config = config.clone().ok_or(Error::TlsProtocolError)?;
     let name = match host.parse::<IpAddr>() {
         Ok(ip) => ServerName::from(ip),
         Err(_) => ServerName::try_from(host.to_owned()).map_err(Error::InvalidDnsNameError)?,
     };
-    tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(Error::Tls)
+    tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(Error::Tls)
 }
 
 /// What a connection runs over: TCP or TLS over TCP.
