@@ -288,12 +288,16 @@ fn slow_to_compile() -> Vec<u8> {
     component
 }
 
-/// Threads of process `pid` running on a CPU now.
-fn running_threads(pid: u32) -> usize {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
-    tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
-        .filter(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('R')))
+/// Live (not yet reaped or exited) child processes of process `pid`: compiles run in one.
+fn live_children(pid: u32) -> usize {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return 0 };
+    procs
+        .filter_map(|p| std::fs::read_to_string(p.ok()?.path().join("stat")).ok())
+        .filter_map(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.to_owned()))
+        .filter(|rest| {
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            fields.get(1).and_then(|ppid| ppid.parse::<u32>().ok()) == Some(pid) && fields.first() != Some(&"Z")
+        })
         .count()
 }
 
@@ -327,9 +331,16 @@ async fn compiling_is_bounded_in_time_and_in_number() {
     assert_eq!(answers[0].1, "invalid-component", "{answers:?}");
     assert!(answers[0].2.contains("component.compile-timeout"), "{answers:?}");
     assert_eq!((answers[1].0, answers[1].1.as_str()), (503, "busy"), "{answers:?}");
-    // Nothing compiles on after the answer: the host is idle.
-    let busy_samples = (0..50).filter(|_| running_threads(host.pid()) > 0).count();
-    assert!(busy_samples < 25, "the host ran a thread in {busy_samples} of 50 samples after answering");
+    // Nothing compiles on after the answer: no compile process is left, and over a
+    // second the host uses far less than the core a compile would (the one fixed window).
+    assert_eq!(live_children(host.pid()), 0, "a compile outlived its answer");
+    let before = host.cpu_time();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let used = host.cpu_time().saturating_sub(before);
+    assert!(
+        used < std::time::Duration::from_millis(500),
+        "the host used {used:?} of CPU in the second after answering"
+    );
 }
 
 /// Finished jobs were kept for ever. Now they are deleted once past their retention,
