@@ -102,6 +102,14 @@ pub mod host_codes {
     pub const SUPERSEDED: (&str, &str) = ("restart.superseded", "the step was superseded by a restart");
     /// The holder of a claim stopped renewing its lease.
     pub const LEASE_EXPIRED: (&str, &str) = ("lease.expired", "the host running the step stopped renewing its lease");
+    /// An `await-children` outcome asked for more children than one fan-out may create.
+    pub const FAN_OUT_TOO_LARGE: &str = "workflow.fan-out-too-large";
+    /// Children would nest deeper than the depth limit.
+    pub const TOO_DEEP: &str = "workflow.too-deep";
+    /// A join waits for more children than the fan-out creates.
+    pub const INVALID_JOIN: &str = "workflow.invalid-join";
+    /// A signal wait without a name.
+    pub const INVALID_SIGNAL: &str = "workflow.invalid-signal";
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use crate::failure::SafeFailure;
 use crate::ids::{Actor, Fence, JobId};
 use crate::reconcile::Evidence;
 use crate::time::Timestamp;
+use crate::workflow::Met;
 
 /// One entry of a job's history.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,6 +146,45 @@ pub enum HistoryEvent {
     },
     /// An event this build does not know (written by a newer or older host sharing the
     /// database): kept in place so the rest of the history still reads.
+    /// A step created children and waits for them.
+    AwaitingChildren {
+        /// The step.
+        step: String,
+        /// The fan-out.
+        slot: String,
+        /// How many children it created.
+        children: u32,
+    },
+    /// A step waits for a signal.
+    AwaitingSignal {
+        /// The step.
+        step: String,
+        /// The signal's name.
+        name: String,
+        /// When the wait times out.
+        until: Timestamp,
+    },
+    /// A step's wait is over; it will be called again.
+    WaitOver {
+        /// The step.
+        step: String,
+        /// Why.
+        by: Met,
+    },
+    /// A signal was sent to the job.
+    SignalReceived {
+        /// Its name.
+        name: String,
+    },
+    /// The job was created by a parent's fan-out.
+    ChildOf {
+        /// The parent.
+        parent: JobId,
+        /// The fan-out.
+        slot: String,
+        /// Its index there.
+        index: u32,
+    },
     #[serde(other)]
     Unrecognised,
 }
@@ -177,6 +217,11 @@ impl HistoryEvent {
             Self::Reconciled { .. } => "reconciled",
             Self::RetriedAs { .. } => "retried_as",
             Self::EffectRan { .. } => "effect_ran",
+            Self::AwaitingChildren { .. } => "awaiting_children",
+            Self::AwaitingSignal { .. } => "awaiting_signal",
+            Self::WaitOver { .. } => "wait_over",
+            Self::SignalReceived { .. } => "signal_received",
+            Self::ChildOf { .. } => "child_of",
             Self::Unrecognised => "unrecognised",
         }
     }

@@ -12,6 +12,7 @@
 //! - [`reconcile`]: what the reconciler feeds the job machine.
 //! - [`policy`]: priority layers and candidate order, backoff, hysteresis.
 //! - [`table`]: the machines as tables, and their mermaid diagrams.
+//! - [`workflow`]: waits for children and signals, as data the job machine carries.
 
 pub mod failure;
 pub mod history;
@@ -24,6 +25,7 @@ pub mod reconcile;
 pub mod step;
 pub mod table;
 pub mod time;
+pub mod workflow;
 
 pub use failure::SafeFailure;
 pub use history::HistoryEvent;

@@ -21,6 +21,9 @@ pub enum StepState {
     Queued,
     /// The current attempt has begun (and may be paused between slices).
     Running,
+    /// The current attempt reported an await outcome: it holds no claim and is called
+    /// again, in the same attempt, once its children or its signal are in.
+    Waiting,
     /// A transient failure is waiting for the next attempt.
     Retrying,
     /// Finished successfully. Final.
@@ -42,9 +45,9 @@ impl StepState {
         matches!(self, Self::Completed | Self::Skipped)
     }
 
-    /// Whether an attempt is in flight or waiting to be retried.
+    /// Whether an attempt is in flight, parked, or waiting to be retried.
     pub fn is_in_flight(self) -> bool {
-        matches!(self, Self::Running | Self::Retrying)
+        matches!(self, Self::Running | Self::Waiting | Self::Retrying)
     }
 
     /// Lower-case name, as stored and shown.
@@ -52,6 +55,7 @@ impl StepState {
         match self {
             Self::Queued => "queued",
             Self::Running => "running",
+            Self::Waiting => "waiting",
             Self::Retrying => "retrying",
             Self::Completed => "completed",
             Self::Skipped => "skipped",
@@ -73,7 +77,7 @@ impl DiagramState for StepState {
         StepState::is_final(self)
     }
     fn all() -> &'static [Self] {
-        &[Self::Queued, Self::Running, Self::Retrying, Self::Completed, Self::Skipped, Self::Failed]
+        &[Self::Queued, Self::Running, Self::Waiting, Self::Retrying, Self::Completed, Self::Skipped, Self::Failed]
     }
 }
 
@@ -100,6 +104,14 @@ pub const STEP_TRANSITIONS: &[Allowed<StepState>] = {
             seed: "002 running→failed",
         },
         Allowed { from: Some(Retrying), to: Failed, trigger: "reconciled or stopped", seed: "002 retrying→failed" },
+        Allowed {
+            from: Some(Running),
+            to: Waiting,
+            trigger: "await children or a signal",
+            seed: "issue 14 await outcomes",
+        },
+        Allowed { from: Some(Waiting), to: Running, trigger: "woken and claimed", seed: "issue 14 await outcomes" },
+        Allowed { from: Some(Waiting), to: Failed, trigger: "stopped while waiting", seed: "issue 14 cancel" },
     ]
 };
 
@@ -124,6 +136,18 @@ pub const STEP_FORBIDDEN: &[Forbidden<StepState>] = {
             to: Failed,
             why: "Reconciliation does not fail queued steps.",
             seed: "002 invalid queued→failed",
+        },
+        Forbidden {
+            from: Waiting,
+            to: Completed,
+            why: "A parked step completes only when it is called again with what it awaited.",
+            seed: "issue 14 await outcomes",
+        },
+        Forbidden {
+            from: Waiting,
+            to: Retrying,
+            why: "A parked step holds no claim and runs nothing, so nothing of it can fail transiently.",
+            seed: "issue 14 await outcomes",
         },
     ]
 };
@@ -232,8 +256,14 @@ pub enum StepEvent {
         /// The claim's fencing token.
         fence: Fence,
     },
-    /// A claim continues the current attempt (after `more`, `snooze` or a release).
+    /// A claim continues the current attempt (after `more`, `snooze`, a release, or a
+    /// wait that is over).
     Continue,
+    /// The attempt awaits children or a signal: it is parked, holding no claim.
+    Park {
+        /// Where to resume, if the outcome said.
+        cursor: Option<String>,
+    },
     /// The attempt saved progress and wants to be called again.
     Checkpoint {
         /// Where to resume.
@@ -274,6 +304,7 @@ impl StepEvent {
         match self {
             Self::Start { .. } => "start",
             Self::Continue => "continue",
+            Self::Park { .. } => "park",
             Self::Checkpoint { .. } => "checkpoint",
             Self::Complete { .. } => "complete",
             Self::Skip { .. } => "skip",
@@ -372,11 +403,12 @@ impl Step {
         // state is refused whole.
         let to = match (from, &event) {
             (Queued | Retrying, StepEvent::Start { .. }) => Running,
-            (Running, StepEvent::Continue | StepEvent::Checkpoint { .. }) => Running,
+            (Running, StepEvent::Continue | StepEvent::Checkpoint { .. }) | (Waiting, StepEvent::Continue) => Running,
+            (Running, StepEvent::Park { .. }) => Waiting,
             (Running, StepEvent::Complete { .. }) | (Queued, StepEvent::Carry { .. }) => Completed,
             (Running, StepEvent::Skip { .. }) => Skipped,
             (Running, StepEvent::Retry { .. }) => Retrying,
-            (Running | Retrying, StepEvent::Fail { .. }) => Failed,
+            (Running | Waiting | Retrying, StepEvent::Fail { .. }) => Failed,
             (_, event) => return Err(StepRefusal::Invalid { step: self.key.clone(), from, event: event.name() }),
         };
         let to = change_state(from, to)?;
@@ -390,7 +422,13 @@ impl Step {
                 self.snoozes = 0;
                 self.state = to;
             }
-            StepEvent::Continue => {}
+            StepEvent::Continue => self.state = to,
+            StepEvent::Park { cursor } => {
+                if cursor.is_some() {
+                    self.cursor = cursor;
+                }
+                self.state = to;
+            }
             StepEvent::Checkpoint { cursor, partial } => {
                 self.cursor = Some(cursor);
                 self.partial = Some(partial);
@@ -413,7 +451,7 @@ impl Step {
                 self.state = to;
             }
             StepEvent::Fail { failure } => {
-                if from == Running {
+                if matches!(from, Running | Waiting) {
                     self.end_attempt(AttemptEnd::Failed { failure: failure.clone() }, now);
                 }
                 self.failure = Some(failure);

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use spindle_core::job::{EffectOrder, HeartbeatReply, JOB_FORBIDDEN, JOB_TRANSITIONS, JobEvent, KindRules, StepReport};
+use spindle_core::workflow::Join;
 use spindle_core::{Effect, Evidence, Fence, Job, JobId, JobState, Refusal, StepState, transition};
 use uuid::Uuid;
 
@@ -91,6 +92,196 @@ fn stale_claimed() -> Job {
 fn cases() -> Vec<Case> {
     use JobState::*;
     vec![
+        // ---- issue 14: waits for children and signals ----------------------------------
+        Case {
+            seed: "issue 14 running→waiting: await-children creates the children with the outcome",
+            given: running_claimed,
+            event: |j| report(j.fence, await_children(3, Join::All)),
+            now: || at(1),
+            expect: Expect::Applies {
+                state: Waiting,
+                history: &["awaiting_children"],
+                effects: |j| {
+                    vec![
+                        released(j, true),
+                        Effect::SpawnChildren { slot: "1/0/1".into(), children: (0..3).map(child).collect() },
+                    ]
+                },
+            },
+        },
+        Case {
+            seed: "issue 14 running→waiting: await-signal parks until the signal or the timeout",
+            given: running_claimed,
+            event: |j| report(j.fence, await_shipped()),
+            now: || at(1),
+            expect: Expect::Applies {
+                state: Waiting,
+                history: &["awaiting_signal"],
+                effects: |j| vec![released(j, true)],
+            },
+        },
+        Case {
+            seed: "issue 14 a signal sent before the step waits wakes it at once",
+            given: || apply(&running_claimed(), JobEvent::Signal { name: "shipped".into() }, at(1)),
+            event: |j| report(j.fence, await_shipped()),
+            now: || at(2),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["awaiting_signal", "wait_over"],
+                effects: |j| vec![released(j, true), Effect::Dispatch { at: at(2) }],
+            },
+        },
+        Case {
+            seed: "issue 14 waiting→running: the join is met; the step is dispatched",
+            given: waiting_children,
+            event: |_| JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 3 },
+            now: || at(3),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["wait_over"],
+                effects: |_| vec![Effect::Dispatch { at: at(3) }],
+            },
+        },
+        Case {
+            seed: "issue 14 a count short of the join changes the count only",
+            given: waiting_children,
+            event: |_| JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 2 },
+            now: || at(3),
+            expect: Expect::Applies { state: Waiting, history: &[], effects: none },
+        },
+        Case {
+            seed: "issue 14 an old count changes nothing",
+            given: || apply(&waiting_children(), JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 2 }, at(2)),
+            event: |_| JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 1 },
+            now: || at(3),
+            expect: Expect::Refused(|j| Refusal::NotWaiting { queue: j.queue }),
+        },
+        Case {
+            seed: "issue 14 await-any wakes on the first final child and cancels the others",
+            given: || {
+                let j = running_claimed();
+                apply(&j, report(j.fence, await_children(3, Join::Any)), at(1))
+            },
+            event: |_| JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 1 },
+            now: || at(3),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["wait_over"],
+                effects: |j| {
+                    vec![
+                        Effect::CancelChildren {
+                            slot: Some("1/0/1".into()),
+                            reason: format!("parent {}'s join was met", j.id),
+                        },
+                        Effect::Dispatch { at: at(3) },
+                    ]
+                },
+            },
+        },
+        Case {
+            seed: "issue 14 waiting→running: a signal of the awaited name",
+            given: waiting_signal,
+            event: |_| JobEvent::Signal { name: "shipped".into() },
+            now: || at(5),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["signal_received", "wait_over"],
+                effects: |_| vec![Effect::Dispatch { at: at(5) }],
+            },
+        },
+        Case {
+            seed: "issue 14 a signal of another name is kept, the wait goes on",
+            given: waiting_signal,
+            event: |_| JobEvent::Signal { name: "other".into() },
+            now: || at(5),
+            expect: Expect::Applies { state: Waiting, history: &["signal_received"], effects: none },
+        },
+        Case {
+            seed: "issue 14 waiting→running: the signal's timeout passes",
+            given: waiting_signal,
+            event: |_| JobEvent::Due,
+            now: || at(61),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["wait_over"],
+                effects: |_| vec![Effect::Dispatch { at: at(61) }],
+            },
+        },
+        Case {
+            seed: "issue 14 a wait is not timed out early",
+            given: waiting_signal,
+            event: |_| JobEvent::Due,
+            now: || at(30),
+            expect: Expect::Refused(|_| Refusal::NotDue { run_at: at(61) }),
+        },
+        Case {
+            seed: "issue 14 a waiting job is not claimed",
+            given: waiting_children,
+            event: |_| claim_ev(),
+            now: || at(2),
+            expect: Expect::Refused(|_| Refusal::Waiting),
+        },
+        Case {
+            seed: "issue 14 silence while waiting is not a lost execution",
+            given: waiting_children,
+            event: |_| probe(Evidence::Missing),
+            now: silent,
+            expect: Expect::Refused(|_| Refusal::Waiting),
+        },
+        Case {
+            seed: "issue 14 waiting→paused: a pause while waiting",
+            given: waiting_children,
+            event: |_| JobEvent::Pause { actor: actor() },
+            now: || at(2),
+            expect: Expect::Applies { state: Paused, history: &["pause_requested", "paused"], effects: none },
+        },
+        Case {
+            seed: "issue 14 paused→waiting: resumed, its children not in yet",
+            given: paused_waiting,
+            event: |_| JobEvent::Resume { actor: actor() },
+            now: || at(3),
+            expect: Expect::Applies { state: Waiting, history: &["resumed"], effects: none },
+        },
+        Case {
+            seed: "issue 14 paused→running: resumed after its children settled while paused",
+            given: || apply(&paused_waiting(), JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 3 }, at(3)),
+            event: |_| JobEvent::Resume { actor: actor() },
+            now: || at(4),
+            expect: Expect::Applies {
+                state: Running,
+                history: &["resumed"],
+                effects: |_| vec![Effect::Dispatch { at: at(4) }],
+            },
+        },
+        Case {
+            seed: "issue 14 waiting→cancelled: the open children are cancelled with the parent",
+            given: waiting_children,
+            event: |_| JobEvent::Cancel { actor: actor(), reason: "order withdrawn".into() },
+            now: || at(2),
+            expect: Expect::Applies {
+                state: Cancelled,
+                history: &["cancel_requested", "step_failed", "cancelled"],
+                effects: |j| vec![Effect::CancelChildren { slot: None, reason: format!("parent {} cancelled", j.id) }],
+            },
+        },
+        Case {
+            seed: "issue 14 the woken step is called again in the same attempt",
+            given: woken,
+            event: |_| claim_ev(),
+            now: || at(4),
+            expect: Expect::Applies {
+                state: Running,
+                history: &[],
+                effects: |_| vec![Effect::AcquireLeaseKeys { fence: Fence(2), expires_at: at(4).plus(TTL) }],
+            },
+        },
+        Case {
+            seed: "issue 14 a signal to a finished job is refused",
+            given: succeeded,
+            event: |_| JobEvent::Signal { name: "shipped".into() },
+            now: || at(90),
+            expect: Expect::Refused(|j| Refusal::Finished { state: j.state }),
+        },
         // ---- seed 001: allowed transitions ------------------------------------------
         Case {
             seed: "001 pending→running: the task handler records the first step report",
@@ -713,6 +904,11 @@ fn no_event_makes_a_forbidden_transition() {
         ("running retrying", running_retrying()),
         ("pausing", pausing()),
         ("cancelling", cancelling()),
+        ("waiting for children", waiting_children()),
+        ("waiting for a signal", waiting_signal()),
+        ("paused waiting", paused_waiting()),
+        ("woken", woken()),
+        ("pending", pending()),
     ];
     for rule in JOB_FORBIDDEN {
         for (name, job) in fixtures.iter().filter(|(_, j)| j.state == rule.from) {
@@ -871,6 +1067,7 @@ fn every_refusal_has_a_listed_code() {
         Refusal::NotRetryable { state: JobState::Running },
         Refusal::AlreadyRetried { successor: JobId(Uuid::from_u128(9)) },
         Refusal::NotWaiting { queue: QueueState::Idle },
+        Refusal::Waiting,
         Refusal::Step(StepRefusal::Invalid { step: "a".into(), from: StepState::Queued, event: "skip" }),
         Refusal::Step(StepRefusal::DifferentFinal { step: "a".into(), state: StepState::Completed }),
         Refusal::NotInTable(not_in_table),
@@ -900,6 +1097,7 @@ fn every_refusal_has_a_listed_code() {
             | Refusal::NotRetryable { .. }
             | Refusal::AlreadyRetried { .. }
             | Refusal::NotWaiting { .. }
+            | Refusal::Waiting
             | Refusal::Step(_)
             | Refusal::NotInTable(_) => {}
         }

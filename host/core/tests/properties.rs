@@ -120,7 +120,21 @@ fn random_event_sequences_keep_every_invariant() {
             prop_assert!(next.fence >= job.fence);
             // The queue is the machine's answer: idle exactly when nothing can dispatch
             // the job (a step in flight, paused, final); waiting otherwise, never lost.
-            let idle = next.state.is_final() || next.state == JobState::Paused || next.claim.is_some();
+            // A waiting job holds no claim and is not dispatchable: out of the queue, or
+            // delayed until its signal's timeout; its parked step waits with it.
+            let parked = next.state == JobState::Waiting;
+            if parked {
+                prop_assert!(next.claim.is_none(), "a waiting job holds a claim");
+                let wait = next.wait.as_ref().expect("a waiting job records its wait");
+                prop_assert!(wait.met.is_none(), "a waiting job's wait is over");
+                prop_assert_eq!(next.steps[wait.step].state, spindle_core::StepState::Waiting);
+                let delayed = wait.deadline().is_some();
+                prop_assert_eq!(next.queue, if delayed { QueueState::Delayed } else { QueueState::Idle });
+            }
+            let idle = next.state.is_final()
+                || next.state == JobState::Paused
+                || next.claim.is_some()
+                || (parked && next.queue == QueueState::Idle);
             prop_assert_eq!(next.queue == QueueState::Idle, idle, "queue {:?} for {:?}", next.queue, next);
             prop_assert_eq!(next.blocked_on.is_some(), next.queue == QueueState::Blocked);
             if next.queue == QueueState::Ready {

@@ -19,6 +19,10 @@ fn step_in(state: StepState) -> Step {
         StepState::Running => {
             s.apply(StepEvent::Start { fence: Fence(1) }, now).unwrap();
         }
+        StepState::Waiting => {
+            s.apply(StepEvent::Start { fence: Fence(1) }, now).unwrap();
+            s.apply(StepEvent::Park { cursor: Some("w".into()) }, now).unwrap();
+        }
         StepState::Retrying => {
             s.apply(StepEvent::Start { fence: Fence(1) }, now).unwrap();
             s.apply(StepEvent::Retry { failure: transient() }, now).unwrap();
@@ -59,6 +63,7 @@ fn events() -> Vec<StepEvent> {
         StepEvent::Retry { failure: transient() },
         StepEvent::Fail { failure: permanent() },
         StepEvent::Carry { output: b"out".to_vec() },
+        StepEvent::Park { cursor: None },
     ]
 }
 
@@ -121,6 +126,48 @@ fn cases() -> Vec<Case> {
             from: Queued,
             event: StepEvent::Carry { output: vec![1] },
             expect: Ok(Completed),
+        },
+        Case {
+            seed: "issue 14 running→waiting: an await outcome parks the attempt",
+            from: Running,
+            event: StepEvent::Park { cursor: Some("c".into()) },
+            expect: Ok(Waiting),
+        },
+        Case {
+            seed: "issue 14 waiting→running: woken and claimed, same attempt",
+            from: Waiting,
+            event: StepEvent::Continue,
+            expect: Ok(Running),
+        },
+        Case {
+            seed: "issue 14 waiting→failed: stopped while waiting",
+            from: Waiting,
+            event: StepEvent::Fail { failure: permanent() },
+            expect: Ok(Failed),
+        },
+        Case {
+            seed: "issue 14 invalid waiting→completed",
+            from: Waiting,
+            event: StepEvent::Complete { output: vec![1] },
+            expect: invalid(Waiting, "complete"),
+        },
+        Case {
+            seed: "issue 14 invalid waiting→retrying",
+            from: Waiting,
+            event: StepEvent::Retry { failure: transient() },
+            expect: invalid(Waiting, "retry"),
+        },
+        Case {
+            seed: "issue 14 a parked step is not parked again without being called",
+            from: Waiting,
+            event: StepEvent::Park { cursor: None },
+            expect: invalid(Waiting, "park"),
+        },
+        Case {
+            seed: "issue 14 a queued step cannot wait without running",
+            from: Queued,
+            event: StepEvent::Park { cursor: None },
+            expect: invalid(Queued, "park"),
         },
         Case {
             seed: "002 invalid completed→running",

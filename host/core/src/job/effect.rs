@@ -9,6 +9,7 @@ use crate::history::HistoryEvent;
 use crate::ids::{Fence, JobId};
 use crate::step::Step;
 use crate::time::Timestamp;
+use crate::workflow::ChildOrder;
 
 /// When the engine carries out the business failure effect relative to writing the
 /// failed settlement (seed 001: before an explicit failure, after a corrected success).
@@ -68,6 +69,31 @@ pub enum Effect {
     SpawnRetry {
         /// Its id.
         successor: JobId,
+    },
+    /// Create these children of the job's fan-out `slot`, with the write.
+    SpawnChildren {
+        /// The fan-out.
+        slot: String,
+        /// The children, in order (their index in the fan-out).
+        children: Vec<ChildOrder>,
+    },
+    /// Cancel the job's open children (of one fan-out, or all), after the write.
+    CancelChildren {
+        /// Only this fan-out's; none: every open child.
+        slot: Option<String>,
+        /// Why, for the children's history.
+        reason: String,
+    },
+    /// The job (a child) is final: count its parent's children again, after the write.
+    NotifyParent {
+        /// The parent.
+        parent: JobId,
+    },
+    /// The oldest pending signal of this name was delivered and the step's report is
+    /// accepted: mark it consumed, with the write.
+    ConsumeSignal {
+        /// The signal's name.
+        name: String,
     },
 }
 

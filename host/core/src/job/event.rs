@@ -7,6 +7,7 @@ use crate::ids::{Actor, Fence, JobId};
 use crate::reconcile::{Evidence, ReconcilePolicy};
 use crate::step::Partial;
 use crate::time::Timestamp;
+use crate::workflow::{ChildOrder, Join, Leftover};
 
 /// What a step attempt reports when it ends (or hands its claim back).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +49,26 @@ pub enum StepReport {
     /// The host hands the claim back without an outcome (shutting down): the attempt
     /// continues elsewhere, no attempt is consumed.
     Release,
+    /// Create these children and park the step until the join is met.
+    AwaitChildren {
+        /// The children, resolved by the engine (ids, pinned versions).
+        children: Vec<ChildOrder>,
+        /// When to call the step again.
+        join: Join,
+        /// What happens to children still open once it is met early.
+        leftover: Leftover,
+        /// Where to resume, if the step said.
+        cursor: Option<String>,
+    },
+    /// Park the step until a signal of this name is pending or the timeout passes.
+    AwaitSignal {
+        /// The signal's name.
+        name: String,
+        /// How long to wait at most.
+        timeout: Duration,
+        /// Where to resume, if the step said.
+        cursor: Option<String>,
+    },
 }
 
 impl StepReport {
@@ -83,6 +104,24 @@ impl StepReport {
                 h.write(failure.message.as_bytes());
             }
             Self::Release => h.write(&[7]),
+            Self::AwaitChildren { children, join, leftover, cursor } => {
+                // The children's ids are drawn afresh for each report: a repeat is
+                // recognised by what it asks for.
+                h.write(&[8]);
+                for child in children {
+                    h.write(child.kind.as_bytes());
+                    h.write(&child.payload);
+                    h.write(child.idempotency_key.as_deref().unwrap_or_default().as_bytes());
+                }
+                h.write(format!("{join:?}{leftover:?}").as_bytes());
+                h.write(cursor.as_deref().unwrap_or_default().as_bytes());
+            }
+            Self::AwaitSignal { name, timeout, cursor } => {
+                h.write(&[9]);
+                h.write(name.as_bytes());
+                h.write(&timeout.as_micros().to_le_bytes());
+                h.write(cursor.as_deref().unwrap_or_default().as_bytes());
+            }
         }
         h.finish()
     }
@@ -97,6 +136,8 @@ impl StepReport {
             Self::Retryable { .. } => "retryable",
             Self::Refused { .. } => "refused",
             Self::Release => "release",
+            Self::AwaitChildren { .. } => "await-children",
+            Self::AwaitSignal { .. } => "await-signal",
         }
     }
 }
@@ -200,6 +241,19 @@ pub enum JobEvent {
         /// The key.
         key: String,
     },
+    /// A signal was sent to the job (and stored, pending, before this event).
+    Signal {
+        /// Its name.
+        name: String,
+    },
+    /// Children of the fan-out `slot` were counted final: `settled` of them (counts only
+    /// grow, so an old count changes nothing).
+    ChildrenSettled {
+        /// The fan-out.
+        slot: String,
+        /// How many of its children are final.
+        settled: u32,
+    },
 }
 
 impl JobEvent {
@@ -219,6 +273,8 @@ impl JobEvent {
             Self::Due => "due",
             Self::KeyBusy { .. } => "key-busy",
             Self::KeyReleased { .. } => "key-released",
+            Self::Signal { .. } => "signal",
+            Self::ChildrenSettled { .. } => "children-settled",
         }
     }
 }

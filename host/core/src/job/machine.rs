@@ -17,6 +17,7 @@ use crate::reconcile::{Evidence, ReconcilePolicy};
 use crate::step::{Partial, Step, StepEvent, StepState};
 use crate::table::change;
 use crate::time::Timestamp;
+use crate::workflow::{self, Join, Leftover, MAX_DEPTH, MAX_FAN_OUT, MAX_SIGNAL_TIMEOUT, Met, Wait, WaitFor};
 
 /// Applies `event` to `job` at `now`: the job machine's one transition function.
 pub fn transition(job: &Job, event: &JobEvent, now: Timestamp) -> Result<Transition, Refusal> {
@@ -35,6 +36,8 @@ pub fn transition(job: &Job, event: &JobEvent, now: Timestamp) -> Result<Transit
         JobEvent::Due => t.due(now)?,
         JobEvent::KeyBusy { key, held_until } => t.key_busy(key, *held_until, now)?,
         JobEvent::KeyReleased { key } => t.key_released(key, now)?,
+        JobEvent::Signal { name } => t.signal(name, now)?,
+        JobEvent::ChildrenSettled { slot, settled } => t.children_settled(slot, *settled, now)?,
     }
     t.finish(job, now)
 }
@@ -72,6 +75,11 @@ impl Draft {
     /// checked against its table.
     fn finish(mut self, before: &Job, now: Timestamp) -> Result<Transition, Refusal> {
         change_state(before.state, self.job.state)?;
+        if self.job.state.is_final() && !before.state.is_final() {
+            if let Some(parent) = &self.job.parent {
+                self.effects.push(Effect::NotifyParent { parent: parent.job });
+            }
+        }
         let queue = self.queue_after(before, now);
         self.job.queue = change("queue", QUEUE_TRANSITIONS, before.queue, queue)?;
         self.job.blocked_on =
@@ -99,6 +107,10 @@ impl Draft {
             by_time(at)
         } else if self.blocked_on.is_some() {
             QueueState::Blocked
+        } else if job.state == JobState::Waiting {
+            // Parked: out of the queue, or delayed until a signal wait's timeout (which
+            // `due` turns into a wake).
+            if job.wait.as_ref().and_then(Wait::deadline).is_some() { QueueState::Delayed } else { QueueState::Idle }
         } else if before.queue == QueueState::Idle && !self.observing {
             // Open, unclaimed and not paused, yet out of the queue (only a defect or a
             // damaged row leaves it so): any change but a probe's puts it back.
@@ -148,11 +160,14 @@ impl Draft {
         if self.job.requests.cancel.is_some() {
             return Err(Refusal::Cancelling);
         }
+        if self.job.state == JobState::Waiting {
+            return Err(Refusal::Waiting);
+        }
         if self.job.run_at > now {
             return Err(Refusal::NotDue { run_at: self.job.run_at });
         }
         if self.job.requests.restart.is_some() {
-            self.fresh_pass(now);
+            self.fresh_pass(now)?;
         }
         let index = self.job.next_step().ok_or(Refusal::NothingToRun)?;
         let fence = self.job.fence.next();
@@ -160,8 +175,9 @@ impl Draft {
             self.enter(JobState::Running)?;
             self.job.started_at.get_or_insert(now);
         }
-        if self.job.steps[index].state == StepState::Running {
-            // The attempt goes on after `more`, `snooze` or a release: no new attempt.
+        if matches!(self.job.steps[index].state, StepState::Running | StepState::Waiting) {
+            // The attempt goes on after `more`, `snooze`, a release or a wait: no new
+            // attempt.
             self.step_event(index, StepEvent::Continue, now)?;
         } else {
             self.step_event(index, StepEvent::Start { fence }, now)?;
@@ -228,6 +244,11 @@ impl Draft {
         self.effects.push(Effect::ReleaseLeaseKeys { fence, verify: true });
         self.touch(now);
         let key = self.job.steps[index].key.clone();
+        if !matches!(report, StepReport::Retryable { .. } | StepReport::Snooze { .. } | StepReport::Release) {
+            // The woken step answered: its wait is done with (a transient failure keeps
+            // it, so the next attempt is given the same results).
+            self.end_wait();
+        }
         let then = match report {
             StepReport::Complete { output } => {
                 self.step_event(index, StepEvent::Complete { output: output.clone() }, now)?;
@@ -271,6 +292,14 @@ impl Draft {
                 now
             }
             StepReport::Retryable { failure, backoff } => self.attempt_failed(index, failure.clone(), *backoff, now)?,
+            StepReport::AwaitChildren { children, join, leftover, cursor } => {
+                self.await_children(index, children, *join, *leftover, cursor, now)?;
+                now
+            }
+            StepReport::AwaitSignal { name, timeout, cursor } => {
+                self.await_signal(index, name, *timeout, cursor, now)?;
+                now
+            }
             StepReport::Refused { failure } => {
                 self.step_event(index, StepEvent::Fail { failure: failure.clone() }, now)?;
                 self.history.push(HistoryEvent::StepFailed { step: key, failure: failure.clone() });
@@ -317,7 +346,7 @@ impl Draft {
             self.settle_failed(failure, EffectOrder::BeforeSettlement, now)?;
         } else if self.job.next_step().is_none() {
             if self.job.requests.restart.is_some() && self.job.requests.pause.is_none() {
-                self.fresh_pass(now);
+                self.fresh_pass(now)?;
                 self.dispatch(now);
             } else {
                 self.settle_succeeded(now)?;
@@ -326,9 +355,10 @@ impl Draft {
             self.enter(JobState::Paused)?;
             self.history.push(HistoryEvent::Paused);
         } else if self.job.requests.restart.is_some() {
-            self.fresh_pass(now);
+            self.fresh_pass(now)?;
             self.dispatch(now);
-        } else {
+        } else if self.job.state != JobState::Waiting && self.dispatched.is_none() {
+            // A parked step is dispatched by its wake, not here.
             self.dispatch(then);
         }
         Ok(())
@@ -382,6 +412,7 @@ impl Draft {
         self.job.settled_at = Some(now);
         self.job.requests = Requests::default();
         self.job.claim = None;
+        self.close_children("failed");
         self.history.push(HistoryEvent::Failed { failure: failure.clone() });
         self.job.failure = Some(failure);
         if self.job.rules.failure_effect && order == EffectOrder::AfterSettlement {
@@ -416,13 +447,30 @@ impl Draft {
         self.job.failure = stopped;
         self.job.requests.pause = None;
         self.job.requests.restart = None;
+        self.close_children("cancelled");
         self.history.push(HistoryEvent::Cancelled);
         Ok(())
     }
 
+    /// A failed or cancelled parent's open children are cancelled, unless its latest
+    /// fan-out said they run on.
+    fn close_children(&mut self, became: &str) {
+        if self.job.fan_outs > 0 && self.job.children_on_close != Some(Leftover::Keep) {
+            let reason = format!("parent {} {became}", self.job.id);
+            self.effects.push(Effect::CancelChildren { slot: None, reason });
+        }
+    }
+
     /// Begins a fresh pass (seed 003: "pass restarts (queued, counters reset)"). The old
     /// pass's steps keep their outcomes; those in flight end as superseded.
-    fn fresh_pass(&mut self, now: Timestamp) {
+    fn fresh_pass(&mut self, now: Timestamp) -> Result<(), Refusal> {
+        if self.job.state == JobState::Waiting {
+            self.enter(JobState::Running)?;
+        }
+        if self.job.wait.take().is_some() && self.job.children_on_close != Some(Leftover::Keep) {
+            let reason = format!("parent {} restarted", self.job.id);
+            self.effects.push(Effect::CancelChildren { slot: None, reason });
+        }
         self.fail_in_flight(host_codes::SUPERSEDED, now);
         let next: Vec<Step> = self
             .job
@@ -437,6 +485,7 @@ impl Draft {
         self.job.requests.restart = None;
         self.job.progress = progress::derive(&self.job.steps, 0, false);
         self.history.push(HistoryEvent::PassStarted { pass: self.job.pass });
+        Ok(())
     }
 
     // --- run control -----------------------------------------------------------------
@@ -468,6 +517,13 @@ impl Draft {
         if self.job.requests.pause.take().is_some() {
             // Still pausing: withdraw the request; the step in flight carries on.
             self.history.push(HistoryEvent::Resumed { actor: actor.clone() });
+        } else if self.job.state == JobState::Paused && self.job.wait.as_ref().is_some_and(|w| w.met.is_none()) {
+            // Parked when paused: the wait may have ended meanwhile.
+            self.history.push(HistoryEvent::Resumed { actor: actor.clone() });
+            self.enter(JobState::Waiting)?;
+            if let Some(met) = self.wait_over(now) {
+                self.wake(met, now)?;
+            }
         } else if self.job.state == JobState::Paused {
             self.enter(if self.job.has_execution() { JobState::Running } else { JobState::Pending })?;
             self.history.push(HistoryEvent::Resumed { actor: actor.clone() });
@@ -516,7 +572,7 @@ impl Draft {
             || self.job.requests.cancel.is_some();
         self.job.requests.restart = Some(Request { actor: actor.clone(), at: now });
         if !waits {
-            self.fresh_pass(now);
+            self.fresh_pass(now)?;
             self.dispatch(now);
         }
         self.touch(now);
@@ -530,6 +586,9 @@ impl Draft {
         self.observing = true;
         if self.job.state == JobState::Paused {
             return Err(Refusal::Paused);
+        }
+        if self.job.state == JobState::Waiting {
+            return Err(Refusal::Waiting);
         }
         let silent_for = now.since(self.job.last_activity_at);
         if silent_for < policy.silence {
@@ -634,6 +693,11 @@ impl Draft {
     fn due(&mut self, now: Timestamp) -> Result<(), Refusal> {
         self.refuse_if_final()?;
         match self.job.queue {
+            QueueState::Delayed if self.job.state == JobState::Waiting && self.job.run_at <= now => {
+                // A signal wait's timeout.
+                let met = self.wait_over(now).ok_or(Refusal::Waiting)?;
+                self.wake(met, now)
+            }
             QueueState::Delayed | QueueState::Blocked if self.job.run_at <= now => {
                 self.dispatch(self.job.run_at);
                 Ok(())
@@ -663,6 +727,184 @@ impl Draft {
             return Err(Refusal::NotWaiting { queue: self.job.queue });
         }
         self.dispatch(now.min(self.job.run_at));
+        Ok(())
+    }
+
+    // --- workflows -------------------------------------------------------------------
+
+    /// Fails the step at `index` for a workflow outcome the host refuses (over a limit,
+    /// malformed): a permanent, typed refusal.
+    fn refuse_outcome(
+        &mut self,
+        index: usize,
+        code: &'static str,
+        message: String,
+        now: Timestamp,
+    ) -> Result<(), Refusal> {
+        let failure = SafeFailure { code: code.to_owned(), message, correlation: None };
+        let key = self.job.steps[index].key.clone();
+        self.step_event(index, StepEvent::Fail { failure: failure.clone() }, now)?;
+        self.history.push(HistoryEvent::StepFailed { step: key, failure });
+        Ok(())
+    }
+
+    fn await_children(
+        &mut self,
+        index: usize,
+        children: &[workflow::ChildOrder],
+        join: Join,
+        leftover: Leftover,
+        cursor: &Option<String>,
+        now: Timestamp,
+    ) -> Result<(), Refusal> {
+        let total = children.len();
+        if total > MAX_FAN_OUT {
+            let message = format!("a fan-out of {total} children is over the limit of {MAX_FAN_OUT}");
+            return self.refuse_outcome(index, host_codes::FAN_OUT_TOO_LARGE, message, now);
+        }
+        if total > 0 && self.job.depth.saturating_add(1) > MAX_DEPTH {
+            let message = format!("children would nest deeper than {MAX_DEPTH} levels");
+            return self.refuse_outcome(index, host_codes::TOO_DEEP, message, now);
+        }
+        if let Join::Count(n) = join {
+            if n as usize > total {
+                let message = format!("the join waits for {n} children of {total}");
+                return self.refuse_outcome(index, host_codes::INVALID_JOIN, message, now);
+            }
+        }
+        let total = u32::try_from(total).unwrap_or(u32::MAX);
+        self.job.fan_outs = self.job.fan_outs.saturating_add(1);
+        let slot = workflow::slot(self.job.pass, index, self.job.fan_outs);
+        self.step_event(index, StepEvent::Park { cursor: cursor.clone() }, now)?;
+        self.job.children_on_close = Some(leftover);
+        self.effects.push(Effect::SpawnChildren { slot: slot.clone(), children: children.to_vec() });
+        let step = self.job.steps[index].key.clone();
+        self.history.push(HistoryEvent::AwaitingChildren { step, slot: slot.clone(), children: total });
+        self.job.wait =
+            Some(Wait { step: index, what: WaitFor::Children { slot, total, join, leftover, settled: 0 }, met: None });
+        self.park(now)
+    }
+
+    fn await_signal(
+        &mut self,
+        index: usize,
+        name: &str,
+        timeout: Duration,
+        cursor: &Option<String>,
+        now: Timestamp,
+    ) -> Result<(), Refusal> {
+        if name.trim().is_empty() {
+            return self.refuse_outcome(index, host_codes::INVALID_SIGNAL, "a signal wait needs a name".into(), now);
+        }
+        let deadline = now.plus(timeout.min(MAX_SIGNAL_TIMEOUT));
+        self.step_event(index, StepEvent::Park { cursor: cursor.clone() }, now)?;
+        let step = self.job.steps[index].key.clone();
+        self.history.push(HistoryEvent::AwaitingSignal { step, name: name.to_owned(), until: deadline });
+        self.job.wait =
+            Some(Wait { step: index, what: WaitFor::Signal { name: name.to_owned(), deadline }, met: None });
+        self.job.run_at = deadline;
+        self.park(now)
+    }
+
+    /// The step just parked: the job waits, unless what it awaits is already in (no
+    /// children, a signal sent before it waited), in which case it is woken at once.
+    fn park(&mut self, now: Timestamp) -> Result<(), Refusal> {
+        self.enter(JobState::Waiting)?;
+        if let Some(met) = self.wait_over(now) {
+            self.wake(met, now)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the parked step's wait is over, and why.
+    fn wait_over(&self, now: Timestamp) -> Option<Met> {
+        let wait = self.job.wait.as_ref().filter(|w| w.met.is_none())?;
+        match &wait.what {
+            WaitFor::Children { total, join, settled, .. } => {
+                (*settled >= join.target(*total)).then_some(Met::Children)
+            }
+            WaitFor::Signal { name, deadline } => {
+                if self.job.signals.get(name).copied().unwrap_or(0) > 0 {
+                    Some(Met::Signal)
+                } else if *deadline <= now {
+                    Some(Met::Timeout)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// Ends the wait for `met`: a waiting job runs again and is dispatched (a paused
+    /// one keeps the news for its resume); an early join cancels the leftovers when
+    /// the fan-out said so.
+    fn wake(&mut self, met: Met, now: Timestamp) -> Result<(), Refusal> {
+        let Some(wait) = self.job.wait.as_mut() else { return Err(Refusal::NotWaiting { queue: self.job.queue }) };
+        wait.met = Some(met);
+        let step = self.job.steps.get(wait.step).map(|s| s.key.clone()).unwrap_or_default();
+        if let WaitFor::Children { slot, total, join, leftover: Leftover::Cancel, .. } = &wait.what {
+            if join.target(*total) < *total {
+                let reason = format!("parent {}'s join was met", self.job.id);
+                self.effects.push(Effect::CancelChildren { slot: Some(slot.clone()), reason });
+            }
+        }
+        self.history.push(HistoryEvent::WaitOver { step, by: met });
+        if self.job.state == JobState::Waiting {
+            self.enter(JobState::Running)?;
+            self.dispatch(now);
+        }
+        self.touch(now);
+        Ok(())
+    }
+
+    /// A report of the woken step was accepted: the wait is done with, and a delivered
+    /// signal is consumed with the report.
+    fn end_wait(&mut self) {
+        let Some(wait) = self.job.wait.take() else { return };
+        if let (Some(Met::Signal), WaitFor::Signal { name, .. }) = (wait.met, wait.what) {
+            if let Some(pending) = self.job.signals.get_mut(&name) {
+                *pending = pending.saturating_sub(1);
+                if *pending == 0 {
+                    self.job.signals.remove(&name);
+                }
+            }
+            self.effects.push(Effect::ConsumeSignal { name });
+        }
+    }
+
+    /// A signal was sent: it is pending until a wait for its name consumes it.
+    fn signal(&mut self, name: &str, now: Timestamp) -> Result<(), Refusal> {
+        self.refuse_if_final()?;
+        let pending = self.job.signals.entry(name.to_owned()).or_insert(0);
+        *pending = pending.saturating_add(1);
+        self.history.push(HistoryEvent::SignalReceived { name: name.to_owned() });
+        let waits_for_it = matches!(
+            self.job.wait.as_ref(),
+            Some(Wait { what: WaitFor::Signal { name: awaited, .. }, met: None, .. }) if awaited == name
+        );
+        if waits_for_it {
+            self.wake(Met::Signal, now)?;
+        }
+        self.touch(now);
+        Ok(())
+    }
+
+    /// Children of `slot` were counted final: wake the step when the join is met.
+    fn children_settled(&mut self, slot: &str, settled: u32, now: Timestamp) -> Result<(), Refusal> {
+        self.refuse_if_final()?;
+        let queue = self.job.queue;
+        let Some(Wait { what: WaitFor::Children { slot: awaited, settled: counted, .. }, met: None, .. }) =
+            self.job.wait.as_mut()
+        else {
+            return Err(Refusal::NotWaiting { queue });
+        };
+        if awaited != slot || settled <= *counted {
+            return Err(Refusal::NotWaiting { queue });
+        }
+        *counted = settled;
+        if let Some(met) = self.wait_over(now) {
+            self.wake(met, now)?;
+        }
         Ok(())
     }
 }

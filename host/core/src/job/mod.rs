@@ -19,6 +19,8 @@ mod machine;
 pub mod refusal;
 pub mod state;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 pub use effect::{Effect, EffectOrder, Transition};
@@ -34,6 +36,8 @@ use crate::progress;
 use crate::queue::QueueState;
 use crate::step::{Step, StepEvent, StepState};
 use crate::time::Timestamp;
+use crate::workflow::Leftover;
+use crate::workflow::{ParentLink, Wait};
 
 /// The rules of a job's kind that the machine needs, fixed at submission (from the
 /// component version the job is pinned to).
@@ -163,6 +167,29 @@ pub struct Job {
     /// The job that retries this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub successor: Option<JobId>,
+    /// The parent whose fan-out created it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+    /// How deep it nests: 0 for a submitted job, the parent's plus one for a child.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub depth: u32,
+    /// Fan-outs its steps made so far (numbers the next one's slot).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fan_outs: u32,
+    /// What happens to its open children when it fails or is cancelled (set by its
+    /// latest fan-out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub children_on_close: Option<Leftover>,
+    /// The wait of a parked step, until a report of the woken step is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<Wait>,
+    /// Signals sent and not yet consumed, by name (the bodies are stored beside).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub signals: BTreeMap<String, u32>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What a submission declares.
@@ -204,6 +231,12 @@ impl Job {
             probe_misses: 0,
             predecessor: None,
             successor: None,
+            parent: None,
+            depth: 0,
+            fan_outs: 0,
+            children_on_close: None,
+            wait: None,
+            signals: BTreeMap::new(),
         };
         (job, vec![HistoryEvent::Submitted])
     }
@@ -226,6 +259,9 @@ impl Job {
         };
         let (mut job, mut history) = Self::submit(submission, now);
         job.predecessor = Some(predecessor.id);
+        // A retry is not its predecessor's parent's child (that fan-out is counted), but
+        // it nests as deep.
+        job.depth = predecessor.depth;
         history.push(HistoryEvent::RetryOf { predecessor: predecessor.id });
         for (step, prior) in job.steps.iter_mut().zip(&predecessor.steps) {
             if let (StepState::Completed, Some(output)) = (prior.state, &prior.output) {
@@ -238,6 +274,22 @@ impl Job {
         }
         job.progress = progress::derive(&job.steps, 0, false);
         Ok((job, history))
+    }
+
+    /// A child of `parent`'s fan-out `slot`, at `index` there: a submitted job one level
+    /// deeper, whose history says where it came from.
+    pub fn child_of(
+        submission: Submission,
+        parent: &Job,
+        slot: &str,
+        index: u32,
+        now: Timestamp,
+    ) -> (Self, Vec<HistoryEvent>) {
+        let (mut job, mut history) = Self::submit(submission, now);
+        job.parent = Some(ParentLink { job: parent.id, slot: slot.to_owned(), index });
+        job.depth = parent.depth.saturating_add(1);
+        history.push(HistoryEvent::ChildOf { parent: parent.id, slot: slot.to_owned(), index });
+        (job, history)
     }
 
     /// The index of the step that runs next: the first one not settled.

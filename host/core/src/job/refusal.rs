@@ -113,6 +113,10 @@ pub enum Refusal {
         /// Where it waits.
         queue: QueueState,
     },
+    /// The job is waiting for children or a signal: it is not claimed, and its silence
+    /// is not a lost execution.
+    #[error("the job is waiting for children or a signal")]
+    Waiting,
     /// The step machine refused the report.
     #[error(transparent)]
     Step(#[from] StepRefusal),
@@ -148,6 +152,7 @@ impl Refusal {
             Self::NotRetryable { .. } => "not-retryable",
             Self::AlreadyRetried { .. } => "already-retried",
             Self::NotWaiting { .. } => "not-waiting",
+            Self::Waiting => "waiting",
             Self::Step(StepRefusal::Invalid { .. }) => "invalid-step-transition",
             Self::Step(StepRefusal::DifferentFinal { .. }) => "step-already-final",
             Self::Step(StepRefusal::NotInTable(_)) | Self::NotInTable(_) => "not-in-table",
@@ -178,6 +183,7 @@ impl Refusal {
         "not-retryable",
         "already-retried",
         "not-waiting",
+        "waiting",
         "invalid-step-transition",
         "step-already-final",
         "not-in-table",

@@ -13,6 +13,9 @@ pub enum JobState {
     Pending,
     /// A step report began the run.
     Running,
+    /// A step awaits children or a signal: no claim is held and nothing is dispatched
+    /// until the wait is over (or its timeout passes). Not silent, not lost.
+    Waiting,
     /// Paused by request; nothing is dispatched until it is resumed.
     Paused,
     /// Every step settled and the run succeeded. Final.
@@ -34,6 +37,7 @@ impl JobState {
         match self {
             Self::Pending => "pending",
             Self::Running => "running",
+            Self::Waiting => "waiting",
             Self::Paused => "paused",
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
@@ -61,7 +65,7 @@ impl DiagramState for JobState {
         JobState::is_final(self)
     }
     fn all() -> &'static [Self] {
-        &[Self::Pending, Self::Running, Self::Paused, Self::Succeeded, Self::Failed, Self::Cancelled]
+        &[Self::Pending, Self::Running, Self::Waiting, Self::Paused, Self::Succeeded, Self::Failed, Self::Cancelled]
     }
 }
 
@@ -118,6 +122,21 @@ pub const JOB_TRANSITIONS: &[Allowed<JobState>] = {
         Allowed { from: Some(Paused), to: Pending, trigger: "resume, never started", seed: "003 resume" },
         Allowed { from: Some(Paused), to: Running, trigger: "resume", seed: "003 resume" },
         Allowed { from: Some(Paused), to: Cancelled, trigger: "cancel while paused", seed: "003 cancel" },
+        Allowed {
+            from: Some(Running),
+            to: Waiting,
+            trigger: "a step awaits children or a signal",
+            seed: "issue 14 await outcomes",
+        },
+        Allowed {
+            from: Some(Waiting),
+            to: Running,
+            trigger: "join met, signal or timeout",
+            seed: "issue 14 await outcomes",
+        },
+        Allowed { from: Some(Waiting), to: Paused, trigger: "pause while waiting", seed: "issue 14 run control" },
+        Allowed { from: Some(Paused), to: Waiting, trigger: "resume, the wait not over", seed: "issue 14 run control" },
+        Allowed { from: Some(Waiting), to: Cancelled, trigger: "cancel while waiting", seed: "issue 14 cancel" },
     ]
 };
 
@@ -148,6 +167,24 @@ pub const JOB_FORBIDDEN: &[Forbidden<JobState>] = {
             to: Running,
             why: "A cancelled job has a permanent recorded outcome.",
             seed: "001 invalid cancelled→running",
+        },
+        Forbidden {
+            from: Waiting,
+            to: Succeeded,
+            why: "A waiting step is called again with what it awaited before its job can succeed.",
+            seed: "issue 14 await outcomes",
+        },
+        Forbidden {
+            from: Waiting,
+            to: Failed,
+            why: "A waiting job holds no claim: silence is not a lost execution, and the reconciler leaves it alone.",
+            seed: "issue 14 reconciliation",
+        },
+        Forbidden {
+            from: Pending,
+            to: Waiting,
+            why: "Only a step's await outcome parks a job; a job that never ran has nothing waiting.",
+            seed: "issue 14 await outcomes",
         },
         Forbidden {
             from: Running,

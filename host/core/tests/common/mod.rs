@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use spindle_core::job::{JobEvent, KindRules, StepReport, Submission};
+use spindle_core::policy::priority::Priority;
 use spindle_core::step::Partial;
+use spindle_core::workflow::{ChildOrder, Join, Leftover};
 use spindle_core::{Actor, Evidence, Fence, Job, JobId, ReconcilePolicy, SafeFailure, Timestamp, transition};
 use uuid::Uuid;
 
@@ -130,6 +132,60 @@ pub fn paused_unstarted() -> Job {
     apply(&pending(), JobEvent::Pause { actor: actor() }, at(1))
 }
 
+/// A child order of kind `thumbnail` (id `100 + i`).
+pub fn child(i: u128) -> ChildOrder {
+    ChildOrder {
+        id: JobId(Uuid::from_u128(100 + i)),
+        kind: "thumbnail".into(),
+        kind_version: 1,
+        rules: rules(),
+        steps: vec![("resize".into(), 1)],
+        payload: format!("{{\"i\":{i}}}").into_bytes(),
+        idempotency_key: None,
+        priority: Priority::Normal,
+        lease_keys: Vec::new(),
+    }
+}
+
+/// `n` children awaited with `join`; leftovers cancelled.
+pub fn await_children(n: u128, join: Join) -> StepReport {
+    StepReport::AwaitChildren {
+        children: (0..n).map(child).collect(),
+        join,
+        leftover: Leftover::Cancel,
+        cursor: Some("fanned".into()),
+    }
+}
+
+/// A wait for the `shipped` signal, timing out after a minute.
+pub fn await_shipped() -> StepReport {
+    StepReport::AwaitSignal { name: "shipped".into(), timeout: Duration::from_secs(60), cursor: None }
+}
+
+/// Waiting: step `a` fanned out 3 children (join all), at(1); none final yet.
+pub fn waiting_children() -> Job {
+    let j = running_claimed();
+    let fence = j.fence;
+    apply(&j, report(fence, await_children(3, Join::All)), at(1))
+}
+
+/// Waiting: step `a` waits for `shipped` from at(1), timing out at at(61).
+pub fn waiting_signal() -> Job {
+    let j = running_claimed();
+    let fence = j.fence;
+    apply(&j, report(fence, await_shipped()), at(1))
+}
+
+/// Paused while step `a` waits for its children.
+pub fn paused_waiting() -> Job {
+    apply(&waiting_children(), JobEvent::Pause { actor: actor() }, at(2))
+}
+
+/// Running again: the children's join was met, step `a` not yet claimed.
+pub fn woken() -> Job {
+    apply(&waiting_children(), JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 3 }, at(3))
+}
+
 /// Runs every remaining step to completion.
 pub fn run_to_end(mut job: Job, mut now: Timestamp) -> Job {
     while !job.state.is_final() {
@@ -186,6 +242,11 @@ pub fn universe(job: &Job) -> Vec<JobEvent> {
         JobEvent::KeyBusy { key: "account:1".into(), held_until: job.run_at.plus(Duration::from_secs(5)) },
         JobEvent::KeyReleased { key: "account:1".into() },
         JobEvent::KeyReleased { key: "account:2".into() },
+        JobEvent::Signal { name: "shipped".into() },
+        JobEvent::Signal { name: "other".into() },
+        JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 1 },
+        JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 3 },
+        JobEvent::ChildrenSettled { slot: "9/9/9".into(), settled: 3 },
     ];
     for evidence in [Evidence::Alive, Evidence::Missing, Evidence::Failed, Evidence::Succeeded] {
         events.push(probe(evidence));
@@ -200,6 +261,9 @@ pub fn universe(job: &Job) -> Vec<JobEvent> {
             retryable(),
             refused(),
             StepReport::Release,
+            await_children(2, Join::Any),
+            await_children(0, Join::All),
+            await_shipped(),
         ] {
             events.push(report(fence, r));
         }
