@@ -64,6 +64,10 @@
 //! Build the crate as a `cdylib` for `wasm32-wasip2`; the result is a component the host
 //! accepts (`cargo xtask guests` does this for the workspace's kinds).
 //!
+//! A step can also be a workflow's join point: [`Outcome::await_children`] fans out child
+//! jobs (a [`FanOut`]) and [`Outcome::await_signal`] waits for a named signal; the host
+//! calls the step again when they are done, and [`Step::awaited`] says with what.
+//!
 //! Beyond its input, a step reaches only what the host grants: [`log`], heartbeats,
 //! [`config`] (deployment settings and secrets it never sees) and outbound [`http`],
 //! which the host's policy denies unless the operator, the tenant and the deployment all
@@ -72,7 +76,7 @@
 //! Off wasm, as in a kind's native unit tests, [`log`] writes to stderr,
 //! [`Step::heartbeat`] always proceeds, and [`config`] and [`http`] answer from what the
 //! test set in [`testing`], so a kind's logic runs natively: [`testing::run_job`] drives a
-//! whole job through its steps the way the host would.
+//! whole job through its steps the way the host would, children and signals included.
 
 pub mod config;
 pub mod http;
@@ -84,11 +88,13 @@ mod outcome;
 mod spec;
 mod step;
 pub mod testing;
+mod workflow;
 
 pub use job::{Failure, JobSummary};
 pub use outcome::{Outcome, StepError, StepResultExt};
 pub use spec::{KindSpec, RetryPolicy};
 pub use step::{Checkpoint, Heartbeat, Step};
+pub use workflow::{Awaited, Child, ChildResult, ChildState, FanOut, Priority};
 
 /// Re-exported so kinds need no direct dependency for `json!` and the like.
 pub use serde;
@@ -219,5 +225,8 @@ pub mod __private {
 /// The names a kind usually needs: `use spindle_guest::prelude::*;`.
 pub mod prelude {
     pub use crate::log;
-    pub use crate::{Checkpoint, Heartbeat, JobSummary, Kind, KindSpec, Outcome, Step, StepError, StepResultExt};
+    pub use crate::{
+        Awaited, Checkpoint, Child, ChildResult, ChildState, FanOut, Heartbeat, JobSummary, Kind, KindSpec, Outcome,
+        Priority, Step, StepError, StepResultExt,
+    };
 }

@@ -6,17 +6,20 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::bindings::spindle::job::types as wit;
+use crate::workflow::FanOut;
 
 /// A step's report for one call, other than failure (see [`StepError`]).
 ///
 /// ```
-/// use spindle_guest::Outcome;
+/// use spindle_guest::{Child, FanOut, Outcome};
 ///
 /// let done = Outcome::complete(&serde_json::json!({"rows": 3}));
 /// let more = Outcome::more("300", 300, 1_000);
 /// let later = Outcome::snooze(30);
 /// let skipped = Outcome::skip("no receipt requested");
-/// # let _ = (done, more, later, skipped);
+/// let children = Outcome::await_children(FanOut::all().child(Child::new("thumbnail", &serde_json::json!({}))));
+/// let shipped = Outcome::await_signal("shipped", 3 * 24 * 3600).with_cursor("waiting");
+/// # let _ = (done, more, later, skipped, children, shipped);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "an outcome only takes effect when `run_step` returns it"]
@@ -67,6 +70,52 @@ impl Outcome {
     /// Call again after `seconds`; no attempt is consumed.
     pub fn snooze(seconds: u32) -> Self {
         Self(wit::StepOutcome::Snooze(seconds))
+    }
+
+    /// Creates the fan-out's children and calls the step again (same attempt, with the
+    /// fan-out's cursor) once its join is met; [`Step::children`](crate::Step::children)
+    /// then has their results.
+    pub fn await_children(fan_out: FanOut) -> Self {
+        match fan_out.into_wit() {
+            Ok(fan_out) => Self(wit::StepOutcome::AwaitChildren(fan_out)),
+            Err(error) => error.into(),
+        }
+    }
+
+    /// Parks the step until the signal `name` is sent to the job, or `timeout_secs` pass;
+    /// then calls it again (same attempt) with the signal's body
+    /// ([`Step::signal`](crate::Step::signal)) or [`Awaited::SignalTimeout`](crate::Awaited::SignalTimeout).
+    pub fn await_signal(name: impl Into<String>, timeout_secs: u32) -> Self {
+        Self(wit::StepOutcome::AwaitSignal(wit::SignalWait { name: name.into(), timeout_secs, cursor: None }))
+    }
+
+    /// Sets the cursor the step is called again with, on an await outcome or a
+    /// [`more`](Outcome::more) (whose cursor it replaces). The other outcomes carry no
+    /// cursor and are returned unchanged.
+    pub fn with_cursor(mut self, cursor: impl Into<String>) -> Self {
+        match &mut self.0 {
+            wit::StepOutcome::AwaitChildren(fan_out) => fan_out.cursor = Some(cursor.into()),
+            wit::StepOutcome::AwaitSignal(wait) => wait.cursor = Some(cursor.into()),
+            wit::StepOutcome::More(checkpoint) => checkpoint.cursor = cursor.into(),
+            wit::StepOutcome::Complete(_)
+            | wit::StepOutcome::Skip(_)
+            | wit::StepOutcome::Retryable(_)
+            | wit::StepOutcome::Refused(_)
+            | wit::StepOutcome::Snooze(_) => {}
+        }
+        self
+    }
+
+    /// Like [`Outcome::with_cursor`] with a cursor serialised as JSON; read it back with
+    /// [`Step::cursor_json`](crate::Step::cursor_json). A cursor serde cannot write makes
+    /// the outcome a refusal with code `invalid-cursor`.
+    pub fn with_cursor_json<T: Serialize + ?Sized>(self, cursor: &T) -> Self {
+        match serde_json::to_string(cursor) {
+            Ok(cursor) => self.with_cursor(cursor),
+            Err(e) => StepError::refused("invalid-cursor", "the step's cursor is not serialisable as JSON")
+                .with_detail(e.to_string())
+                .into(),
+        }
     }
 
     /// The WIT outcome, for inspection in tests.

@@ -4,6 +4,7 @@ use serde::de::DeserializeOwned;
 
 use crate::bindings::spindle::job::types as wit;
 use crate::outcome::{StepError, json_error};
+use crate::workflow::{Awaited, ChildResult};
 
 pub use wit::Checkpoint;
 
@@ -46,15 +47,18 @@ impl From<wit::HeartbeatReply> for Heartbeat {
 /// One call of one step of one job, as handed to [`Kind::run_step`](crate::Kind::run_step).
 #[derive(Debug)]
 pub struct Step {
+    /// The host's input, less `awaited` (moved into the field below).
     input: wit::StepInput,
+    awaited: Option<Awaited>,
     stop: Option<Heartbeat>,
 }
 
 impl Step {
     /// Wraps the host's input. Public so that a kind's logic can be unit-tested natively
     /// with a hand-built [`StepInput`](crate::bindings::spindle::job::types::StepInput).
-    pub fn from_input(input: wit::StepInput) -> Self {
-        Self { input, stop: None }
+    pub fn from_input(mut input: wit::StepInput) -> Self {
+        let awaited = input.awaited.take().map(Awaited::from_wit);
+        Self { input, awaited, stop: None }
     }
 
     /// The key of the step to run, one of those the kind declared.
@@ -127,7 +131,9 @@ impl Step {
             .ok_or_else(|| StepError::refused("missing-prior", format!("step `{step}` has no output in this job")))
     }
 
-    /// The cursor of this attempt's last [`Outcome::more`](crate::Outcome::more), if any.
+    /// The cursor of this attempt's last [`Outcome::more`](crate::Outcome::more),
+    /// [`await_children`](crate::Outcome::await_children) or
+    /// [`await_signal`](crate::Outcome::await_signal), if any.
     pub fn cursor(&self) -> Option<&str> {
         self.input.cursor.as_deref()
     }
@@ -140,6 +146,43 @@ impl Step {
                 serde_json::from_str(cursor).map_err(|e| json_error("invalid-cursor", "the step's cursor", &e))
             })
             .transpose()
+    }
+
+    /// What the step waited for, when this call follows one of its await outcomes;
+    /// `None` on any other call.
+    pub fn awaited(&self) -> Option<&Awaited> {
+        self.awaited.as_ref()
+    }
+
+    /// The results of the children the step fanned out, when this call follows its
+    /// [`await_children`](crate::Outcome::await_children), in the order it asked for them.
+    pub fn children(&self) -> Option<&[ChildResult]> {
+        match &self.awaited {
+            Some(Awaited::Children(children)) => Some(children),
+            _ => None,
+        }
+    }
+
+    /// The raw body of the signal the step waited for, when this call follows its
+    /// [`await_signal`](crate::Outcome::await_signal) and the signal arrived.
+    pub fn signal_bytes(&self) -> Option<&[u8]> {
+        match &self.awaited {
+            Some(Awaited::Signal(body)) => Some(body),
+            _ => None,
+        }
+    }
+
+    /// The body of the signal the step waited for, deserialised from JSON; `None` if this
+    /// call follows no signal (a timeout, see [`Step::signal_timed_out`], or no wait).
+    /// Refused with `invalid-signal` if the body is not the expected JSON.
+    pub fn signal<T: DeserializeOwned>(&self) -> Result<Option<T>, StepError> {
+        self.awaited.as_ref().map_or(Ok(None), Awaited::signal_as)
+    }
+
+    /// Whether this call follows an [`await_signal`](crate::Outcome::await_signal) whose
+    /// timeout passed before the signal came.
+    pub fn signal_timed_out(&self) -> bool {
+        matches!(self.awaited, Some(Awaited::SignalTimeout))
     }
 
     /// Tells the host the step is alive (renewing its lease), optionally with progress,
@@ -239,5 +282,52 @@ mod tests {
     #[test]
     fn no_cursor_on_a_first_call() {
         assert_eq!(step("{}", &[], None).cursor_json::<Rows>(), Ok(None));
+    }
+
+    fn awaiting(awaited: wit::Awaited) -> Step {
+        let mut input = step("{}", &[], Some("1")).input;
+        input.awaited = Some(awaited);
+        Step::from_input(input)
+    }
+
+    #[test]
+    fn a_first_call_awaited_nothing() {
+        let step = step("{}", &[], None);
+        assert_eq!(step.awaited(), None);
+        assert_eq!(step.children(), None);
+        assert_eq!(step.signal::<Rows>(), Ok(None));
+        assert!(!step.signal_timed_out());
+    }
+
+    #[test]
+    fn children_are_read_in_the_order_asked_for() {
+        let result = |id: &str, state| wit::ChildResult {
+            job_id: id.into(),
+            kind: "thumbnail".into(),
+            state,
+            output: None,
+            failure: None,
+        };
+        let step =
+            awaiting(wit::Awaited::Children(vec![result("c1", Some(wit::ChildState::Succeeded)), result("c2", None)]));
+        let children = step.children().expect("called back with children");
+        assert_eq!(children.iter().map(ChildResult::job_id).collect::<Vec<_>>(), ["c1", "c2"]);
+        assert_eq!(children[1].state(), None);
+        assert_eq!((step.signal_bytes(), step.signal_timed_out()), (None, false));
+    }
+
+    #[test]
+    fn a_signal_or_its_timeout() {
+        let signalled = awaiting(wit::Awaited::Signal(br#"{"rows": 2}"#.to_vec()));
+        assert_eq!(signalled.signal::<Rows>(), Ok(Some(Rows { rows: 2 })));
+        assert_eq!(signalled.signal_bytes(), Some(&br#"{"rows": 2}"#[..]));
+        assert_eq!(signalled.children(), None);
+        assert_eq!(signalled.cursor(), Some("1"));
+        let bad = awaiting(wit::Awaited::Signal(b"[]".to_vec()));
+        assert_eq!(bad.signal::<Rows>().map_err(|e| e.code().to_owned()), Err("invalid-signal".into()));
+        let timed_out = awaiting(wit::Awaited::SignalTimeout);
+        assert!(timed_out.signal_timed_out());
+        assert_eq!(timed_out.signal::<Rows>(), Ok(None));
+        assert_eq!(timed_out.awaited(), Some(&Awaited::SignalTimeout));
     }
 }
