@@ -7,11 +7,12 @@
 //! not exist, and heartbeats always proceed. It checks the kind's logic, not the host.
 //!
 //! Workflows run at once too. An `await-children` step is called again straight away
-//! with its children settled by the [`set_child_handler`] handler, as far as the join
-//! needs: join `all` settles every child, `any` the first, `count(n)` the first `n`, and
-//! the rest are reported open (no state). An `await-signal` step is called again with
-//! the first signal of that name queued by [`send_signal`], which it consumes, or else
-//! with a timeout. [`JobRun`] records the fan-outs and the waits.
+//! with its children settled by the [`set_child_handler`] handler (without one, each
+//! succeeds with its input as its output), as far as the join needs: join `all` settles
+//! every child, `any` the first, `count(n)` the first `n`, and the rest are reported
+//! open (no state). An `await-signal` step is called again with the first signal of that
+//! name queued by [`send_signal`], which it consumes, or else with a timeout. [`JobRun`]
+//! records the fan-outs and the waits.
 //!
 //! What a step reaches through the host is set per test thread (each test runs on its
 //! own): deployment settings with [`set_config`], tenant secrets with [`set_secret`],
@@ -222,7 +223,7 @@ pub struct Call {
     pub attempt: u32,
     /// The cursor the call received.
     pub cursor: Option<String>,
-    /// What the call received as the end of its step's last await outcome, if anything.
+    /// What the step waited for, when this call follows one of its await outcomes.
     pub awaited: Option<Awaited>,
     /// What it reported.
     pub outcome: wit::StepOutcome,

@@ -51,7 +51,7 @@ impl Child {
     /// A child of `kind` (deployed in the parent's tenant) with `input` serialised as JSON.
     ///
     /// An input serde cannot write as JSON is a bug in the kind: the fan-out then becomes
-    /// a refusal with code `invalid-child-input`, as [`Outcome::complete`] does for outputs.
+    /// a refusal with code `invalid-child-input`, as [`Outcome::complete`](crate::Outcome::complete) does for outputs.
     pub fn new<T: Serialize + ?Sized>(kind: impl Into<String>, input: &T) -> Self {
         let input = serde_json::to_vec(input).map_err(|e| e.to_string());
         Self { kind: kind.into(), input, idempotency_key: None, priority: None, lease_keys: Vec::new() }
