@@ -64,7 +64,8 @@ impl Dispatcher {
         let in_flight = Arc::new(Mutex::new(HashMap::new()));
         let mut tasks = JoinSet::new();
         tasks.spawn(dispatch_loop(engine.clone(), config.clone(), stopped.clone(), in_flight.clone()));
-        tasks.spawn(maintenance_loop(engine.clone(), config, stopped.clone()));
+        tasks.spawn(maintenance_loop(engine.clone(), config.clone(), stopped.clone()));
+        tasks.spawn(relay_loop(engine.clone(), config, stopped.clone()));
         tasks.spawn(relay_ready_signals(engine.clone(), stopped));
         Self { stop, tasks, in_flight, engine }
     }
@@ -190,6 +191,25 @@ async fn maintenance_loop(engine: Arc<Engine>, config: DispatcherConfig, mut sto
             tracing::error!(error = %e, "running after-commit effects failed");
         }
         tokio::select! {
+            () = tokio::time::sleep(config.maintenance_interval) => {}
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// Runs the workflow relay (children counted for their parents, children cancelled)
+/// whenever a write queued work for it, and every maintenance interval for what other
+/// hosts queued.
+async fn relay_loop(engine: Arc<Engine>, config: DispatcherConfig, mut stopped: watch::Receiver<bool>) {
+    let wake = engine.relay_signal();
+    loop {
+        match engine.run_relay(1_000).await {
+            Ok(n) if n > 0 => continue,
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "running workflow effects failed"),
+        }
+        tokio::select! {
+            () = wake.notified() => {}
             () = tokio::time::sleep(config.maintenance_interval) => {}
             _ = stopped.changed() => return,
         }

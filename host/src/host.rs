@@ -96,6 +96,7 @@ pub struct Host {
     dispatcher: tokio::sync::Mutex<Option<Dispatcher>>,
     reconciler: tokio::sync::Mutex<Option<Reconciler>>,
     pruner: tokio::sync::Mutex<Option<Pruner>>,
+    scheduler: tokio::sync::Mutex<Option<crate::scheduler::Scheduler>>,
     config: HostConfig,
 }
 
@@ -157,6 +158,7 @@ impl Host {
             engine,
             dispatcher: tokio::sync::Mutex::new(None),
             reconciler: tokio::sync::Mutex::new(None),
+            scheduler: tokio::sync::Mutex::new(None),
             pruner: tokio::sync::Mutex::new(None),
             config,
         })
@@ -181,6 +183,10 @@ impl Host {
         if pruner.is_none() {
             *pruner = Some(Pruner::start(self.engine.clone(), self.config.retention.clone()));
         }
+        let mut scheduler = self.scheduler.lock().await;
+        if scheduler.is_none() {
+            *scheduler = Some(crate::scheduler::Scheduler::start(self.engine.clone()));
+        }
     }
 
     /// Stops claiming, lets running steps finish for up to `grace` (then hands them
@@ -191,6 +197,9 @@ impl Host {
         }
         if let Some(pruner) = self.pruner.lock().await.take() {
             pruner.stop().await;
+        }
+        if let Some(scheduler) = self.scheduler.lock().await.take() {
+            scheduler.stop().await;
         }
         if let Some(dispatcher) = self.dispatcher.lock().await.take() {
             dispatcher.shutdown(grace).await;

@@ -25,6 +25,7 @@ pub mod host;
 pub mod pruner;
 pub mod reconciler;
 pub mod registry;
+pub mod scheduler;
 pub mod singleton;
 pub mod store;
 pub mod tokens;

@@ -79,7 +79,8 @@ pub async fn reconcile_once(engine: &Engine, policy: &ReconcilePolicy) -> Result
     for id in candidates {
         report.examined += 1;
         let Some(record) = engine.store().job(id).await? else { continue };
-        if record.job.state == JobState::Paused {
+        if matches!(record.job.state, JobState::Paused | JobState::Waiting) {
+            // Nothing runs a paused or waiting job, by design: no evidence to gather.
             continue;
         }
         let evidence = probe(engine, &record).await;

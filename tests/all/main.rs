@@ -34,3 +34,4 @@ mod outbound;
 mod reconciler;
 mod run_control;
 mod sandbox;
+mod workflows;

@@ -90,6 +90,9 @@ impl Sim {
             leases: LeaseOp::None,
             outbox: vec![],
             spawn: None,
+            children: vec![],
+            consume_signal: None,
+            relay: vec![],
             at: self.clock_now(),
         };
         self.h.store.write(vec![write], self.clock_now(), self.engine.deriver()).await.unwrap();

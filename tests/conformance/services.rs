@@ -74,35 +74,43 @@ async fn outbox_effects_are_queued_with_the_write_and_leased_out(backend: Backen
     racing.outbox = vec![OutboxEffect::NotifySuccess, OutboxEffect::FailureEffect];
     assert_eq!(write(&db, racing, at(2_500)).await, WriteOutcome::Conflict);
 
-    assert_eq!(db.outbox_claim(at(500), lease, 10).await.unwrap(), vec![], "nothing is queued before its write");
+    assert_eq!(
+        db.outbox_claim(OutboxEffect::HOOKS, at(500), lease, 10).await.unwrap(),
+        vec![],
+        "nothing is queued before its write"
+    );
 
     // Claimed once, in queue order, within the limit; hidden while leased.
-    let first = db.outbox_claim(at(5_000), lease, 1).await.unwrap();
+    let first = db.outbox_claim(OutboxEffect::HOOKS, at(5_000), lease, 1).await.unwrap();
     assert_eq!(first.len(), 1);
     let notify = first[0].clone();
     assert_eq!((notify.job_id, notify.effect, notify.attempts), (notified.job.id, OutboxEffect::NotifySuccess, 0));
-    let second = db.outbox_claim(at(5_000), lease, 10).await.unwrap();
+    let second = db.outbox_claim(OutboxEffect::HOOKS, at(5_000), lease, 10).await.unwrap();
     assert_eq!(second.len(), 1, "the first item is hidden, the second is due: {second:?}");
     let effect = second[0].clone();
     assert_eq!((effect.job_id, effect.effect, effect.attempts), (other.job.id, OutboxEffect::FailureEffect, 0));
     assert_ne!(effect.id, notify.id);
-    assert_eq!(db.outbox_claim(at(5_000), lease, 10).await.unwrap(), vec![], "both are leased out");
-    assert_eq!(db.outbox_claim(at(64_999), lease, 10).await.unwrap(), vec![]);
+    assert_eq!(
+        db.outbox_claim(OutboxEffect::HOOKS, at(5_000), lease, 10).await.unwrap(),
+        vec![],
+        "both are leased out"
+    );
+    assert_eq!(db.outbox_claim(OutboxEffect::HOOKS, at(64_999), lease, 10).await.unwrap(), vec![]);
 
     // A host that took them and vanished: they come back once the lease passes.
-    let again = db.outbox_claim(at(65_000), lease, 10).await.unwrap();
+    let again = db.outbox_claim(OutboxEffect::HOOKS, at(65_000), lease, 10).await.unwrap();
     assert_eq!(sorted(again), sorted(vec![notify.clone(), effect.clone()]));
 
     // A failed attempt is rescheduled, counted, and due at its time.
     db.outbox_retry(notify.id, at(90_000)).await.unwrap();
-    assert_eq!(db.outbox_claim(at(89_999), lease, 10).await.unwrap(), vec![]);
-    let retried = db.outbox_claim(at(90_000), lease, 10).await.unwrap();
+    assert_eq!(db.outbox_claim(OutboxEffect::HOOKS, at(89_999), lease, 10).await.unwrap(), vec![]);
+    let retried = db.outbox_claim(OutboxEffect::HOOKS, at(90_000), lease, 10).await.unwrap();
     assert_eq!(retried, vec![OutboxItem { attempts: 1, ..notify.clone() }]);
 
     // Done: gone for good.
     db.outbox_done(notify.id).await.unwrap();
     db.outbox_done(effect.id).await.unwrap();
-    assert_eq!(db.outbox_claim(at(10_000_000), lease, 10).await.unwrap(), vec![]);
+    assert_eq!(db.outbox_claim(OutboxEffect::HOOKS, at(10_000_000), lease, 10).await.unwrap(), vec![]);
 }
 
 async fn counters_accumulate(backend: Backend) {

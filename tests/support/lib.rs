@@ -72,6 +72,7 @@ pub fn input(step: &str, attempt: u32, payload: serde_json::Value) -> StepInput 
         prior: Vec::new(),
         cursor: None,
         capabilities: Arc::default(),
+        awaited: None,
     }
 }
 

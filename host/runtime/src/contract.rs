@@ -8,7 +8,10 @@ use wasmtime::component::InstancePre;
 use crate::bindings::{v1, v2};
 use crate::kind::{KindSpec, RetrySpec, SpecError, StepSpec};
 use crate::load::LoadError;
-use crate::outcome::{JobSummary, StepInput};
+use spindle_core::policy::priority::Priority;
+use spindle_core::workflow::{Join, Leftover};
+
+use crate::outcome::{Awaited, ChildSpec, ChildState, JobSummary, StepInput};
 use crate::state::GuestState;
 
 /// Which contract a component targets.
@@ -42,14 +45,10 @@ pub(crate) enum Reported {
     Skip(String),
     Retryable(String, String),
     Refused(String, String),
-    More {
-        cursor: String,
-        done: u64,
-        total: Option<u64>,
-    },
+    More { cursor: String, done: u64, total: Option<u64> },
     Snooze(u32),
-    /// A 0.2.0 outcome this host does not run yet (its name).
-    Unsupported(&'static str),
+    AwaitChildren { children: Vec<ChildSpec>, join: Join, leftover: Leftover, cursor: Option<String> },
+    AwaitSignal { name: String, timeout_secs: u32, cursor: Option<String> },
 }
 
 /// A validated [`KindSpec`] from a contract's `kind-spec` `$s`, its steps and input schema.
@@ -176,10 +175,17 @@ impl KindPre {
     ) -> Result<wasmtime::Result<Reported>, wasmtime::Error> {
         match self {
             Self::V1(pre) => Ok(step_call!(v1, pre, store, input, {}, {})),
-            Self::V2(pre) => Ok(step_call!(v2, pre, store, input, { awaited: None }, {
-                AwaitChildren(_) => Reported::Unsupported("await-children"),
-                AwaitSignal(_) => Reported::Unsupported("await-signal"),
-            })),
+            Self::V2(pre) => {
+                let awaited = input.awaited.clone().map(v2_awaited);
+                Ok(step_call!(v2, pre, store, input, { awaited: awaited }, {
+                    AwaitChildren(fan_out) => v2_fan_out(fan_out),
+                    AwaitSignal(wait) => Reported::AwaitSignal {
+                        name: wait.name,
+                        timeout_secs: wait.timeout_secs,
+                        cursor: wait.cursor,
+                    },
+                }))
+            }
         }
     }
 
@@ -195,4 +201,60 @@ impl KindPre {
             Self::V2(pre) => hook_call!(v2, pre, store, on_failure, summary),
         }
     }
+}
+
+/// What a 0.2.0 step awaited, in its contract's types.
+fn v2_awaited(awaited: Awaited) -> v2::spindle::job::types::Awaited {
+    use v2::spindle::job::types as wit;
+    match awaited {
+        Awaited::Signal(body) => wit::Awaited::Signal(body),
+        Awaited::SignalTimeout => wit::Awaited::SignalTimeout,
+        Awaited::Children(children) => wit::Awaited::Children(
+            children
+                .into_iter()
+                .map(|c| wit::ChildResult {
+                    job_id: c.job_id,
+                    kind: c.kind,
+                    state: c.state.map(|s| match s {
+                        ChildState::Succeeded => wit::ChildState::Succeeded,
+                        ChildState::Failed => wit::ChildState::Failed,
+                        ChildState::Cancelled => wit::ChildState::Cancelled,
+                    }),
+                    output: c.output,
+                    failure: c.failure.map(|(code, message)| wit::Failure { code, message }),
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// A 0.2.0 fan-out, in the runtime's types.
+fn v2_fan_out(fan_out: v2::spindle::job::types::FanOut) -> Reported {
+    use v2::spindle::job::types as wit;
+    let children = fan_out
+        .children
+        .into_iter()
+        .map(|c| ChildSpec {
+            kind: c.kind,
+            input: c.input,
+            idempotency_key: c.idempotency_key,
+            priority: match c.priority {
+                Some(wit::Priority::Critical) => Priority::Critical,
+                Some(wit::Priority::Scheduled) => Priority::Scheduled,
+                Some(wit::Priority::Background) => Priority::Background,
+                Some(wit::Priority::Normal) | None => Priority::Normal,
+            },
+            lease_keys: c.lease_keys,
+        })
+        .collect();
+    let join = match fan_out.join {
+        wit::Join::All => Join::All,
+        wit::Join::Any => Join::Any,
+        wit::Join::Count(n) => Join::Count(n),
+    };
+    let leftover = match fan_out.leftover {
+        wit::Leftover::Cancel => Leftover::Cancel,
+        wit::Leftover::Keep => Leftover::Keep,
+    };
+    Reported::AwaitChildren { children, join, leftover, cursor: fan_out.cursor }
 }

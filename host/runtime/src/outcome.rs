@@ -27,6 +27,61 @@ pub struct StepInput {
     pub cursor: Option<String>,
     /// What the step may reach outward beyond the operator's policy (default: nothing).
     pub capabilities: std::sync::Arc<crate::outbound::Capabilities>,
+    /// What the step waited for, when it is called again after an await outcome
+    /// (contract 0.2.0; a 0.1.0 component never reports one).
+    pub awaited: Option<Awaited>,
+}
+
+/// What a step that awaited is called again with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Awaited {
+    /// The results of its latest fan-out's children, in order.
+    Children(Vec<ChildResult>),
+    /// The body of the signal it waited for.
+    Signal(Vec<u8>),
+    /// The signal's timeout passed first.
+    SignalTimeout,
+}
+
+/// A child's final state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildState {
+    /// It succeeded.
+    Succeeded,
+    /// It failed.
+    Failed,
+    /// It was cancelled.
+    Cancelled,
+}
+
+/// One child's result, as its parent's step receives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildResult {
+    /// Its job id.
+    pub job_id: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its final state; none while it is still open.
+    pub state: Option<ChildState>,
+    /// Its last step's output, when it succeeded.
+    pub output: Option<Vec<u8>>,
+    /// Why it failed or was cancelled: code and message.
+    pub failure: Option<(String, String)>,
+}
+
+/// A child an `await-children` outcome asks for, as the guest wrote it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildSpec {
+    /// Its kind, in the parent's tenant.
+    pub kind: String,
+    /// Its input.
+    pub input: Vec<u8>,
+    /// Its idempotency key among the tenant's jobs.
+    pub idempotency_key: Option<String>,
+    /// Its priority layer.
+    pub priority: spindle_core::policy::priority::Priority,
+    /// Lease keys its claims take.
+    pub lease_keys: Vec<String>,
 }
 
 /// What the hooks receive.
@@ -74,6 +129,26 @@ pub enum GuestOutcome {
     },
     /// Call again after this long.
     Snooze(Duration),
+    /// Create these children; call again (same attempt) when the join is met.
+    AwaitChildren {
+        /// The children, in order.
+        children: Vec<ChildSpec>,
+        /// When to call again.
+        join: spindle_core::workflow::Join,
+        /// What happens to children still open once the join is met early.
+        leftover: spindle_core::workflow::Leftover,
+        /// Where to resume.
+        cursor: Option<String>,
+    },
+    /// Park until the named signal arrives or the timeout passes.
+    AwaitSignal {
+        /// The signal's name.
+        name: String,
+        /// How long at most.
+        timeout: Duration,
+        /// Where to resume.
+        cursor: Option<String>,
+    },
 }
 
 /// A fault the sandbox caught. None of them stops the host.

@@ -284,10 +284,27 @@ impl Runtime {
                 }
                 GuestOutcome::More { cursor, done, total }
             }
-            Reported::Unsupported(what) => GuestOutcome::Refused {
-                code: "unsupported-outcome".into(),
-                message: format!("`{what}` is part of spindle:job@0.2.0, but this host does not run workflows yet"),
-            },
+            Reported::AwaitChildren { children, join, leftover, cursor } => {
+                if cursor.as_ref().is_some_and(|c| c.len() > self.config.max_cursor_bytes) {
+                    return malformed("await cursor over its size limit");
+                }
+                if children.iter().any(|c| c.kind.is_empty() || c.kind.len() > 128) {
+                    return malformed("a child's kind is empty or over 128 bytes");
+                }
+                if children.iter().any(|c| c.idempotency_key.as_ref().is_some_and(|k| k.is_empty() || k.len() > 256)) {
+                    return malformed("a child's idempotency key is empty or over 256 bytes");
+                }
+                GuestOutcome::AwaitChildren { children, join, leftover, cursor }
+            }
+            Reported::AwaitSignal { name, timeout_secs, cursor } => {
+                if cursor.as_ref().is_some_and(|c| c.len() > self.config.max_cursor_bytes) {
+                    return malformed("await cursor over its size limit");
+                }
+                if name.trim().is_empty() || name.len() > 128 {
+                    return malformed("a signal name is empty or over 128 bytes");
+                }
+                GuestOutcome::AwaitSignal { name, timeout: Duration::from_secs(u64::from(timeout_secs)), cursor }
+            }
             Reported::Snooze(secs) => {
                 if secs > MAX_SNOOZE_SECS {
                     return malformed("snooze longer than 30 days");

@@ -9,8 +9,8 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use spindle_core::JobState;
 use spindle_core::policy::priority::Priority;
+use spindle_core::{JobId, JobState};
 use utoipa::IntoParams;
 
 use super::body::{ApiQuery, job_id, json_body};
@@ -178,10 +178,13 @@ pub(super) async fn wait_job(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(super) struct ListQuery {
-    /// Only jobs in this state: pending, running, paused, succeeded, failed or cancelled.
+    /// Only jobs in this state: pending, running, waiting, paused, succeeded, failed or
+    /// cancelled.
     state: Option<String>,
     /// Only jobs of this kind.
     kind: Option<String>,
+    /// Only children of this job.
+    parent: Option<String>,
     /// Page size: 1 to 500, default 50.
     limit: Option<u32>,
     /// The `next_cursor` of the previous page.
@@ -193,8 +196,13 @@ async fn list(state: &ApiState, tenant: &TenantId, query: ListQuery, dead: bool)
         None => None,
         Some(s) => Some(JobState::parse(s).ok_or_else(|| ApiError::invalid(format!("unknown state {s:?}")))?),
     };
+    let parent = match query.parent.as_deref() {
+        None => None,
+        Some(id) => Some(id.parse::<JobId>().map_err(|_| ApiError::invalid(format!("parent {id:?} is not a job id")))?),
+    };
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
-    let filter = JobFilter { state: job_state, kind: query.kind, dead_letters: dead, before_seq: query.cursor, limit };
+    let filter =
+        JobFilter { state: job_state, kind: query.kind, parent, dead_letters: dead, before_seq: query.cursor, limit };
     let records = state.host.engine.list_jobs(tenant, &filter).await?;
     let next_cursor = if records.len() == usize::try_from(limit).unwrap_or(usize::MAX) {
         records.last().map(|r| r.seq)

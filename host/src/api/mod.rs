@@ -24,6 +24,9 @@ mod tenants;
 pub mod time;
 mod tokens;
 pub mod views;
+mod workflows;
+
+pub use workflows::{NewSchedule, ScheduleList, ScheduleView};
 
 use std::sync::Arc;
 
@@ -107,6 +110,11 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(control::resume))
         .routes(routes!(control::restart))
         .routes(routes!(control::retry))
+        .routes(routes!(workflows::send_signal))
+        .routes(routes!(workflows::create_schedule, workflows::list_schedules))
+        .routes(routes!(workflows::get_schedule, workflows::delete_schedule))
+        .routes(routes!(workflows::pause_schedule))
+        .routes(routes!(workflows::resume_schedule))
         .routes(routes!(leases::invalidate_lease))
 }
 

@@ -37,6 +37,7 @@ const TAGS: &[(&str, &str)] = &[
     ("kinds", "Deployed components: the versions of a tenant's job kinds."),
     ("jobs", "Submitting, reading, waiting for and listing jobs."),
     ("control", "Run control: cancel, pause, resume, restart, retry."),
+    ("schedules", "Cron schedules: each firing submits a job, never twice for one time."),
     ("leases", "Exclusive lease keys."),
     ("metrics", "Prometheus metrics (operator token)."),
 ];
@@ -148,6 +149,13 @@ mod tests {
         ("post", "/v1/jobs/{id}/resume"),
         ("post", "/v1/jobs/{id}/restart"),
         ("post", "/v1/jobs/{id}/retry"),
+        ("post", "/v1/jobs/{id}/signals/{name}"),
+        ("post", "/v1/schedules"),
+        ("get", "/v1/schedules"),
+        ("get", "/v1/schedules/{name}"),
+        ("delete", "/v1/schedules/{name}"),
+        ("post", "/v1/schedules/{name}/pause"),
+        ("post", "/v1/schedules/{name}/resume"),
         ("get", "/v1/dead-letters"),
         ("delete", "/v1/leases/{key}"),
     ];

@@ -143,6 +143,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<OutboundBench> {
         prior: Vec::new(),
         cursor: None,
         capabilities,
+        awaited: None,
     };
     let control = Arc::new(Unsupervised);
     let mut through = Vec::with_capacity(CALLS);

@@ -46,6 +46,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Vec<SandboxOverhead>> {
             prior: Vec::new(),
             cursor: None,
             capabilities: Arc::default(),
+            awaited: None,
         };
         let control = Arc::new(Unsupervised);
         let mut samples = Vec::with_capacity(CALLS);

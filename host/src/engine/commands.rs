@@ -168,6 +168,7 @@ impl Engine {
             Updated::Skipped(record) => Ok(record),
             Updated::Wrote(record, WriteOutcome::Written { .. }) => {
                 self.wake.notify_one();
+                self.relay_wake.notify_one();
                 if let Some(from) = before.into_inner().ok().flatten() {
                     self.announce(id, from, record.job.state);
                 }
@@ -214,7 +215,7 @@ impl Engine {
         if transition.is_noop(&record.job) {
             return Ok(Committed::Unchanged(record.clone()));
         }
-        let Plan { mut write, failure_effect_first, wake } = plan(record, transition, now)
+        let Plan { mut write, failure_effect_first, wake, relay } = plan(record, transition, now)
             .map_err(|refusal| EngineError::Refused { refusal, state: record.job.state })?;
         if failure_effect_first {
             self.failure_effect_before(&mut write).await;
@@ -232,6 +233,9 @@ impl Engine {
             Some(WriteOutcome::Written { version }) => {
                 if wake {
                     self.wake.notify_one();
+                }
+                if relay {
+                    self.relay_wake.notify_one();
                 }
                 self.announce(record.job.id, record.job.state, new_record.job.state);
                 Ok(Committed::Written(JobRecord { version, ..new_record }))

@@ -134,6 +134,19 @@ impl Engine {
                 return StepReport::Retryable { failure, backoff: self.config.rescue_backoff };
             }
         };
+        let awaited = match self.awaited(record, index).await {
+            Ok(awaited) => awaited,
+            Err(e) => {
+                let corr = correlation();
+                tracing::error!(job = %record.job.id, correlation = corr, error = %e, "what the step awaited could not be read");
+                let failure = SafeFailure {
+                    code: "workflow.awaited-unavailable".into(),
+                    message: "the results the step awaited could not be read".into(),
+                    correlation: Some(corr),
+                };
+                return StepReport::Retryable { failure, backoff: self.config.rescue_backoff };
+            }
+        };
         let job_id = record.job.id.to_string();
         let input = StepInput {
             idempotency_key: format!("{job_id}/{}", step.key),
@@ -144,6 +157,7 @@ impl Engine {
             prior,
             cursor: step.cursor.clone(),
             capabilities,
+            awaited,
         };
         let started = Instant::now();
         let run = self.registry.runtime().run_step(&resolved.kind, input, supervisor.clone()).await;
@@ -163,6 +177,12 @@ impl Engine {
                 StepReport::More { cursor, partial: Partial { done, total } }
             }
             StepRun::Outcome(GuestOutcome::Snooze(delay)) => StepReport::Snooze { delay },
+            StepRun::Outcome(GuestOutcome::AwaitChildren { children, join, leftover, cursor }) => {
+                self.fan_out_report(record, children, join, leftover, cursor).await
+            }
+            StepRun::Outcome(GuestOutcome::AwaitSignal { name, timeout, cursor }) => {
+                StepReport::AwaitSignal { name, timeout, cursor }
+            }
             StepRun::Outcome(GuestOutcome::Refused { code, message }) => {
                 StepReport::Refused { failure: SafeFailure::permanent(code, message) }
             }

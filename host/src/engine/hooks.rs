@@ -87,7 +87,8 @@ impl Engine {
         const LEASE: Duration = Duration::from_secs(60);
         const MAX_ATTEMPTS: i64 = 5;
         let now = self.now();
-        let items = self.store.outbox_claim(now, i64::try_from(LEASE.as_micros()).unwrap_or(i64::MAX), limit).await?;
+        let lease = i64::try_from(LEASE.as_micros()).unwrap_or(i64::MAX);
+        let items = self.store.outbox_claim(OutboxEffect::HOOKS, now, lease, limit).await?;
         let count = items.len();
         for item in items {
             let Some(record) = self.store.job(item.job_id).await? else {
@@ -97,6 +98,8 @@ impl Engine {
             let hook = match item.effect {
                 OutboxEffect::NotifySuccess => Hook::OnSuccess,
                 OutboxEffect::FailureEffect => Hook::OnFailure,
+                // The workflow relay's, never claimed here.
+                OutboxEffect::ChildSettled | OutboxEffect::CancelChildren => continue,
             };
             let failed = self.run_hook(&record, hook).await;
             let ran = HistoryEvent::EffectRan { effect: item.effect.as_str().into(), failed: failed.clone() };

@@ -26,6 +26,7 @@ mod recovery;
 mod submit;
 mod supervisor;
 mod tenancy;
+mod workflow;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +52,7 @@ use group_commit::{GroupCommit, StoreCommitter};
 pub use plan::{Plan, plan};
 pub use submit::{SubmitRequest, tenant_key, untenant_key};
 pub use tenancy::{CONFIGURED_OPERATOR_TOKEN, MAX_TOKEN_LIFETIME, MAX_TOKEN_NAME_CHARS, TokenScope};
+pub use workflow::MAX_SIGNAL_NAME;
 
 /// The engine.
 #[derive(Debug)]
@@ -61,6 +63,8 @@ pub struct Engine {
     config: EngineConfig,
     rng: std::sync::Mutex<StdRng>,
     wake: Arc<Notify>,
+    /// Wakes the workflow relay when a write queued work for it.
+    relay_wake: Arc<Notify>,
     changes: broadcast::Sender<StateChange>,
     counters: Arc<Counters>,
     deriver: Arc<HostDeriver>,
@@ -95,6 +99,7 @@ impl Engine {
             config,
             rng: std::sync::Mutex::new(rng),
             wake: Arc::new(Notify::new()),
+            relay_wake: Arc::new(Notify::new()),
             changes: broadcast::channel(4096).0,
             counters,
             deriver,
@@ -126,6 +131,11 @@ impl Engine {
     /// Notified whenever work may have become ready.
     pub fn wake_signal(&self) -> Arc<Notify> {
         self.wake.clone()
+    }
+
+    /// Notified whenever a write queued work for the workflow relay.
+    pub fn relay_signal(&self) -> Arc<Notify> {
+        self.relay_wake.clone()
     }
 
     /// State changes committed by this engine, as they happen: what tests and `wait`

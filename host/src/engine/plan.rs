@@ -5,7 +5,10 @@
 use spindle_core::job::{Effect, EffectOrder, Transition};
 use spindle_core::{Fence, Job, Refusal, Timestamp};
 
-use crate::store::{JobRecord, JobWrite, LeaseOp, OutboxEffect};
+use spindle_core::job::Submission;
+
+use crate::store::jobs::NewJob;
+use crate::store::{JobRecord, JobWrite, LeaseOp, OutboxEffect, Relay};
 
 /// A write and what must happen around it.
 #[derive(Debug)]
@@ -16,6 +19,8 @@ pub struct Plan {
     pub failure_effect_first: bool,
     /// The job becomes dispatchable now: wake a dispatcher after the commit.
     pub wake: bool,
+    /// Workflow effects were queued: wake the relay after the commit.
+    pub relay: bool,
 }
 
 /// Plans the write of `transition`, derived from `before` at `now`.
@@ -26,6 +31,9 @@ pub fn plan(before: &JobRecord, transition: Transition, now: Timestamp) -> Resul
     let mut spawn = None;
     let mut failure_effect_first = false;
     let mut wake = false;
+    let mut children = Vec::new();
+    let mut consume_signal = None;
+    let mut relay = Vec::new();
     for effect in effects {
         match effect {
             Effect::Dispatch { at } => wake |= at <= now,
@@ -47,6 +55,33 @@ pub fn plan(before: &JobRecord, transition: Transition, now: Timestamp) -> Resul
                 spawn = Some(before.retry_job(retry, retry_history));
                 wake = true;
             }
+            Effect::SpawnChildren { slot, children: orders } => {
+                for (index, order) in orders.into_iter().enumerate() {
+                    let submission = Submission { id: order.id, rules: order.rules, steps: order.steps, run_at: now };
+                    let index = u32::try_from(index).unwrap_or(u32::MAX);
+                    let (child, history) = Job::child_of(submission, &job, &slot, index, now);
+                    children.push(NewJob {
+                        job: child,
+                        tenant: before.tenant.clone(),
+                        kind: order.kind,
+                        kind_version: order.kind_version,
+                        priority: order.priority,
+                        payload: order.payload,
+                        idempotency_key: order.idempotency_key,
+                        lease_keys: order.lease_keys,
+                        history,
+                    });
+                }
+                wake = true;
+            }
+            Effect::CancelChildren { slot, reason } => {
+                let detail = serde_json::json!({ "slot": slot, "reason": reason }).to_string();
+                relay.push(Relay { job: job.id, effect: OutboxEffect::CancelChildren, detail: Some(detail) });
+            }
+            Effect::NotifyParent { parent } => {
+                relay.push(Relay { job: parent, effect: OutboxEffect::ChildSettled, detail: None });
+            }
+            Effect::ConsumeSignal { name } => consume_signal = Some(name),
         }
     }
     let previous_pass = previous_pass.map(|steps| (before.job.pass, steps));
@@ -73,10 +108,14 @@ pub fn plan(before: &JobRecord, transition: Transition, now: Timestamp) -> Resul
             leases,
             outbox,
             spawn,
+            children,
+            consume_signal,
+            relay: relay.clone(),
             at: now,
         },
         failure_effect_first,
         wake,
+        relay: !relay.is_empty(),
     })
 }
 

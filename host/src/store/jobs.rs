@@ -107,6 +107,8 @@ pub struct JobFilter {
     pub state: Option<JobState>,
     /// Only this kind.
     pub kind: Option<String>,
+    /// Only children of this job.
+    pub parent: Option<JobId>,
     /// Only failed jobs that have not been retried (the dead-letter view).
     pub dead_letters: bool,
     /// Only jobs older than this sequence number (the cursor of the previous page).
@@ -209,7 +211,7 @@ pub enum PruneScope {
 
 /// Columns of one row of the batched job INSERT: identity and submission, the indexed
 /// columns, the machine.
-const INSERT_COLS: usize = 19;
+const INSERT_COLS: usize = 22;
 
 /// Inserts jobs with multi-row statements (jobs, then their steps and history); answers
 /// each one's sequence number, `None` where its idempotency key was taken.
@@ -236,13 +238,18 @@ pub(super) async fn insert_new_jobs(
             ]);
             args.extend(IndexedColumns::of(job).values());
             args.push(Value::from(machine_json(job)?));
+            let parent = job.parent.as_ref();
+            args.push(Value::from(parent.map(|p| p.job.to_string())));
+            args.push(Value::from(parent.map(|p| p.slot.clone())));
+            args.push(Value::from(parent.map(|p| i64::from(p.index))));
         }
         let sql = format!(
             "INSERT INTO jobs (id, tenant_id, kind, kind_version, priority, created_at, payload, idempotency_key, \
-             lease_keys, {}, machine, version) \
+             lease_keys, {}, machine, parent_id, parent_slot, parent_index, version) \
              SELECT column1, column2, column3, column4, column5, column6, column7, column8, column9, column10, \
              column11, column12, CAST(column13 AS TEXT), CAST(column14 AS BIGINT), column15, \
-             CAST(column16 AS BIGINT), column17, CAST(column18 AS TEXT), column19, 1 FROM (VALUES {}) AS v WHERE true \
+             CAST(column16 AS BIGINT), column17, CAST(column18 AS TEXT), column19, CAST(column20 AS TEXT), \
+             CAST(column21 AS TEXT), CAST(column22 AS BIGINT), 1 FROM (VALUES {}) AS v WHERE true \
              ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq, id",
             IndexedColumns::COLUMNS,
             values_list(chunk.len(), INSERT_COLS, 1)
@@ -476,6 +483,10 @@ impl JobStore for SqlStore {
             args.push(Value::from(kind.as_str()));
             sql.push_str(&format!(" AND kind = ${}", args.len()));
         }
+        if let Some(parent) = filter.parent {
+            args.push(Value::from(parent.to_string()));
+            sql.push_str(&format!(" AND parent_id = ${}", args.len()));
+        }
         if let Some(before) = filter.before_seq {
             args.push(Value::from(before));
             sql.push_str(&format!(" AND seq < ${}", args.len()));
@@ -489,7 +500,7 @@ impl JobStore for SqlStore {
     }
 
     async fn reclaim_pruned(&self) -> Result<(), StoreError> {
-        Ok(self.db.vacuum(&["jobs", "steps", "history", "outbox", "outbound_calls"]).await?)
+        Ok(self.db.vacuum(&["jobs", "steps", "history", "outbox", "outbound_calls", "signals"]).await?)
     }
 
     async fn prune(&self, before: Timestamp, scope: &PruneScope, limit: u32) -> Result<u64, StoreError> {
@@ -522,7 +533,7 @@ impl JobStore for SqlStore {
         for chunk in ids.chunks(MAX_PARAMS) {
             let list = super::rows::placeholders(1, chunk.len());
             let args = || chunk.iter().map(|id| Value::from(id.as_str())).collect::<Vec<_>>();
-            for table in ["steps", "history", "outbox", "outbound_calls"] {
+            for table in ["steps", "history", "outbox", "outbound_calls", "signals"] {
                 tx.execute(&format!("DELETE FROM {table} WHERE job_id IN ({list})"), args()).await?;
             }
             tx.execute(&format!("DELETE FROM jobs WHERE id IN ({list})"), args()).await?;

@@ -15,6 +15,7 @@
 //! - [`leases`]: exclusive lease keys and singleton leases.
 //! - [`outbox`]: after-commit effects and shared counters.
 //! - [`outbound`]: tenants' outbound rules and sealed secrets, the record of requests.
+//! - [`workflows`]: a parent's children, signals, cron schedules.
 //! - `writes`: the version-checked write path; `rows`: row encoding; [`sql`]: the
 //!   connection pools; `schema`: migrations.
 
@@ -30,6 +31,7 @@ pub mod sql;
 pub mod tenants;
 #[cfg(test)]
 mod test_db;
+pub mod workflows;
 mod writes;
 
 use thiserror::Error;
@@ -42,19 +44,29 @@ pub use queue::{ClaimFilter, Deriver, QueueStore, ReadySignals};
 pub use registry::{KindEntry, KindVersion, RegistryStore};
 pub use sql::{Backend, ConnectOptions};
 pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantId, TenantStore, TokenInfo, token_id};
-pub use writes::{IndexedColumns, JobWrite, LeaseOp, WriteOutcome};
+pub use workflows::{ScheduleRow, WorkflowStore};
+pub use writes::{IndexedColumns, JobWrite, LeaseOp, Relay, WriteOutcome};
 
 /// The storage traits, to call a concrete store's methods (`use spindle::store::prelude::*`).
 pub mod prelude {
     pub use super::{
         JobStore, LeaseStore, OutboundStore, OutboxStore, QueueStore, RegistryStore, Storage, TenantStore,
+        WorkflowStore,
     };
 }
 
 /// Everything a host needs of its store. Implemented by [`SqlStore`] over both
 /// backends; wrappers (a fault injector in tests) can stand in.
 pub trait Storage:
-    TenantStore + RegistryStore + JobStore + QueueStore + LeaseStore + OutboxStore + OutboundStore + std::fmt::Debug
+    TenantStore
+    + RegistryStore
+    + JobStore
+    + QueueStore
+    + LeaseStore
+    + OutboxStore
+    + OutboundStore
+    + WorkflowStore
+    + std::fmt::Debug
 {
     /// Which backend.
     fn backend(&self) -> Backend;

@@ -18,6 +18,10 @@ pub enum OutboxEffect {
     NotifySuccess,
     /// The kind's failure effect, after a corrected settlement.
     FailureEffect,
+    /// A child of the job settled: count its fan-out again (the job is the parent).
+    ChildSettled,
+    /// Cancel the job's open children (detail: the fan-out's slot or none, and why).
+    CancelChildren,
 }
 
 impl OutboxEffect {
@@ -26,14 +30,23 @@ impl OutboxEffect {
         match self {
             Self::NotifySuccess => "notify_success",
             Self::FailureEffect => "failure_effect",
+            Self::ChildSettled => "child_settled",
+            Self::CancelChildren => "cancel_children",
         }
     }
+
+    /// The effects that run a kind's hook (the rest are the workflow relay's).
+    pub const HOOKS: &'static [Self] = &[Self::NotifySuccess, Self::FailureEffect];
+    /// The workflow relay's effects.
+    pub const WORKFLOW: &'static [Self] = &[Self::ChildSettled, Self::CancelChildren];
 
     /// Parses a stored name.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "notify_success" => Some(Self::NotifySuccess),
             "failure_effect" => Some(Self::FailureEffect),
+            "child_settled" => Some(Self::ChildSettled),
+            "cancel_children" => Some(Self::CancelChildren),
             _ => None,
         }
     }
@@ -50,13 +63,21 @@ pub struct OutboxItem {
     pub effect: OutboxEffect,
     /// Attempts so far.
     pub attempts: i64,
+    /// What it is about beyond its job, if anything.
+    pub detail: Option<String>,
 }
 
 /// The outbox and the shared counters.
 #[async_trait]
 pub trait OutboxStore: Send + Sync {
     /// Takes due after-commit effects, hiding them from other hosts until `now + lease`.
-    async fn outbox_claim(&self, now: Timestamp, lease_micros: i64, limit: u32) -> Result<Vec<OutboxItem>, StoreError>;
+    async fn outbox_claim(
+        &self,
+        effects: &[OutboxEffect],
+        now: Timestamp,
+        lease_micros: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxItem>, StoreError>;
     /// Marks an effect done.
     async fn outbox_done(&self, id: i64) -> Result<(), StoreError>;
     /// Reschedules an effect that failed.
@@ -69,10 +90,18 @@ pub trait OutboxStore: Send + Sync {
 
 #[async_trait]
 impl OutboxStore for SqlStore {
-    async fn outbox_claim(&self, now: Timestamp, lease_micros: i64, limit: u32) -> Result<Vec<OutboxItem>, StoreError> {
+    async fn outbox_claim(
+        &self,
+        effects: &[OutboxEffect],
+        now: Timestamp,
+        lease_micros: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxItem>, StoreError> {
         let mut tx = self.db.begin().await?;
+        let names = effects.iter().map(|e| format!("'{}'", e.as_str())).collect::<Vec<_>>().join(", ");
         let sql = format!(
-            "SELECT id, job_id, effect, attempts FROM outbox WHERE run_at <= $1 ORDER BY run_at LIMIT $2{}",
+            "SELECT id, job_id, effect, attempts, detail FROM outbox WHERE run_at <= $1 AND effect IN ({names}) \
+             ORDER BY run_at LIMIT $2{}",
             match self.db.backend() {
                 super::Backend::Sqlite => "",
                 super::Backend::Postgres => " FOR UPDATE SKIP LOCKED",
@@ -82,22 +111,26 @@ impl OutboxStore for SqlStore {
             .fetch(
                 &sql,
                 vec![Value::from(now.as_micros()), Value::from(i64::from(limit))],
-                &[Ty::Int, Ty::Text, Ty::Text, Ty::Int],
+                &[Ty::Int, Ty::Text, Ty::Text, Ty::Int, Ty::OptText],
             )
             .await?;
         let mut items = Vec::with_capacity(rows.len());
         for r in &rows {
-            tx.execute(
-                "UPDATE outbox SET run_at = $1 WHERE id = $2",
-                vec![Value::from(now.as_micros().saturating_add(lease_micros)), Value::from(r.int(0))],
-            )
-            .await?;
             items.push(OutboxItem {
                 id: r.int(0),
                 job_id: parse_id(&r.text(1), "outbox job id")?,
                 effect: OutboxEffect::parse(&r.text(2)).ok_or_else(|| corrupt("outbox effect"))?,
                 attempts: r.int(3),
+                detail: r.opt_text(4),
             });
+        }
+        // Hidden from other hosts until the lease ends, in one statement per chunk.
+        for chunk in items.chunks(super::rows::MAX_PARAMS - 1) {
+            let mut args = vec![Value::from(now.as_micros().saturating_add(lease_micros))];
+            args.extend(chunk.iter().map(|item| Value::from(item.id)));
+            let sql =
+                format!("UPDATE outbox SET run_at = $1 WHERE id IN ({})", super::rows::placeholders(2, chunk.len()));
+            tx.execute(&sql, args).await?;
         }
         tx.commit().await?;
         Ok(items)

@@ -12,6 +12,7 @@ const SQLITE: &[(i64, &str)] = &[
     (4, include_str!("../../migrations/sqlite/0004_token_lifecycle.sql")),
     (5, include_str!("../../migrations/sqlite/0005_retention.sql")),
     (6, include_str!("../../migrations/sqlite/0006_outbound.sql")),
+    (7, include_str!("../../migrations/sqlite/0007_workflows.sql")),
 ];
 const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_initial.sql")),
@@ -22,6 +23,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (6, include_str!("../../migrations/postgres/0006_token_lifecycle.sql")),
     (7, include_str!("../../migrations/postgres/0007_retention.sql")),
     (8, include_str!("../../migrations/postgres/0008_outbound.sql")),
+    (9, include_str!("../../migrations/postgres/0009_workflows.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.

@@ -38,9 +38,27 @@ pub struct JobWrite {
     pub outbox: Vec<OutboxEffect>,
     /// A retry job to create with it.
     pub spawn: Option<NewJob>,
+    /// Children of a fan-out to create with it.
+    pub children: Vec<NewJob>,
+    /// A delivered signal of this name to mark consumed with it.
+    pub consume_signal: Option<String>,
+    /// Workflow effects to queue for the relay (a parent to count again, children to
+    /// cancel).
+    pub relay: Vec<Relay>,
     /// When the change happened (its history's time), which a group commit may write
     /// a little later.
     pub at: Timestamp,
+}
+
+/// A workflow effect queued with a write, for the relay to carry out after it commits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Relay {
+    /// The job it is about (for a settled child: its parent).
+    pub job: spindle_core::JobId,
+    /// What to do.
+    pub effect: OutboxEffect,
+    /// The detail (children to cancel: fan-out and reason, JSON).
+    pub detail: Option<String>,
 }
 
 /// The lease-key operation that goes with a write (from the core's lease effects).
@@ -256,6 +274,8 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
     let mut history = Vec::new();
     let mut outbox = Vec::new();
     let mut spawns: Vec<&NewJob> = Vec::new();
+    let mut children: Vec<&NewJob> = Vec::new();
+    let mut consumed: Vec<(String, String)> = Vec::new();
     let mut ready = false;
     for (i, w) in writes.iter().enumerate() {
         if outcomes[i].is_some() {
@@ -288,11 +308,29 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
                 Value::from(now.as_micros()),
                 Value::from(0i64),
                 Value::from(now.as_micros()),
+                Value::from(None::<String>),
+            ]);
+        }
+        for relay in &w.relay {
+            outbox.push(vec![
+                Value::from(relay.job.to_string()),
+                Value::from(relay.effect.as_str()),
+                Value::from(now.as_micros()),
+                Value::from(0i64),
+                Value::from(now.as_micros()),
+                Value::from(relay.detail.clone()),
             ]);
         }
         if let Some(spawn) = &w.spawn {
             ready |= spawn.job.queue == QueueState::Ready;
             spawns.push(spawn);
+        }
+        if !w.children.is_empty() {
+            ready = true;
+            children.extend(w.children.iter());
+        }
+        if let Some(name) = &w.consume_signal {
+            consumed.push((id.clone(), name.clone()));
         }
         outcomes[i] = Some(WriteOutcome::Written { version: w.expected_version + 1 });
     }
@@ -306,9 +344,25 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
     )
     .await?;
     insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
-    insert_rows(tx, "INSERT INTO outbox (job_id, effect, run_at, attempts, created_at)", "", 5, outbox).await?;
+    insert_rows(tx, "INSERT INTO outbox (job_id, effect, run_at, attempts, created_at, detail)", "", 6, outbox).await?;
     if !spawns.is_empty() {
         insert_new_jobs(tx, &spawns, now).await?;
+    }
+    if !children.is_empty() {
+        // Every child is created, or none: a taken idempotency key fails the write.
+        let seqs = insert_new_jobs(tx, &children, now).await?;
+        if let Some(i) = seqs.iter().position(Option::is_none) {
+            let key = children[i].idempotency_key.clone().unwrap_or_default();
+            return Err(StoreError::Duplicate(format!("a child's idempotency key {key:?} is taken")));
+        }
+    }
+    for (job, name) in consumed {
+        tx.execute(
+            "UPDATE signals SET consumed_at = $1 WHERE id = (SELECT id FROM signals WHERE job_id = $2 AND name = $3 \
+             AND consumed_at IS NULL ORDER BY id LIMIT 1)",
+            vec![Value::from(now.as_micros()), Value::from(job), Value::from(name)],
+        )
+        .await?;
     }
     let outcomes = outcomes.into_iter().map(|o| o.unwrap_or(WriteOutcome::Conflict)).collect();
     Ok(Applied { outcomes, released, ready })

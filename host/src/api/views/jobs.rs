@@ -251,6 +251,19 @@ pub struct JobView {
     /// Its idempotency key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The job whose fan-out created it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Where its children are listed (`/v1/jobs?parent=ID`), once it created some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub children: Option<String>,
+    /// What its parked step waits for (children of a fan-out, a signal), until a report
+    /// of the woken step is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<Value>,
+    /// Signals sent and not yet consumed, by name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub pending_signals: std::collections::BTreeMap<String, u32>,
     /// Its exclusive lease keys.
     pub lease_keys: Vec<String>,
     /// Its input: JSON when it is JSON, else a note of its size.
@@ -294,6 +307,10 @@ impl JobView {
             predecessor: job.predecessor.map(|p| p.to_string()),
             successor: job.successor.map(|s| s.to_string()),
             idempotency_key: record.idempotency_key.clone(),
+            parent: job.parent.as_ref().map(|p| p.job.to_string()),
+            children: (job.fan_outs > 0).then(|| format!("/v1/jobs?parent={}", job.id)),
+            waiting_for: job.wait.as_ref().and_then(|w| serde_json::to_value(w).ok()),
+            pending_signals: job.signals.clone(),
             lease_keys: record
                 .lease_keys
                 .iter()

@@ -19,6 +19,7 @@ use crate::api::views::{
     Retention, Rollback, RolledBack, SecretList, SecretView, Submit, TenantList, TenantOutbound, TenantToken,
     TenantView, TokenList,
 };
+use crate::api::{ScheduleList, ScheduleView};
 use crate::config::parse_duration;
 
 /// Where the host is and who is asking.
@@ -110,6 +111,9 @@ pub enum ClientCommand {
         /// Only this kind.
         #[arg(long)]
         kind: Option<String>,
+        /// Only children of this job.
+        #[arg(long)]
+        parent: Option<String>,
         /// Page size.
         #[arg(long, default_value_t = 50)]
         limit: u32,
@@ -174,6 +178,65 @@ pub enum ClientCommand {
     /// Manage the tenant's secrets (tenant token). Values go in, never come out.
     #[command(subcommand)]
     Secret(SecretCommand),
+    /// Send a signal to a job: a step awaiting a signal of that name gets it (now, or
+    /// when it waits).
+    Signal {
+        /// The job's id.
+        id: String,
+        /// The signal's name.
+        name: String,
+        /// Its body (JSON).
+        #[arg(long, default_value = "null")]
+        data: String,
+    },
+    /// Manage cron schedules: each firing submits a job.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+}
+
+/// Schedule management.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum ScheduleCommand {
+    /// Create a schedule.
+    Create {
+        /// Its name.
+        name: String,
+        /// The kind each firing submits.
+        #[arg(long)]
+        kind: String,
+        /// A cron expression, e.g. `*/5 * * * *` (six fields: seconds first).
+        #[arg(long)]
+        cron: String,
+        /// Each firing's input (JSON).
+        #[arg(long, default_value = "null")]
+        input: String,
+        /// An IANA time zone, e.g. `Europe/Paris`.
+        #[arg(long, default_value = "UTC")]
+        timezone: String,
+        /// Missed times: none (only on time), one (the latest), all.
+        #[arg(long = "catch-up", default_value = "none")]
+        catch_up: String,
+        /// skip (nothing fires while the last firing's job is open) or allow.
+        #[arg(long, default_value = "skip")]
+        overlap: String,
+    },
+    /// List schedules.
+    List,
+    /// Pause a schedule.
+    Pause {
+        /// Its name.
+        name: String,
+    },
+    /// Resume a schedule (times passed while paused are skipped).
+    Resume {
+        /// Its name.
+        name: String,
+    },
+    /// Delete a schedule (jobs it fired are untouched).
+    Delete {
+        /// Its name.
+        name: String,
+    },
 }
 
 /// Secret management.
@@ -393,12 +456,56 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
         }
         ClientCommand::Job { id } => {
             let job: JobView = client.get(&format!("/v1/jobs/{id}")).await?;
-            emit(json, &job, print::job);
+            let children: Option<JobPage> = match &job.children {
+                Some(_) if !json => Some(client.get(&format!("/v1/jobs?parent={id}&limit=500")).await?),
+                _ => None,
+            };
+            emit(json, &job, |j| {
+                print::job(j);
+                if let Some(children) = &children {
+                    print::children(children);
+                }
+            });
         }
-        ClientCommand::Jobs { state, kind, limit, cursor } => {
+        ClientCommand::Signal { id, name, data } => {
+            let body: Value = serde_json::from_str(&data).context("--data is not valid JSON")?;
+            let job: JobView = client.post(&format!("/v1/jobs/{id}/signals/{}", percent_encode(&name)), &body).await?;
+            emit(json, &job, |j| println!("{} {} (signal {name} kept)", j.id, j.state));
+        }
+        ClientCommand::Schedule(ScheduleCommand::Create { name, kind, cron, input, timezone, catch_up, overlap }) => {
+            let input: Value = serde_json::from_str(&input).context("--input is not valid JSON")?;
+            let body = serde_json::json!({
+                "name": name, "kind": kind, "cron": cron, "input": input, "timezone": timezone,
+                "catch_up": catch_up, "overlap": overlap,
+            });
+            let created: ScheduleView = client.post("/v1/schedules", &body).await?;
+            emit(json, &created, |s| println!("schedule {} fires {} next at {}", s.name, s.kind, s.next_fire_at));
+        }
+        ClientCommand::Schedule(ScheduleCommand::List) => {
+            let list: ScheduleList = client.get("/v1/schedules").await?;
+            emit(json, &list, print::schedules);
+        }
+        ClientCommand::Schedule(ScheduleCommand::Pause { name }) => {
+            let s: ScheduleView =
+                client.post(&format!("/v1/schedules/{}/pause", percent_encode(&name)), &empty).await?;
+            emit(json, &s, |s| println!("schedule {} paused", s.name));
+        }
+        ClientCommand::Schedule(ScheduleCommand::Resume { name }) => {
+            let s: ScheduleView =
+                client.post(&format!("/v1/schedules/{}/resume", percent_encode(&name)), &empty).await?;
+            emit(json, &s, |s| println!("schedule {} resumed, next at {}", s.name, s.next_fire_at));
+        }
+        ClientCommand::Schedule(ScheduleCommand::Delete { name }) => {
+            client.delete(&format!("/v1/schedules/{}", percent_encode(&name))).await?;
+            if !json {
+                println!("schedule {name} deleted");
+            }
+        }
+        ClientCommand::Jobs { state, kind, parent, limit, cursor } => {
             let mut query = vec![format!("limit={limit}")];
             query.extend(state.map(|s| format!("state={s}")));
             query.extend(kind.map(|k| format!("kind={k}")));
+            query.extend(parent.map(|p| format!("parent={p}")));
             query.extend(cursor.map(|c| format!("cursor={c}")));
             let page: JobPage = client.get(&format!("/v1/jobs?{}", query.join("&"))).await?;
             emit(json, &page, print::page);

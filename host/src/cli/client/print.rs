@@ -78,10 +78,17 @@ pub(super) fn job(job: &JobView) {
         ("settled", &job.settled_at),
         ("retry of", &job.predecessor),
         ("retried", &job.successor),
+        ("parent", &job.parent),
     ] {
         if let Some(value) = value {
             println!("{label:<8} {value}");
         }
+    }
+    if let Some(wait) = &job.waiting_for {
+        println!("waits    {wait}");
+    }
+    for (name, count) in &job.pending_signals {
+        println!("signal   {name} ×{count} pending");
     }
     println!("\n  {:<16} {:<10} {:>8}  last attempt", "step", "state", "attempts");
     for step in &job.steps {
@@ -142,6 +149,32 @@ pub(super) fn tokens(list: &TokenList) {
             token.created_at,
             token.expires_at.as_deref().unwrap_or("-"),
             token.name
+        );
+    }
+}
+
+/// A parent's children, one line each, under its job view.
+pub(super) fn children(page: &JobPage) {
+    println!("children ({}{}):", page.jobs.len(), if page.next_cursor.is_some() { ", more" } else { "" });
+    for job in &page.jobs {
+        let why = job.failure_code.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
+        println!("  └─ {} {} {}{why}", job.id, job.kind, job.state);
+    }
+}
+
+/// Schedules as a table.
+pub(super) fn schedules(list: &crate::api::ScheduleList) {
+    println!("{:<20} {:<18} {:<16} {:<14} {:<6} {:>6}  next", "name", "kind", "cron", "zone", "state", "fired");
+    for s in &list.schedules {
+        println!(
+            "{:<20} {:<18} {:<16} {:<14} {:<6} {:>6}  {}",
+            s.name,
+            s.kind,
+            s.cron,
+            s.timezone,
+            if s.paused { "paused" } else { "active" },
+            s.fired,
+            s.next_fire_at
         );
     }
 }

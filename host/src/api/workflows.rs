@@ -1,0 +1,285 @@
+//! Workflows: signals sent to jobs, and cron schedules.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::body::{body, job_id, json_body};
+use super::views::{ErrorBody, JobView};
+use super::{ApiError, ApiState, TenantAuth};
+use crate::api::time::rfc3339;
+use crate::scheduler::{self, ScheduleRequest};
+use crate::store::ScheduleRow;
+
+/// Send a signal to a job
+///
+/// The body (JSON by convention, at most the input limit) is kept with the job and
+/// delivered, oldest first and each once, to a step that awaits a signal of this name —
+/// now if one waits, otherwise when one does. A finished job refuses it.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/signals/{name}",
+    tag = "jobs",
+    params(
+        ("id" = String, Path, description = "The job's id (a UUID)"),
+        ("name" = String, Path, description = "The signal's name: 1-128 letters, digits, '-', '_', '.', ':'")
+    ),
+    request_body(content = String, description = "The signal's body", content_type = "application/json"),
+    responses(
+        (status = 202, description = "Kept; the job as it now is", body = JobView),
+        (status = 400, description = "`invalid-request`: a malformed name", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 404, description = "`not-found` (also another tenant's job)", body = ErrorBody),
+        (
+            status = 409,
+            description = "`illegal-transition` with reason `finished`: the job is final",
+            body = ErrorBody
+        ),
+        (status = 413, description = "`payload-too-large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn send_signal(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path((id, name)): Path<(String, String)>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<JobView>), ApiError> {
+    let id = job_id(&id)?;
+    let body = body(bytes)?;
+    let record = state.host.engine.signal(&tenant, id, &name, body.to_vec()).await?;
+    Ok((StatusCode::ACCEPTED, Json(JobView::new(&record, None))))
+}
+
+/// A cron schedule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ScheduleView {
+    /// Its name.
+    pub name: String,
+    /// The kind each firing submits.
+    pub kind: String,
+    /// The cron expression.
+    pub cron: String,
+    /// The time zone it is read in.
+    pub timezone: String,
+    /// Each firing's input.
+    pub input: serde_json::Value,
+    /// `none`, `one` or `all`.
+    pub catch_up: String,
+    /// `skip` or `allow`.
+    pub overlap: String,
+    /// Whether it is paused.
+    pub paused: bool,
+    /// When it fires next.
+    pub next_fire_at: String,
+    /// When it last fired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fired_at: Option<String>,
+    /// The job its last firing submitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_job: Option<String>,
+    /// Firings so far.
+    pub fired: i64,
+}
+
+impl From<&ScheduleRow> for ScheduleView {
+    fn from(s: &ScheduleRow) -> Self {
+        Self {
+            name: s.name.clone(),
+            kind: s.kind.clone(),
+            cron: s.cron.clone(),
+            timezone: s.timezone.clone(),
+            input: serde_json::from_slice(&s.input).unwrap_or_default(),
+            catch_up: s.catch_up.clone(),
+            overlap: s.overlap.clone(),
+            paused: s.paused,
+            next_fire_at: rfc3339(s.next_fire_at),
+            last_fired_at: s.last_fired_at.map(rfc3339),
+            last_job: s.last_job.map(|id| id.to_string()),
+            fired: s.fired,
+        }
+    }
+}
+
+/// A new schedule.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewSchedule {
+    /// Its name: 1-64 letters, digits, '-', '_' or '.', unique in the tenant.
+    pub name: String,
+    /// The kind each firing submits.
+    pub kind: String,
+    /// Five fields (minute hour day month weekday), or six with seconds first.
+    pub cron: String,
+    /// An IANA time zone (default `UTC`).
+    pub timezone: Option<String>,
+    /// Each firing's input (JSON; default null).
+    pub input: Option<serde_json::Value>,
+    /// Missed times: `none` (default: only a time at most a minute late fires), `one`
+    /// (the latest), `all` (every one).
+    pub catch_up: Option<String>,
+    /// `skip` (default: nothing fires while the last firing's job is open) or `allow`.
+    pub overlap: Option<String>,
+}
+
+/// A tenant's schedules.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct ScheduleList {
+    /// By name.
+    pub schedules: Vec<ScheduleView>,
+}
+
+/// Create a schedule
+///
+/// Each firing submits a job of `kind` at priority `scheduled` with the idempotency key
+/// `schedule:NAME:MICROS`, so no time fires twice, whichever host fires it.
+#[utoipa::path(
+    post,
+    path = "/v1/schedules",
+    tag = "schedules",
+    request_body = NewSchedule,
+    responses(
+        (status = 201, description = "Created", body = ScheduleView),
+        (status = 400, description = "`invalid-request`: a bad expression, zone or name", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 404, description = "`unknown-kind`", body = ErrorBody),
+        (status = 409, description = "`already-exists`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn create_schedule(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
+    let new: NewSchedule = json_body(bytes)?;
+    let request = ScheduleRequest {
+        name: new.name,
+        kind: new.kind,
+        cron: new.cron,
+        timezone: new.timezone.unwrap_or_else(|| "UTC".into()),
+        input: new.input.unwrap_or_default(),
+        catch_up: new.catch_up.unwrap_or_else(|| "none".into()),
+        overlap: new.overlap.unwrap_or_else(|| "skip".into()),
+    };
+    let row = scheduler::create(&state.host.engine, &tenant, request).await?;
+    Ok((StatusCode::CREATED, Json(ScheduleView::from(&row))))
+}
+
+/// List schedules
+#[utoipa::path(
+    get,
+    path = "/v1/schedules",
+    tag = "schedules",
+    responses(
+        (status = 200, description = "The tenant's schedules", body = ScheduleList),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn list_schedules(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+) -> Result<Json<ScheduleList>, ApiError> {
+    let rows = state.host.engine.store().schedules(&tenant).await.map_err(crate::engine::EngineError::from)?;
+    Ok(Json(ScheduleList { schedules: rows.iter().map(ScheduleView::from).collect() }))
+}
+
+/// A schedule
+#[utoipa::path(
+    get,
+    path = "/v1/schedules/{name}",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 200, description = "The schedule", body = ScheduleView),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 404, description = "`not-found`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn get_schedule(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+) -> Result<Json<ScheduleView>, ApiError> {
+    let row = state.host.engine.store().schedule(&tenant, &name).await.map_err(crate::engine::EngineError::from)?;
+    let row = row.ok_or(crate::engine::EngineError::NotFound)?;
+    Ok(Json(ScheduleView::from(&row)))
+}
+
+/// Delete a schedule
+#[utoipa::path(
+    delete,
+    path = "/v1/schedules/{name}",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 204, description = "Deleted; jobs it fired are untouched"),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 404, description = "`not-found`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn delete_schedule(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let deleted =
+        state.host.engine.store().delete_schedule(&tenant, &name).await.map_err(crate::engine::EngineError::from)?;
+    if deleted { Ok(StatusCode::NO_CONTENT) } else { Err(crate::engine::EngineError::NotFound.into()) }
+}
+
+/// Pause a schedule
+#[utoipa::path(
+    post,
+    path = "/v1/schedules/{name}/pause",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 200, description = "The schedule, paused", body = ScheduleView),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 404, description = "`not-found`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn pause_schedule(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+) -> Result<Json<ScheduleView>, ApiError> {
+    let row = scheduler::set_paused(&state.host.engine, &tenant, &name, true).await?;
+    Ok(Json(ScheduleView::from(&row)))
+}
+
+/// Resume a schedule
+///
+/// It fires next at its next time after now; times passed while it was paused are skipped.
+#[utoipa::path(
+    post,
+    path = "/v1/schedules/{name}/resume",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 200, description = "The schedule, running", body = ScheduleView),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 404, description = "`not-found`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn resume_schedule(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+) -> Result<Json<ScheduleView>, ApiError> {
+    let row = scheduler::set_paused(&state.host.engine, &tenant, &name, false).await?;
+    Ok(Json(ScheduleView::from(&row)))
+}
