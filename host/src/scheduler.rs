@@ -291,10 +291,14 @@ mod tests {
         assert_eq!(times_to_fire(&plan, &row("all", start), now).len(), 30);
         assert_eq!(times_to_fire(&plan, &row("one", start), now), vec![now]);
         assert_eq!(times_to_fire(&plan, &row("none", start), now), vec![now]);
-        // None only fires a time that is on time.
-        let late = now.plus(Duration::from_secs(90));
-        assert_eq!(times_to_fire(&plan, &row("none", start), late), vec![]);
-        assert_eq!(times_to_fire(&plan, &row("one", start), late), vec![now.plus(Duration::from_secs(60))]);
+        // None only fires a time that is on time: an hourly schedule looked at half an
+        // hour after its last time fires nothing; `one` fires that time.
+        let hourly = Plan::parse("0 * * * *", "UTC").unwrap();
+        let hour = Timestamp::from_micros(1_699_999_200_000_000); // on an hour
+        let late = hour.plus(Duration::from_secs(2 * 3600 + 1800));
+        assert_eq!(times_to_fire(&hourly, &row("none", hour), late), vec![]);
+        assert_eq!(times_to_fire(&hourly, &row("one", hour), late), vec![hour.plus(Duration::from_secs(7200))]);
+        assert_eq!(times_to_fire(&hourly, &row("all", hour), late).len(), 3);
     }
 
     #[test]

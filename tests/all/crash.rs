@@ -13,7 +13,10 @@ use spindle_core::{HistoryEvent, JobId, JobState};
 use spindle_tests::harness::Harness;
 use spindle_tests::spindle_bin;
 
-on_both_backends!(a_host_killed_mid_run_leaves_every_job_settled_once_after_restart);
+on_both_backends!(
+    a_host_killed_mid_run_leaves_every_job_settled_once_after_restart,
+    a_fan_out_of_a_thousand_survives_hosts_killed_during_it,
+);
 
 async fn a_host_killed_mid_run_leaves_every_job_settled_once_after_restart(backend: Backend) {
     const JOBS: usize = 40;
@@ -86,4 +89,102 @@ async fn count_open_claims(h: &Harness, ids: &[JobId]) -> usize {
         }
     }
     n
+}
+
+/// Starts `spindle serve` on the harness's database with a short lease.
+fn serve(h: &Harness, data: &spindle_tests::harness::Scratch) -> std::process::Child {
+    Command::new(spindle_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--lease-ttl", "2s", "--step-timeout", "1s"])
+        .arg("--database-url")
+        .arg(&h.url)
+        .arg("--data-dir")
+        .arg(&data.path)
+        .env("SPINDLE_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start spindle serve")
+}
+
+/// Counts rows with `sql` (one bound parameter: the parent's id).
+async fn count(h: &Harness, sql: &str, parent: JobId) -> i64 {
+    use spindle::store::sql::{Ty, Value};
+    let rows = h.store.db().fetch(sql, vec![Value::from(parent.to_string())], &[Ty::Int]).await.expect("count");
+    rows.first().map_or(0, |r| r.int(0))
+}
+
+/// A step fans out 1,000 children while hosts are killed with SIGKILL at random points
+/// (before the fan-out commits, and after a random number of children settled) and
+/// started again: exactly 1,000 children exist afterwards, each completed its step
+/// once, and the parent completes with all 1,000 results.
+async fn a_fan_out_of_a_thousand_survives_hosts_killed_during_it(backend: Backend) {
+    use rand::{Rng, SeedableRng};
+    const CHILDREN: i64 = 1_000;
+    let seed: u64 = std::env::var("SPINDLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    eprintln!("fan-out kills: SPINDLE_TEST_SEED={seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let h = Harness::new(backend).await;
+    h.deploy("workflow").await;
+    h.deploy("noop").await;
+    let engine = h.engine();
+    let input = serde_json::json!({ "fan_out": CHILDREN, "child_kind": "noop" });
+    let request =
+        SubmitRequest { kind: "workflow".into(), input: serde_json::to_vec(&input).unwrap(), ..Default::default() };
+    let parent = engine.submit(&h.tenant, request).await.unwrap().record().job.id;
+    let children = "SELECT count(*) FROM jobs WHERE parent_id = $1";
+    let settled = "SELECT count(*) FROM jobs WHERE parent_id = $1 AND settled_at IS NOT NULL";
+    let data = spindle_tests::harness::Scratch::new();
+    // Kill points: while the parent's first call runs (before its fan-out commits, or
+    // just after), then at random numbers of settled children.
+    let mut points: Vec<i64> = (0..3).map(|_| rng.random_range(1..CHILDREN - 50)).collect();
+    points.sort_unstable();
+    let mut kills = 0;
+    let mut host = serve(&h, &data);
+    loop {
+        if let Some(status) = host.try_wait().unwrap() {
+            panic!("spindle serve exited early: {status}");
+        }
+        let record = h.store.job(parent).await.unwrap().unwrap();
+        let made = count(&h, children, parent).await;
+        let done = count(&h, settled, parent).await;
+        let due = match kills {
+            0 => record.job.claim.is_some() || made > 0,
+            k => points.get(k - 1).is_some_and(|p| done >= *p),
+        };
+        if due {
+            host.kill().expect("SIGKILL");
+            host.wait().unwrap();
+            eprintln!("killed a host with {made} children created, {done} settled");
+            kills += 1;
+            if kills > points.len() {
+                break;
+            }
+            host = serve(&h, &data);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A survivor finishes the work once the dead hosts' claims lapse.
+    let survivor = h.engine();
+    let dispatcher = h.dispatch(&survivor);
+    let record = h.wait_final(parent).await;
+    dispatcher.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(record.job.state, JobState::Succeeded, "{:?}", record.job.failure);
+    assert_eq!(count(&h, children, parent).await, CHILDREN, "exactly {CHILDREN} children");
+    let output: serde_json::Value = serde_json::from_slice(record.job.steps[0].output.as_deref().unwrap()).unwrap();
+    assert_eq!(output["succeeded"], CHILDREN);
+    assert_eq!(output["children"].as_array().map(Vec::len), Some(1_000));
+    let ids: Vec<JobId> =
+        output["children"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap().parse().unwrap()).collect();
+    let unique: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), 1_000, "each result is a different child");
+    for id in ids {
+        let completed = h
+            .store
+            .history(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| matches!(e.event, HistoryEvent::StepCompleted { .. }))
+            .count();
+        assert_eq!(completed, 1, "child {id} completed its step once");
+    }
 }

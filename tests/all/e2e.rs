@@ -1,6 +1,7 @@
 //! End to end: a real `spindle serve` process on a free loopback port (SQLite and
 //! PostgreSQL), components deployed over HTTP, jobs submitted and watched with the
-//! `spindle` CLI; hot deploys and rollback; tenant isolation; bad inputs.
+//! `spindle` CLI; hot deploys and rollback; tenant isolation; bad inputs; a workflow
+//! (children, a signal) and a cron schedule.
 
 use serde_json::{Value, json};
 use spindle::store::Backend;
@@ -15,6 +16,7 @@ on_both_backends!(
     bad_inputs_answer_typed_errors_and_change_nothing,
     every_refusal_a_caller_can_cause_reaches_it_with_its_code,
     shutdown_hands_running_steps_back,
+    a_workflow_and_a_schedule_through_the_cli,
 );
 
 /// A fresh database and a `spindle serve` on it.
@@ -230,7 +232,7 @@ async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
             assert_ne!(body["error"]["message"], "no such route", "{method} {path} is not routed");
         }
     }
-    assert_eq!(described, 30, "the document describes every route");
+    assert_eq!(described, 37, "the document describes every route");
     let metrics = http.get(url("/metrics")).bearer_auth(&host.operator).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("spindle_step_duration_seconds_count") && metrics.contains("spindle_jobs"), "{metrics}");
 }
@@ -317,4 +319,73 @@ async fn shutdown_hands_running_steps_back(backend: Backend) {
     let job = host.cli(token, &["job", &id, "--json"]).json();
     assert!(job["history"].as_array().unwrap().iter().any(|e| e["event"] == "released"), "{job}");
     assert_eq!(host.cli(token, &["wait", &id]).code, 0);
+}
+
+/// The `order-fulfilment` example through the CLI: it fans out one `thumbnail` child per
+/// image and waits for the `shipped` signal (sent before it waits: kept until it does);
+/// `spindle job` prints the children, `jobs --parent` lists them; a signal to the
+/// finished job is refused. Then a schedule fires `nightly-report` jobs until paused.
+async fn a_workflow_and_a_schedule_through_the_cli(backend: Backend) {
+    let (host, _db) = serve(backend, &[]).await;
+    let token = host.tenant("acme");
+    let token = Some(token.as_str());
+    for kind in ["thumbnail", "order-fulfilment", "nightly-report"] {
+        let deployed = host.cli(token, &["deploy", kind, &wasm(kind)]);
+        assert_eq!(deployed.code, 0, "{}", deployed.stderr);
+    }
+    let order = r#"{"order_id": "A-1", "images": ["front.jpg", "back.jpg"], "ship_timeout_secs": 600}"#;
+    let id = host.cli(token, &["submit", "order-fulfilment", "--input", order]).stdout.trim().to_owned();
+    let signalled = host.cli(token, &["signal", &id, "shipped", "--data", r#"{"carrier": "ups", "tracking": "1Z"}"#]);
+    assert_eq!(signalled.code, 0, "{}", signalled.stderr);
+    let waited = host.cli(token, &["wait", &id]);
+    assert_eq!(waited.code, 0, "{} {}", waited.stdout, waited.stderr);
+    let tree = host.cli(token, &["job", &id]);
+    assert_eq!(tree.stdout.matches("thumbnail succeeded").count(), 2, "{}", tree.stdout);
+    let children = host.cli(token, &["jobs", "--parent", &id, "--json"]).json();
+    assert_eq!(children["jobs"].as_array().unwrap().len(), 2);
+    let child = &children["jobs"][0]["id"];
+    let child = host.cli(token, &["job", child.as_str().unwrap(), "--json"]).json();
+    assert_eq!(child["parent"], id.as_str());
+    let late = host.cli(token, &["signal", &id, "shipped", "--data", "{}"]);
+    assert_ne!(late.code, 0);
+    assert!(late.stderr.contains("finished"), "{}", late.stderr);
+
+    let created = host.cli(
+        token,
+        &[
+            "schedule",
+            "create",
+            "nightly",
+            "--kind",
+            "nightly-report",
+            "--cron",
+            "* * * * * *",
+            "--input",
+            r#"{"report": "orders"}"#,
+        ],
+    );
+    assert_eq!(created.code, 0, "{}", created.stderr);
+    let bad = host.cli(token, &["schedule", "create", "bad", "--kind", "nightly-report", "--cron", "61 * * * *"]);
+    assert_ne!(bad.code, 0, "a bad expression is refused");
+    // The schedule fires every second: wait for its first job, by its record.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let first = loop {
+        let list = host.cli(token, &["schedule", "list", "--json"]).json();
+        if let Some(job) = list["schedules"][0]["last_job"].as_str() {
+            break job.to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "the schedule never fired: {list}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(host.cli(token, &["wait", &first]).code, 0);
+    let job = host.cli(token, &["job", &first, "--json"]).json();
+    assert_eq!(job["kind"], "nightly-report");
+    assert_eq!(job["priority"], "scheduled");
+    assert!(job["idempotency_key"].as_str().unwrap().starts_with("schedule:nightly:"));
+    assert_eq!(host.cli(token, &["schedule", "pause", "nightly"]).code, 0);
+    let list = host.cli(token, &["schedule", "list", "--json"]).json();
+    assert_eq!(list["schedules"][0]["paused"], true);
+    assert_eq!(host.cli(token, &["schedule", "delete", "nightly"]).code, 0);
+    let list = host.cli(token, &["schedule", "list", "--json"]).json();
+    assert_eq!(list["schedules"].as_array().unwrap().len(), 0);
 }

@@ -276,6 +276,7 @@ mod tests {
             Refusal::NotRetryable { state: JobState::Running },
             Refusal::AlreadyRetried { successor: JobId(uuid::Uuid::from_u128(9)) },
             Refusal::NotWaiting { queue: QueueState::Idle },
+            Refusal::Waiting,
             Refusal::Step(StepRefusal::Invalid { step: "a".into(), from: StepState::Queued, event: "skip" }),
             Refusal::Step(StepRefusal::DifferentFinal { step: "a".into(), state: StepState::Completed }),
             Refusal::NotInTable(NotInTable { machine: "job", from: "succeeded", to: "running" }),
@@ -305,6 +306,7 @@ mod tests {
                 | Refusal::NotRetryable { .. }
                 | Refusal::AlreadyRetried { .. }
                 | Refusal::NotWaiting { .. }
+                | Refusal::Waiting
                 | Refusal::Step(_)
                 | Refusal::NotInTable(_) => {}
             }

@@ -16,10 +16,12 @@
 //! | [`claim`] | time to claim the next job with 1,000 vs 1,000,000 queued |
 //! | [`phases`] | where one job's time goes: claim, sandbox, settle, one worker |
 //! | [`outbound`] | one outbound HTTP call per step: overhead over a bare client, jobs/s |
+//! | [`fan_out`] | one step's 10,000 children: outcome to all running, all settled, parent done |
 
 pub mod claim;
 pub mod compile;
 pub mod database;
+pub mod fan_out;
 pub mod latency;
 pub mod machine;
 pub mod memory;
@@ -73,6 +75,8 @@ pub enum Section {
     Claim,
     /// One outbound HTTP call per step: the overhead over a bare client, and jobs/s.
     Outbound,
+    /// One step fanning out 10,000 children and joining them.
+    FanOut,
     /// The database over a million jobs with retention (not in the default set: run it
     /// with `--only retention`).
     Retention,
@@ -91,6 +95,7 @@ impl Section {
             Self::Latency,
             Self::Claim,
             Self::Outbound,
+            Self::FanOut,
         ]
     }
 }
@@ -321,6 +326,7 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Latency => report.latency = Some(latency::measure(ctx).await?),
             Section::Claim => report.claim = claim::measure(ctx).await?,
             Section::Outbound => report.outbound = Some(outbound::measure(ctx).await?),
+            Section::FanOut => report.fan_out = Some(fan_out::measure(ctx).await?),
             Section::Retention => {
                 report.retention = retention::measure(ctx, ctx.settings.retention_jobs).await?;
             }

@@ -45,6 +45,8 @@ pub struct Report {
     pub retention: Vec<super::retention::Wave>,
     /// `outbound`.
     pub outbound: Option<super::outbound::OutboundBench>,
+    /// `fan-out`.
+    pub fan_out: Option<super::fan_out::FanOutBench>,
     /// `phases`.
     pub phases: Option<Phases>,
     /// Each section's peak resident memory.
@@ -105,6 +107,7 @@ impl Report {
             memory: None,
             claim: Vec::new(),
             outbound: None,
+            fan_out: None,
             retention: Vec::new(),
             phases: None,
             peaks: Vec::new(),
@@ -325,6 +328,13 @@ impl Report {
             );
             t.row("  overhead per call", &format!("{:.1} µs", o.overhead_us));
             t.row(&format!("one-call jobs × {}, end to end", o.jobs), &format!("{:.0} jobs/s", o.jobs_per_sec));
+        }
+        if let Some(f) = &self.fan_out {
+            t.section(&format!("Fan-out: one step creates {} children and joins them all", f.children));
+            t.row("parent's outcome → every child running", &format!("{:.0} ms", f.to_all_running_ms));
+            t.row("parent's outcome → every child final", &format!("{:.0} ms", f.to_all_settled_ms));
+            t.row("parent's outcome → parent completed", &format!("{:.0} ms", f.to_parent_completed_ms));
+            t.row("children per second", &format!("{:.0}", f.children_per_sec));
         }
         if let (Some(first), Some(last)) = (self.retention.first(), self.retention.last()) {
             t.section("Retention: the database over a long run, finished jobs pruned after each wave");

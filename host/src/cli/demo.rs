@@ -1,7 +1,8 @@
 //! `spindle demo`: Spindle's main job on the embedded default. Starts a host on a
 //! SQLite file, deploys the example kinds, runs a batch of jobs through every outcome
 //! (complete, skip, retry, refusal with its failure effect, checkpoints, snooze, cancel,
-//! pause and resume, a retry job) and shows progress as it goes, then the results.
+//! pause and resume, a retry job, a workflow that fans out child jobs and waits for a
+//! signal, a cron schedule) and shows progress as it goes, then the results.
 //!
 //! The payment and webhook kinds call services the demo runs on 127.0.0.1 in its own
 //! process (`demo_services`): the operator's policy allows that address, the tenant's
@@ -54,6 +55,8 @@ enum Action {
     CancelWhileRunning,
     PauseThenResume,
     RetryWhenFailed,
+    /// Sends the `shipped` signal once the job waits for it.
+    ShipWhenWaiting,
 }
 
 fn showcase(services: &str) -> Vec<Showcase> {
@@ -121,6 +124,12 @@ fn showcase(services: &str) -> Vec<Showcase> {
             action: Some(Action::PauseThenResume),
         },
         Showcase {
+            label: "order: 3 thumbnail children, shipped",
+            kind: "order-fulfilment",
+            input: json!({"order_id": "A-1042", "images": ["front.jpg", "back.jpg", "side.jpg"], "ship_timeout_secs": 600}),
+            action: Some(Action::ShipWhenWaiting),
+        },
+        Showcase {
             label: "refused, then retried",
             kind: "scripted",
             input: json!({"third": "refused"}),
@@ -180,7 +189,17 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         ),
     ];
     println!("Deploying the example kinds (validated, compiled, stored, versioned):");
-    for kind in ["csv-import", "payment-saga", "webhook-delivery", "thumbnail", "scripted", "noop3"] {
+    let kinds = [
+        "csv-import",
+        "payment-saga",
+        "webhook-delivery",
+        "thumbnail",
+        "order-fulfilment",
+        "nightly-report",
+        "scripted",
+        "noop3",
+    ];
+    for kind in kinds {
         let path = args.guests.join(format!("{kind}.wasm"));
         let bytes =
             std::fs::read(&path).with_context(|| format!("reading {} (run `cargo xtask guests`)", path.display()))?;
@@ -189,7 +208,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         let (version, spec) = host.registry.deploy_with(&tenant, kind, &bytes, &deployment, host.engine.now()).await?;
         let steps: Vec<&str> = spec.steps.iter().map(|s| s.key.as_str()).collect();
         println!(
-            "  {kind:<13} v{} {:>7} bytes  sha256 {}…  steps {}  ({} ms)",
+            "  {kind:<16} v{} {:>7} bytes  sha256 {}…  steps {}  ({} ms)",
             version.version,
             bytes.len(),
             &version.digest[..12],
@@ -198,6 +217,18 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         );
     }
     host.start().await;
+    // A schedule: `nightly-report` every two seconds here (at night, it would be `0 2 * * *`).
+    let schedule = crate::scheduler::ScheduleRequest {
+        name: "nightly".into(),
+        kind: "nightly-report".into(),
+        cron: "*/2 * * * * *".into(),
+        timezone: "Europe/Paris".into(),
+        input: json!({ "report": "orders" }),
+        catch_up: "none".into(),
+        overlap: "skip".into(),
+    };
+    crate::scheduler::create(&host.engine, &tenant, schedule).await?;
+    println!("\nSchedule `nightly` fires a nightly-report job every two seconds (cron */2 * * * * *, Europe/Paris).");
 
     let jobs = showcase(&base);
     let mut ids = Vec::new();
@@ -308,6 +339,35 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             batch_ids.len() as f64 / took.as_secs_f64().max(1e-6)
         );
     }
+    // The workflow: the order's children and its wait for the signal.
+    if let Some(i) = jobs.iter().position(|j| j.kind == "order-fulfilment") {
+        let order = host.engine.job(&tenant, ids[i]).await?;
+        println!("\nWorkflow \"{}\" ({}), as `spindle job ID` prints its tree:", jobs[i].label, order.job.id);
+        let filter = crate::store::JobFilter { parent: Some(order.job.id), limit: 100, ..Default::default() };
+        for child in host.store.list_jobs(&tenant, &filter).await?.iter().rev() {
+            println!("  └─ {} {} {}", child.job.id, child.kind, child.job.state.as_str());
+        }
+        for entry in host.store.history(order.job.id).await? {
+            if matches!(
+                entry.event,
+                spindle_core::HistoryEvent::AwaitingChildren { .. }
+                    | spindle_core::HistoryEvent::AwaitingSignal { .. }
+                    | spindle_core::HistoryEvent::SignalReceived { .. }
+                    | spindle_core::HistoryEvent::WaitOver { .. }
+            ) {
+                println!("  {}", serde_json::to_string(&entry.event)?);
+            }
+        }
+    }
+    crate::scheduler::set_paused(&host.engine, &tenant, "nightly", true).await?;
+    let filter = crate::store::JobFilter { kind: Some("nightly-report".into()), limit: 100, ..Default::default() };
+    let fired = host.store.list_jobs(&tenant, &filter).await?;
+    let succeeded = fired.iter().filter(|j| j.job.state == JobState::Succeeded).count();
+    println!(
+        "\nSchedule `nightly` fired {} jobs while the demo ran ({succeeded} succeeded so far), each once per time: \
+         its idempotency key is the schedule and the time.",
+        fired.len()
+    );
     let declined = ids[2];
     println!("\nHistory of \"{}\" ({declined}):", jobs[2].label);
     for entry in host.store.history(declined).await? {
@@ -351,7 +411,9 @@ fn show(bar: &ProgressBar, record: &JobRecord, retried: bool) {
         .unwrap_or_default();
     let prefix = if retried { "retry: " } else { "" };
     let message = match record.job.state {
-        JobState::Running | JobState::Pending => format!("{prefix}{} {step}", record.job.state.as_str()),
+        JobState::Running | JobState::Pending | JobState::Waiting => {
+            format!("{prefix}{} {step}", record.job.state.as_str())
+        }
         state => format!("{prefix}{}", state.as_str()),
     };
     bar.set_message(message);
@@ -386,6 +448,18 @@ async fn act(
             }
             if record.job.progress >= 10 && record.job.requests.pause.is_none() && !record.job.state.is_final() {
                 let _ = host.engine.command(tenant, id, Command::Pause, "demo").await;
+            }
+            Ok(record.job.state.is_final())
+        }
+        Some(Action::ShipWhenWaiting) => {
+            let waits_for_shipping = record.job.state == JobState::Waiting
+                && record.job.wait.as_ref().is_some_and(
+                    |w| matches!(&w.what, spindle_core::workflow::WaitFor::Signal { name, .. } if name == "shipped"),
+                );
+            if waits_for_shipping {
+                let body = serde_json::to_vec(&json!({ "carrier": "ups", "tracking": "1Z999AA10123456784" }))?;
+                host.engine.signal(tenant, id, "shipped", body).await?;
+                return Ok(true);
             }
             Ok(record.job.state.is_final())
         }

@@ -323,6 +323,9 @@ mod tests {
             leases: LeaseOp::None,
             outbox: Vec::new(),
             spawn: None,
+            children: Vec::new(),
+            consume_signal: None,
+            relay: Vec::new(),
             at: Timestamp::EPOCH,
         }
     }
