@@ -424,9 +424,9 @@ impl Step {
             }
             StepEvent::Continue => self.state = to,
             StepEvent::Park { cursor } => {
-                if cursor.is_some() {
-                    self.cursor = cursor;
-                }
+                // The contract: the step is called again with the await outcome's cursor
+                // (none if it gave none), as after `more`.
+                self.cursor = cursor;
                 self.state = to;
             }
             StepEvent::Checkpoint { cursor, partial } => {

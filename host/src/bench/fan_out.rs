@@ -79,16 +79,16 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<FanOutBench> {
         .store
         .db()
         .fetch(
-            "SELECT count(*), max(started_at), max(settled_at) FROM jobs WHERE parent_id = $1 AND state = 'succeeded'",
+            "SELECT count(*), max(settled_at) FROM jobs WHERE parent_id = $1 AND state = 'succeeded'",
             vec![Value::from(parent.to_string())],
-            &[Ty::Int, Ty::OptInt, Ty::OptInt],
+            &[Ty::Int, Ty::OptInt],
         )
         .await?;
     let row = rows.first().context("the children's times")?;
     let children = usize::try_from(row.int(0)).unwrap_or(0);
     ensure!(children == CHILDREN, "{children} of {CHILDREN} children succeeded");
     let ms = |micros: Option<i64>| micros.map_or(0.0, |m| (m - outcome_at.as_micros()) as f64 / 1_000.0);
-    let to_all_settled_ms = ms(row.opt_int(2));
+    let to_all_settled_ms = ms(row.opt_int(1));
     let parent_done = record.job.settled_at.map(|t| t.as_micros());
     let bench = FanOutBench {
         children,

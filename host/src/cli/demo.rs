@@ -124,7 +124,7 @@ fn showcase(services: &str) -> Vec<Showcase> {
             action: Some(Action::PauseThenResume),
         },
         Showcase {
-            label: "order: 3 thumbnail children, shipped",
+            label: "order: 3 thumbnails, then shipped",
             kind: "order-fulfilment",
             input: json!({"order_id": "A-1042", "images": ["front.jpg", "back.jpg", "side.jpg"], "ship_timeout_secs": 600}),
             action: Some(Action::ShipWhenWaiting),
@@ -217,18 +217,18 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         );
     }
     host.start().await;
-    // A schedule: `nightly-report` every two seconds here (at night, it would be `0 2 * * *`).
+    // A schedule: `nightly-report` every second here (at night, it would be `0 2 * * *`).
     let schedule = crate::scheduler::ScheduleRequest {
         name: "nightly".into(),
         kind: "nightly-report".into(),
-        cron: "*/2 * * * * *".into(),
+        cron: "* * * * * *".into(),
         timezone: "Europe/Paris".into(),
         input: json!({ "report": "orders" }),
         catch_up: "none".into(),
         overlap: "skip".into(),
     };
     crate::scheduler::create(&host.engine, &tenant, schedule).await?;
-    println!("\nSchedule `nightly` fires a nightly-report job every two seconds (cron */2 * * * * *, Europe/Paris).");
+    println!("\nSchedule `nightly` fires a nightly-report job every second (cron `* * * * * *`, Europe/Paris).");
 
     let jobs = showcase(&base);
     let mut ids = Vec::new();
@@ -359,8 +359,17 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             }
         }
     }
-    crate::scheduler::set_paused(&host.engine, &tenant, "nightly", true).await?;
+    // Let the schedule fire three times, then pause it.
     let filter = crate::store::JobFilter { kind: Some("nightly-report".into()), limit: 100, ..Default::default() };
+    let schedule_deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < schedule_deadline {
+        let fired = host.store.list_jobs(&tenant, &filter).await?;
+        if fired.iter().filter(|j| j.job.state == JobState::Succeeded).count() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    crate::scheduler::set_paused(&host.engine, &tenant, "nightly", true).await?;
     let fired = host.store.list_jobs(&tenant, &filter).await?;
     let succeeded = fired.iter().filter(|j| j.job.state == JobState::Succeeded).count();
     println!(
