@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn missed_times_are_caught_up_as_the_schedule_says() {
-        let plan = Plan::parse("* * * * *", "UTC").unwrap();
+        let plan = Plan::parse("* * * * *", "UTC").expect("parses");
         let start = Timestamp::from_micros(1_700_000_040_000_000); // on a minute
         let now = start.plus(Duration::from_secs(29 * 60));
         assert_eq!(times_to_fire(&plan, &row("all", start), now).len(), 30);
@@ -293,7 +293,7 @@ mod tests {
         assert_eq!(times_to_fire(&plan, &row("none", start), now), vec![now]);
         // None only fires a time that is on time: an hourly schedule looked at half an
         // hour after its last time fires nothing; `one` fires that time.
-        let hourly = Plan::parse("0 * * * *", "UTC").unwrap();
+        let hourly = Plan::parse("0 * * * *", "UTC").expect("parses");
         let hour = Timestamp::from_micros(1_699_999_200_000_000); // on an hour
         let late = hour.plus(Duration::from_secs(2 * 3600 + 1800));
         assert_eq!(times_to_fire(&hourly, &row("none", hour), late), vec![]);
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn time_zones_and_bad_expressions_are_checked() {
-        let paris = Plan::parse("0 9 * * *", "Europe/Paris").unwrap();
+        let paris = Plan::parse("0 9 * * *", "Europe/Paris").expect("parses");
         // 2026-12-01T00:00:00Z → 09:00 in Paris (UTC+1) is 08:00Z.
         let midnight = Timestamp::from_micros(1_796_083_200_000_000);
         assert_eq!(paris.next(midnight, false), Some(midnight.plus(Duration::from_secs(8 * 3600))));

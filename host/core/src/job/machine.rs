@@ -75,10 +75,11 @@ impl Draft {
     /// checked against its table.
     fn finish(mut self, before: &Job, now: Timestamp) -> Result<Transition, Refusal> {
         change_state(before.state, self.job.state)?;
-        if self.job.state.is_final() && !before.state.is_final() {
-            if let Some(parent) = &self.job.parent {
-                self.effects.push(Effect::NotifyParent { parent: parent.job });
-            }
+        if self.job.state.is_final()
+            && !before.state.is_final()
+            && let Some(parent) = &self.job.parent
+        {
+            self.effects.push(Effect::NotifyParent { parent: parent.job });
         }
         let queue = self.queue_after(before, now);
         self.job.queue = change("queue", QUEUE_TRANSITIONS, before.queue, queue)?;
@@ -766,11 +767,11 @@ impl Draft {
             let message = format!("children would nest deeper than {MAX_DEPTH} levels");
             return self.refuse_outcome(index, host_codes::TOO_DEEP, message, now);
         }
-        if let Join::Count(n) = join {
-            if n as usize > total {
-                let message = format!("the join waits for {n} children of {total}");
-                return self.refuse_outcome(index, host_codes::INVALID_JOIN, message, now);
-            }
+        if let Join::Count(n) = join
+            && n as usize > total
+        {
+            let message = format!("the join waits for {n} children of {total}");
+            return self.refuse_outcome(index, host_codes::INVALID_JOIN, message, now);
         }
         let total = u32::try_from(total).unwrap_or(u32::MAX);
         self.job.fan_outs = self.job.fan_outs.saturating_add(1);
@@ -842,11 +843,11 @@ impl Draft {
         let Some(wait) = self.job.wait.as_mut() else { return Err(Refusal::NotWaiting { queue: self.job.queue }) };
         wait.met = Some(met);
         let step = self.job.steps.get(wait.step).map(|s| s.key.clone()).unwrap_or_default();
-        if let WaitFor::Children { slot, total, join, leftover: Leftover::Cancel, .. } = &wait.what {
-            if join.target(*total) < *total {
-                let reason = format!("parent {}'s join was met", self.job.id);
-                self.effects.push(Effect::CancelChildren { slot: Some(slot.clone()), reason });
-            }
+        if let WaitFor::Children { slot, total, join, leftover: Leftover::Cancel, .. } = &wait.what
+            && join.target(*total) < *total
+        {
+            let reason = format!("parent {}'s join was met", self.job.id);
+            self.effects.push(Effect::CancelChildren { slot: Some(slot.clone()), reason });
         }
         self.history.push(HistoryEvent::WaitOver { step, by: met });
         if self.job.state == JobState::Waiting {
