@@ -135,3 +135,28 @@ impl ArtifactCache {
         std::fs::rename(&tmp, &path)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::artifact_key;
+
+    /// Runtimes starting at once in one process (two hosts, parallel tests) all get the
+    /// one key: the temporary file each writes first is its own, not the process's.
+    #[test]
+    fn runtimes_starting_together_in_one_process_share_one_key() {
+        let dir = std::env::temp_dir().join(format!("spindle-key-race-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let path = dir.join("cache.key");
+        let keys: Vec<_> = (0..16)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || artifact_key(&path))
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().expect("a thread").expect("a key"))
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(keys.windows(2).all(|w| w[0] == w[1]), "every runtime reads the key that landed");
+    }
+}
