@@ -54,7 +54,8 @@ fn artifact_key(path: &Path) -> std::io::Result<[u8; 32]> {
         Err(e) => return Err(e),
     }
     let key: [u8; 32] = rand::random();
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Its own temporary file: runtimes may start together in one process too.
+    let tmp = path.with_extension(format!("tmp{}-{:016x}", std::process::id(), rand::random::<u64>()));
     let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
     file.write_all(&key)?;
     file.sync_all()?;
@@ -130,7 +131,8 @@ impl ArtifactCache {
         let tag = self.tag(digest, &bytes).finalize().into_bytes();
         bytes.extend_from_slice(&tag);
         let path = self.path(digest);
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // Its own temporary file: runtimes may start together in one process too.
+    let tmp = path.with_extension(format!("tmp{}-{:016x}", std::process::id(), rand::random::<u64>()));
         std::fs::write(&tmp, &bytes)?;
         std::fs::rename(&tmp, &path)
     }
