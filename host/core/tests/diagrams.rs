@@ -1,6 +1,7 @@
 //! `docs/state-machines.md` draws each machine from its table; this keeps them in sync.
 //! Run with `SPINDLE_BLESS=1` to rewrite the diagrams after changing a table.
 
+use spindle_core::breaker::BREAKER_TRANSITIONS;
 use spindle_core::job::JOB_TRANSITIONS;
 use spindle_core::queue::QUEUE_TRANSITIONS;
 use spindle_core::step::STEP_TRANSITIONS;
@@ -23,6 +24,7 @@ fn diagrams_match_the_tables() {
         ("job-machine", mermaid(JOB_TRANSITIONS)),
         ("step-machine", mermaid(STEP_TRANSITIONS)),
         ("queue-machine", mermaid(QUEUE_TRANSITIONS)),
+        ("breaker-machine", mermaid(BREAKER_TRANSITIONS)),
     ] {
         let (begin, want, end) = block(name, &body);
         let start = doc.find(&begin).unwrap_or_else(|| panic!("{name}: missing marker {begin:?}")) + begin.len();

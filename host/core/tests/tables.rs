@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use spindle_core::breaker::{BREAKER_FORBIDDEN, BREAKER_TRANSITIONS};
 use spindle_core::job::{JOB_FORBIDDEN, JOB_TRANSITIONS, JobState, Refusal, change_state};
 use spindle_core::queue::{QUEUE_FORBIDDEN, QUEUE_TRANSITIONS, QueueState};
 use spindle_core::step::{self, STEP_FORBIDDEN, STEP_TRANSITIONS, StepRefusal, StepState};
@@ -72,6 +73,15 @@ fn a_queue_change_outside_its_table_is_refused() {
     let forbidden: Vec<_> = QUEUE_FORBIDDEN.iter().map(|f| (f.from, f.to)).collect();
     walk("queue", QUEUE_TRANSITIONS, &forbidden, |from, to| change("queue", QUEUE_TRANSITIONS, from, to));
     assert!(change("queue", QUEUE_TRANSITIONS, QueueState::Idle, QueueState::Blocked).is_err());
+}
+
+#[test]
+fn a_breaker_change_outside_its_table_is_refused() {
+    let forbidden: Vec<_> = BREAKER_FORBIDDEN.iter().map(|f| (f.from, f.to)).collect();
+    walk("breaker", BREAKER_TRANSITIONS, &forbidden, |from, to| change("breaker", BREAKER_TRANSITIONS, from, to));
+    for f in BREAKER_FORBIDDEN {
+        assert!(!is_allowed(BREAKER_TRANSITIONS, f.from, f.to), "breaker {:?} → {:?} is both", f.from, f.to);
+    }
 }
 
 #[test]
