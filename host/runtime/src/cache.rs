@@ -132,7 +132,7 @@ impl ArtifactCache {
         bytes.extend_from_slice(&tag);
         let path = self.path(digest);
         // Its own temporary file: runtimes may start together in one process too.
-    let tmp = path.with_extension(format!("tmp{}-{:016x}", std::process::id(), rand::random::<u64>()));
+        let tmp = path.with_extension(format!("tmp{}-{:016x}", std::process::id(), rand::random::<u64>()));
         std::fs::write(&tmp, &bytes)?;
         std::fs::rename(&tmp, &path)
     }
