@@ -163,9 +163,21 @@ impl Engine {
             }
         }
         for (parent, ids) in parents {
-            self.count_children(parent).await?;
-            for id in ids {
-                self.store.outbox_done(id).await?;
+            match self.count_children(parent).await {
+                Ok(()) => {
+                    for id in ids {
+                        self.store.outbox_done(id).await?;
+                    }
+                }
+                // Other writers kept changing the parent (another host's relay, its
+                // own step): count again soon rather than when the lease runs out.
+                Err(EngineError::Contention) => {
+                    let soon = self.now().plus(Duration::from_millis(50));
+                    for id in ids {
+                        self.store.outbox_retry(id, soon).await?;
+                    }
+                }
+                Err(e) => return Err(e),
             }
         }
         Ok(count)
