@@ -31,16 +31,7 @@ async fn a_host_killed_mid_run_leaves_every_job_settled_once_after_restart(backe
         engine.submit_many(&h.tenant, requests).await.unwrap().iter().map(|i| i.record().job.id).collect();
 
     let data = spindle_tests::harness::Scratch::new();
-    let mut child = Command::new(spindle_bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--concurrency", "16", "--lease-ttl", "2s", "--step-timeout", "1s"])
-        .arg("--database-url")
-        .arg(&h.url)
-        .arg("--data-dir")
-        .arg(&data.path)
-        .env("SPINDLE_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start spindle serve");
+    let mut child = serve(&h, &data, &["--concurrency", "16"]);
     // Kill it as soon as it has committed some steps (so others are in flight).
     let filter = JobFilter { state: Some(JobState::Succeeded), limit: 1000, ..Default::default() };
     loop {
@@ -91,10 +82,11 @@ async fn count_open_claims(h: &Harness, ids: &[JobId]) -> usize {
     n
 }
 
-/// Starts `spindle serve` on the harness's database with a short lease.
-fn serve(h: &Harness, data: &spindle_tests::harness::Scratch) -> std::process::Child {
+/// Starts `spindle serve` on the harness's database with a short lease and `extra` flags.
+fn serve(h: &Harness, data: &spindle_tests::harness::Scratch, extra: &[&str]) -> std::process::Child {
     Command::new(spindle_bin())
         .args(["serve", "--listen", "127.0.0.1:0", "--lease-ttl", "2s", "--step-timeout", "1s"])
+        .args(extra)
         .arg("--database-url")
         .arg(&h.url)
         .arg("--data-dir")
@@ -138,7 +130,7 @@ async fn a_fan_out_of_a_thousand_survives_hosts_killed_during_it(backend: Backen
     let mut points: Vec<i64> = (0..3).map(|_| rng.random_range(1..CHILDREN - 50)).collect();
     points.sort_unstable();
     let mut kills = 0;
-    let mut host = serve(&h, &data);
+    let mut host = serve(&h, &data, &[]);
     loop {
         if let Some(status) = host.try_wait().unwrap() {
             panic!("spindle serve exited early: {status}");
@@ -158,7 +150,7 @@ async fn a_fan_out_of_a_thousand_survives_hosts_killed_during_it(backend: Backen
             if kills > points.len() {
                 break;
             }
-            host = serve(&h, &data);
+            host = serve(&h, &data, &[]);
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

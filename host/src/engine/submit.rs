@@ -38,6 +38,16 @@ pub fn untenant_key<'a>(tenant: &TenantId, key: &'a str) -> &'a str {
     key.strip_prefix(&format!("{tenant}/")).unwrap_or(key)
 }
 
+/// The rules of a kind version that its jobs' machines need.
+pub(crate) fn kind_rules(spec: &spindle_runtime::KindSpec) -> KindRules {
+    KindRules {
+        cancellable: spec.cancellable,
+        max_attempts: spec.retry.max_attempts,
+        failure_effect: spec.has_failure_effect,
+        notify_on_success: spec.notifies_on_success,
+    }
+}
+
 impl Engine {
     /// Submits a job.
     pub async fn submit(&self, tenant: &TenantId, request: SubmitRequest) -> Result<Inserted, EngineError> {
@@ -65,12 +75,7 @@ impl Engine {
             }
             let current = &resolved[&request.kind];
             let spec = &current.kind.spec;
-            let rules = KindRules {
-                cancellable: spec.cancellable,
-                max_attempts: spec.retry.max_attempts,
-                failure_effect: spec.has_failure_effect,
-                notify_on_success: spec.notifies_on_success,
-            };
+            let rules = kind_rules(spec);
             let submission = Submission {
                 id: new_job_id(),
                 rules,

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use spindle_core::job::{JobEvent, KindRules, StepReport};
+use spindle_core::job::{JobEvent, StepReport};
 use spindle_core::workflow::{ChildOrder, Met, WaitFor};
 use spindle_core::{Actor, JobId, JobState, Refusal, SafeFailure};
 use spindle_runtime::{Awaited, ChildResult, ChildSpec, ChildState};
@@ -69,12 +69,7 @@ impl Engine {
                 id: new_job_id(),
                 kind: child.kind,
                 kind_version: current.version.version,
-                rules: KindRules {
-                    cancellable: spec.cancellable,
-                    max_attempts: spec.retry.max_attempts,
-                    failure_effect: spec.has_failure_effect,
-                    notify_on_success: spec.notifies_on_success,
-                },
+                rules: super::submit::kind_rules(spec),
                 steps: spec.steps.iter().map(|s| (s.key.clone(), s.weight)).collect(),
                 payload: child.input,
                 idempotency_key: child.idempotency_key,
