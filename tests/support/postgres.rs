@@ -35,6 +35,7 @@ async fn create_database(base: &str) -> String {
     let mut conn = <sqlx_connect::PgConnection as sqlx_connect::Connection>::connect(&admin)
         .await
         .unwrap_or_else(|e| panic!("connect to the test PostgreSQL at {admin}: {e}"));
+    drop_databases_of_ended_runs(&mut conn).await;
     sqlx_connect::query(sqlx_connect::AssertSqlSafe(format!("CREATE DATABASE {name}")))
         .execute(&mut conn)
         .await
@@ -42,9 +43,31 @@ async fn create_database(base: &str) -> String {
     format!("{base}/{name}")
 }
 
+/// Drops the databases of test processes that have exited (named `t<pid>_<n>`), once per
+/// process, so a long-lived server does not fill its disk with earlier runs' databases.
+async fn drop_databases_of_ended_runs(conn: &mut sqlx_connect::PgConnection) {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if DONE.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let names: Vec<String> =
+        sqlx_connect::query_scalar("SELECT datname FROM pg_database WHERE datname ~ '^t[0-9]+_[0-9]+$'")
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap_or_default();
+    for name in names {
+        let pid = name[1..].split('_').next().unwrap_or_default();
+        if std::path::Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+        let _ = sqlx_connect::query(sqlx_connect::AssertSqlSafe(drop)).execute(&mut *conn).await;
+    }
+}
+
 mod sqlx_connect {
     pub use spindle::sqlx::postgres::PgConnection;
-    pub use spindle::sqlx::{AssertSqlSafe, Connection, query};
+    pub use spindle::sqlx::{AssertSqlSafe, Connection, query, query_scalar};
 }
 
 fn pg_bin() -> PathBuf {
