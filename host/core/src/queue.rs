@@ -71,7 +71,12 @@ pub const QUEUE_TRANSITIONS: &[Allowed<QueueState>] = {
         Allowed { from: None, to: Ready, trigger: "submitted, due now", seed: "000 work discovery" },
         Allowed { from: None, to: Delayed, trigger: "submitted for later", seed: "000 work discovery" },
         Allowed { from: Some(Ready), to: Idle, trigger: "claimed, paused or settled", seed: "003 claim" },
-        Allowed { from: Some(Ready), to: Blocked, trigger: "a lease key is held", seed: "000 leases and locks" },
+        Allowed {
+            from: Some(Ready),
+            to: Blocked,
+            trigger: "a lease key is held, or a running limit is full",
+            seed: "000 leases and locks",
+        },
         Allowed { from: Some(Delayed), to: Ready, trigger: "due", seed: "000 work discovery" },
         Allowed { from: Some(Delayed), to: Idle, trigger: "claimed, paused or settled", seed: "003 pause" },
         Allowed {

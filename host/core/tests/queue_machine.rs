@@ -75,6 +75,13 @@ fn cases() -> Vec<Case> {
             expect: Ok((Blocked, t0().plus(Duration::from_millis(200)), Some(KEY))),
         },
         Case {
+            row: "ready → blocked: the claim found a running limit full; rechecked when the gate says",
+            given: pending,
+            event: |_| JobEvent::AtCapacity { gate: "@running/acme".into(), recheck_at: at(30) },
+            now: t0(),
+            expect: Ok((Blocked, at(30), Some("@running/acme"))),
+        },
+        Case {
             row: "delayed → ready: a backoff's time came",
             given: running_retrying,
             event: |_| JobEvent::Due,

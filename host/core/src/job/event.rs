@@ -236,6 +236,15 @@ pub enum JobEvent {
         /// When the holder's lease lapses unless renewed.
         held_until: Timestamp,
     },
+    /// The job's claim found a running limit full (its tenant's, or its kind's): it waits
+    /// for a slot under the gate's name, released like a key when one of the gate's steps
+    /// ends, and is tried again at `recheck_at` at the latest (queue `blocked`).
+    AtCapacity {
+        /// The gate, named like a key (`@running/TENANT` or `@running/TENANT/KIND`).
+        gate: String,
+        /// When to try again if no release wakes it first.
+        recheck_at: Timestamp,
+    },
     /// The key a blocked job waits for was released: it becomes ready.
     KeyReleased {
         /// The key.
@@ -272,6 +281,7 @@ impl JobEvent {
             Self::Retry { .. } => "retry",
             Self::Due => "due",
             Self::KeyBusy { .. } => "key-busy",
+            Self::AtCapacity { .. } => "at-capacity",
             Self::KeyReleased { .. } => "key-released",
             Self::Signal { .. } => "signal",
             Self::ChildrenSettled { .. } => "children-settled",

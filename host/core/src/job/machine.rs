@@ -35,6 +35,7 @@ pub fn transition(job: &Job, event: &JobEvent, now: Timestamp) -> Result<Transit
         JobEvent::Retry { successor } => t.retry(*successor)?,
         JobEvent::Due => t.due(now)?,
         JobEvent::KeyBusy { key, held_until } => t.key_busy(key, *held_until, now)?,
+        JobEvent::AtCapacity { gate, recheck_at } => t.at_capacity(gate, *recheck_at, now)?,
         JobEvent::KeyReleased { key } => t.key_released(key, now)?,
         JobEvent::Signal { name } => t.signal(name, now)?,
         JobEvent::ChildrenSettled { slot, settled } => t.children_settled(slot, *settled, now)?,
@@ -718,6 +719,18 @@ impl Draft {
         }
         self.job.run_at = held_until.min(now.plus(BLOCKED_RECHECK)).max(now);
         self.blocked_on = Some(key.to_owned());
+        Ok(())
+    }
+
+    /// The job's claim found a running limit full: it waits for a slot of `gate` (woken
+    /// when one of the gate's steps ends), or until `recheck_at`.
+    fn at_capacity(&mut self, gate: &str, recheck_at: Timestamp, now: Timestamp) -> Result<(), Refusal> {
+        self.refuse_if_final()?;
+        if self.job.queue != QueueState::Ready {
+            return Err(Refusal::NotWaiting { queue: self.job.queue });
+        }
+        self.job.run_at = recheck_at.max(now);
+        self.blocked_on = Some(gate.to_owned());
         Ok(())
     }
 

@@ -240,6 +240,8 @@ pub fn universe(job: &Job) -> Vec<JobEvent> {
         JobEvent::Retry { successor: JobId(Uuid::from_u128(2)) },
         JobEvent::Due,
         JobEvent::KeyBusy { key: "account:1".into(), held_until: job.run_at.plus(Duration::from_secs(5)) },
+        JobEvent::AtCapacity { gate: "@running/acme".into(), recheck_at: job.run_at.plus(Duration::from_secs(30)) },
+        JobEvent::KeyReleased { key: "@running/acme".into() },
         JobEvent::KeyReleased { key: "account:1".into() },
         JobEvent::KeyReleased { key: "account:2".into() },
         JobEvent::Signal { name: "shipped".into() },
