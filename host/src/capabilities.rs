@@ -30,6 +30,9 @@ pub struct Deployment {
     pub settings: BTreeMap<String, String>,
     /// Whether secrets are put in place in request bodies, not only headers.
     pub secrets_in_body: bool,
+    /// Steps of the kind running at once, on every host together (the latest
+    /// deployment's limit holds for the kind).
+    pub max_running: Option<u32>,
 }
 
 /// Why a deployment's allowances are refused.
@@ -72,8 +75,13 @@ impl Deployment {
             let (name, value) = setting.split_once('=').ok_or_else(|| DeploymentError::Setting(setting.clone()))?;
             parsed.insert(name.to_owned(), value.to_owned());
         }
-        let deployment =
-            Self { allow: Rules::parse(allow)?.0, secrets: secrets.to_vec(), settings: parsed, secrets_in_body };
+        let deployment = Self {
+            allow: Rules::parse(allow)?.0,
+            secrets: secrets.to_vec(),
+            settings: parsed,
+            secrets_in_body,
+            max_running: None,
+        };
         deployment.validate()?;
         Ok(deployment)
     }

@@ -66,6 +66,7 @@ impl Dispatcher {
         tasks.spawn(dispatch_loop(engine.clone(), config.clone(), stopped.clone(), in_flight.clone()));
         tasks.spawn(maintenance_loop(engine.clone(), config.clone(), stopped.clone()));
         tasks.spawn(relay_loop(engine.clone(), config, stopped.clone()));
+        tasks.spawn(meter_loop(engine.clone(), stopped.clone()));
         tasks.spawn(relay_ready_signals(engine.clone(), stopped));
         Self { stop, tasks, in_flight, engine }
     }
@@ -212,6 +213,25 @@ async fn relay_loop(engine: Arc<Engine>, config: DispatcherConfig, mut stopped: 
             () = wake.notified() => {}
             () = tokio::time::sleep(config.maintenance_interval) => {}
             _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// How often metered usage is added to the store.
+const METER_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Adds metered usage to the store every [`METER_INTERVAL`], and once more when stopped.
+async fn meter_loop(engine: Arc<Engine>, mut stopped: watch::Receiver<bool>) {
+    loop {
+        let stop = tokio::select! {
+            () = tokio::time::sleep(METER_INTERVAL) => false,
+            _ = stopped.changed() => true,
+        };
+        if let Err(e) = engine.flush_usage().await {
+            tracing::warn!(error = %e, "could not store metered usage; it is kept for the next try");
+        }
+        if stop {
+            return;
         }
     }
 }

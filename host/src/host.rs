@@ -42,6 +42,9 @@ pub struct HostConfig {
     /// The key that seals tenants' secrets, 64 hex digits (`SPINDLE_SECRET_KEY`); `None`:
     /// the `secret-key` file in the data directory, made on first start.
     pub secret_key: Option<String>,
+    /// Whether claims share a priority layer between tenants by weight (default) or take
+    /// jobs in submission order (`false`: only to compare, as the benchmark does).
+    pub fair_claims: bool,
 }
 
 impl HostConfig {
@@ -58,6 +61,7 @@ impl HostConfig {
             registry: RegistryLimits::default(),
             retention: RetentionPolicy::default(),
             secret_key: None,
+            fair_claims: true,
         }
     }
 
@@ -135,7 +139,8 @@ impl Host {
         }
         let store = Arc::new(
             SqlStore::connect(&ConnectOptions { url: config.database_url(), max_connections: config.max_connections })
-                .await?,
+                .await?
+                .with_fairness(config.fair_claims),
         );
         if store.tenant(&TenantId::default_tenant()).await?.is_none() {
             match store.create_tenant(&TenantId::default_tenant().0, clock.now()).await {

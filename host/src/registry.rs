@@ -213,15 +213,34 @@ impl Registry {
             }
             Deploying { tenants: self.deploying.clone(), tenant: tenant.clone() }
         };
+        self.check_deployed_bytes(tenant, bytes.len()).await?;
         let loaded = Arc::new(self.runtime.load(bytes).await?);
         let spec_json = serde_json::to_string(&loaded.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.store.put_component(&loaded.digest, bytes, now).await?;
         let deployment_json = serde_json::to_string(deployment).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let version =
             self.store.add_kind_version(tenant, kind, &loaded.digest, &spec_json, &deployment_json, now).await?;
+        self.store.set_kind_limit(tenant, kind, deployment.max_running).await?;
         let spec = loaded.spec.clone();
         self.lock_loaded().insert(loaded);
         Ok((version, spec))
+    }
+
+    /// Refuses a component that would take the tenant's deployed bytes past its limit.
+    async fn check_deployed_bytes(&self, tenant: &TenantId, adding: usize) -> Result<(), RegistryError> {
+        let Some(max) = self.store.tenant_limits(tenant).await?.max_deployed_bytes else { return Ok(()) };
+        let deployed = self.store.deployed_bytes(tenant).await?;
+        let after = deployed.saturating_add(adding as u64);
+        if after > max {
+            return Err(RegistryError::Store(StoreError::QuotaExceeded(crate::store::QuotaRefusal {
+                quota: "max-deployed-bytes",
+                message: format!(
+                    "tenant {tenant} has {deployed} bytes of components deployed; {adding} more would pass its limit of {max}"
+                ),
+                retry_after: std::time::Duration::ZERO,
+            })));
+        }
+        Ok(())
     }
 
     /// The version of `kind` new submissions use, loaded.

@@ -1,7 +1,7 @@
 //! End to end: a real `spindle serve` process on a free loopback port (SQLite and
 //! PostgreSQL), components deployed over HTTP, jobs submitted and watched with the
 //! `spindle` CLI; hot deploys and rollback; tenant isolation; bad inputs; a workflow
-//! (children, a signal) and a cron schedule.
+//! (children, a signal) and a cron schedule; tenant limits, quotas and usage.
 
 use serde_json::{Value, json};
 use spindle::store::Backend;
@@ -17,6 +17,7 @@ on_both_backends!(
     every_refusal_a_caller_can_cause_reaches_it_with_its_code,
     shutdown_hands_running_steps_back,
     a_workflow_and_a_schedule_through_the_cli,
+    tenant_limits_through_the_cli_and_the_api,
 );
 
 /// A fresh database and a `spindle serve` on it.
@@ -232,7 +233,7 @@ async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
             assert_ne!(body["error"]["message"], "no such route", "{method} {path} is not routed");
         }
     }
-    assert_eq!(described, 37, "the document describes every route");
+    assert_eq!(described, 41, "the document describes every route");
     let metrics = http.get(url("/metrics")).bearer_auth(&host.operator).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("spindle_step_duration_seconds_count") && metrics.contains("spindle_jobs"), "{metrics}");
 }
@@ -388,4 +389,76 @@ async fn a_workflow_and_a_schedule_through_the_cli(backend: Backend) {
     assert_eq!(host.cli(token, &["schedule", "delete", "nightly"]).code, 0);
     let list = host.cli(token, &["schedule", "list", "--json"]).json();
     assert_eq!(list["schedules"].as_array().unwrap().len(), 0);
+}
+
+/// The operator sets a tenant's limits with `spindle tenant set` (flags left out keep
+/// their value, `none` lifts one); a submission over the queue quota or the rate answers
+/// 429 `quota-exceeded` with `Retry-After` and queues nothing; `tenant show` and `usage`
+/// report limits and load; a deployment sets a kind's running limit; `kinds` shows the
+/// breaker.
+async fn tenant_limits_through_the_cli_and_the_api(backend: Backend) {
+    let (host, _db) = serve(backend, &[]).await;
+    let token = host.tenant("acme");
+    let tenant = Some(token.as_str());
+    let deployed = host.cli(tenant, &["deploy", "noop", &wasm("noop"), "--max-running", "2"]);
+    assert_eq!(deployed.code, 0, "{}", deployed.stderr);
+    let set = host.cli(Some(&host.operator), &["tenant", "set", "acme", "--weight", "2", "--max-queued", "2"]);
+    assert_eq!(set.code, 0, "{}", set.stderr);
+    assert!(set.stdout.contains("weight 2") && set.stdout.contains("max-queued 2"), "{}", set.stdout);
+    // Two delayed jobs stay queued; the third is over the quota.
+    for _ in 0..2 {
+        assert_eq!(host.cli(tenant, &["submit", "noop", "--delay", "3600"]).code, 0);
+    }
+    let http = reqwest::Client::new();
+    let submit = || {
+        http.post(format!("{}/v1/jobs", host.url))
+            .bearer_auth(&token)
+            .json(&json!({"kind": "noop", "input": {}, "delay_secs": 3600}))
+            .send()
+    };
+    let refused = submit().await.unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "quota-exceeded");
+    assert_eq!(body["error"]["reason"], "max-queued");
+    let cli_refused = host.cli(tenant, &["submit", "noop"]);
+    assert_ne!(cli_refused.code, 0);
+    assert!(cli_refused.stderr.contains("quota"), "{}", cli_refused.stderr);
+    let listed = host.cli(tenant, &["jobs", "--json"]).json();
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 2, "the refused submissions queued nothing");
+    // What the operator and the tenant see.
+    let shown = host.cli(Some(&host.operator), &["tenant", "show", "acme", "--json"]).json();
+    assert_eq!(shown["limits"]["weight"], 2);
+    assert_eq!(shown["limits"]["max_queued"], 2);
+    let noop = shown["kinds"].as_array().unwrap().iter().find(|k| k["kind"] == "noop").cloned().unwrap();
+    assert_eq!(noop["queued"], 2);
+    assert_eq!(noop["max_running"], 2, "the deployment's running limit");
+    assert_eq!(host.cli(tenant, &["usage", "--json"]).json()["kinds"], shown["kinds"]);
+    assert_eq!(host.cli(tenant, &["tenant", "show", "acme"]).code, 1, "a tenant token is not the operator");
+    // Lifting the queue quota and setting a rate of one a second, in bursts of one.
+    let set = host.cli(Some(&host.operator), &["tenant", "set", "acme", "--max-queued", "none", "--rate", "1/s"]);
+    assert_eq!(set.code, 0, "{}", set.stderr);
+    let shown = host.cli(Some(&host.operator), &["tenant", "show", "acme", "--json"]).json();
+    assert_eq!(shown["limits"]["weight"], 2, "a flag left out keeps its value");
+    assert!(shown["limits"].get("max_queued").is_none());
+    assert_eq!(submit().await.unwrap().status(), 201);
+    let over = submit().await.unwrap();
+    assert_eq!(over.status(), 429);
+    assert!(over.headers().contains_key("retry-after"));
+    assert_eq!(over.json::<Value>().await.unwrap()["error"]["reason"], "rate");
+    let kinds = host.cli(tenant, &["kinds"]);
+    assert!(kinds.stdout.contains("breaker") && kinds.stdout.contains("closed"), "{}", kinds.stdout);
+    let bad = host.cli(Some(&host.operator), &["tenant", "set", "acme", "--weight", "0"]);
+    assert_ne!(bad.code, 0, "a weight of 0 is refused");
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", host.url))
+        .bearer_auth(&host.operator)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("spindle_tenant_running{tenant=\"acme\",kind=\"noop\"} 0"), "{metrics}");
 }

@@ -26,6 +26,7 @@ macro_rules! on_both_backends {
     };
 }
 
+mod capacity;
 mod crash;
 mod e2e;
 mod engine;

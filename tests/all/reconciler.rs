@@ -81,6 +81,7 @@ impl Sim {
         let mut next = record.clone();
         change(&mut next.job);
         let steps_changed = (0..next.job.steps.len()).collect();
+        let ends_claim = record.job.claim.is_some() && next.job.claim.is_none();
         let write = JobWrite {
             record: next,
             expected_version: record.version,
@@ -93,6 +94,7 @@ impl Sim {
             children: vec![],
             consume_signal: None,
             relay: vec![],
+            ends_claim,
             at: self.clock_now(),
         };
         self.h.store.write(vec![write], self.clock_now(), self.engine.deriver()).await.unwrap();

@@ -67,6 +67,9 @@ impl Deriver for Picky<'_> {
     fn due(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite> {
         self.host.due(record, now)
     }
+    fn at_capacity(&self, record: &JobRecord, gate: &str, recheck_at: Timestamp, now: Timestamp) -> Option<JobWrite> {
+        self.host.at_capacity(record, gate, recheck_at, now)
+    }
 }
 
 /// [`HOST`]'s deriver.

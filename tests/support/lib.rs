@@ -73,6 +73,7 @@ pub fn input(step: &str, attempt: u32, payload: serde_json::Value) -> StepInput 
         cursor: None,
         capabilities: Arc::default(),
         awaited: None,
+        ceilings: Default::default(),
     }
 }
 

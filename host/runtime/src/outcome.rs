@@ -30,6 +30,20 @@ pub struct StepInput {
     /// What the step waited for, when it is called again after an await outcome
     /// (contract 0.2.0; a 0.1.0 component never reports one).
     pub awaited: Option<Awaited>,
+    /// The step's tenant's sandbox ceilings: each tightens the host's limit, never
+    /// loosens it.
+    pub ceilings: Ceilings,
+}
+
+/// A tenant's sandbox ceilings for one step; `None` keeps the host's limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ceilings {
+    /// Linear memory, bytes.
+    pub max_memory_bytes: Option<usize>,
+    /// The step's time.
+    pub step_timeout: Option<std::time::Duration>,
+    /// Fuel (where the host meters it).
+    pub fuel: Option<u64>,
 }
 
 /// What a step that awaited is called again with.

@@ -19,7 +19,7 @@ use crate::control::{StepControl, Unsupervised};
 use crate::kind::KindSpec;
 use crate::load::{LoadError, check_header, check_world};
 use crate::outbound::{Capabilities, MetricKey, Outbound, Shared};
-use crate::outcome::{GuestOutcome, HookRun, JobSummary, SandboxFault, StepInput, StepRun};
+use crate::outcome::{Ceilings, GuestOutcome, HookRun, JobSummary, SandboxFault, StepInput, StepRun};
 use crate::state::{GuestState, Tags};
 
 /// Why the sandbox itself could not be set up.
@@ -130,6 +130,11 @@ impl Runtime {
         &self.config
     }
 
+    /// A step's time: the host's, or the tenant's ceiling when that is shorter.
+    fn step_timeout(&self, ceilings: &Ceilings) -> Duration {
+        ceilings.step_timeout.map_or(self.config.step_timeout, |t| t.min(self.config.step_timeout))
+    }
+
     /// Validates, compiles (or loads from the cache), links and describes a component.
     pub async fn load(&self, bytes: &[u8]) -> Result<LoadedKind, LoadError> {
         let started = Instant::now();
@@ -163,7 +168,8 @@ impl Runtime {
 
     async fn describe(&self, pre: &KindPre) -> Result<KindSpec, LoadError> {
         let tags = Tags { kind: Arc::from("(describe)"), job: String::new(), step: "describe".into() };
-        let mut store = self.store(Arc::new(Unsupervised), tags, Arc::default(), None, Arc::from(Vec::new()));
+        let mut store =
+            self.store(Arc::new(Unsupervised), tags, Arc::default(), None, Arc::from(Vec::new()), &Ceilings::default());
         match tokio::time::timeout(self.config.step_timeout, pre.describe(&mut store)).await {
             Err(_) => Err(LoadError::Describe(SandboxFault::Deadline)),
             Ok(Err(e)) => Err(LoadError::Describe(classify(&e, store.data()))),
@@ -183,15 +189,19 @@ impl Runtime {
         capabilities: Arc<Capabilities>,
         cursor: Option<&str>,
         prior: Arc<[(String, Vec<u8>)]>,
+        ceilings: &Ceilings,
     ) -> Store<GuestState> {
-        let deadline = Instant::now() + self.config.step_timeout;
+        let deadline = Instant::now() + self.step_timeout(ceilings);
         let idempotency_key = format!("{}/{}", tags.job, tags.step);
         let outbound =
             Outbound::new(self.outbound.clone(), capabilities, idempotency_key, cursor.map(str::to_owned), deadline);
-        let state = GuestState::new(&self.config, control, tags, deadline, outbound, prior);
+        let max_memory =
+            ceilings.max_memory_bytes.map_or(self.config.max_memory_bytes, |m| m.min(self.config.max_memory_bytes));
+        let state = GuestState::new(&self.config, max_memory, control, tags, deadline, outbound, prior);
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
         if let Some(fuel) = self.config.fuel {
+            let fuel = ceilings.fuel.map_or(fuel, |f| f.min(fuel));
             // Setting fuel cannot fail on an engine configured to consume it.
             let _ = store.set_fuel(fuel);
         }
@@ -220,10 +230,11 @@ impl Runtime {
             _ => Arc::from(Vec::new()),
         };
         let capabilities = input.capabilities.clone();
-        let mut store = self.store(control.clone(), tags, capabilities, input.cursor.as_deref(), prior);
+        let ceilings = input.ceilings;
+        let mut store = self.store(control.clone(), tags, capabilities, input.cursor.as_deref(), prior, &ceilings);
         // The epoch deadline stops a guest that computes; this stops one waiting in a host
         // call. A little grace lets the epoch report first.
-        let budget = self.config.step_timeout + self.config.epoch_tick * 5;
+        let budget = self.step_timeout(&ceilings) + self.config.epoch_tick * 5;
         let result = tokio::time::timeout(budget, kind.pre.run_step(&mut store, input)).await;
         let run = match result {
             Err(_) => StepRun::Fault { fault: SandboxFault::Deadline, detail: "wall-clock timeout".into() },
@@ -334,7 +345,8 @@ impl Runtime {
         let tags =
             Tags { kind: Arc::from(kind.spec.name.as_str()), job: summary.job_id.clone(), step: hook.name().into() };
         let tenant = capabilities.tenant.clone();
-        let mut store = self.store(control.clone(), tags, capabilities, None, Arc::from(Vec::new()));
+        let mut store =
+            self.store(control.clone(), tags, capabilities, None, Arc::from(Vec::new()), &Ceilings::default());
         let call = kind.pre.run_hook(&mut store, hook == Hook::OnFailure, summary);
         let budget = self.config.step_timeout + self.config.epoch_tick * 5;
         let run = match tokio::time::timeout(budget, call).await {

@@ -93,6 +93,7 @@ pub(crate) struct GuestState {
 impl GuestState {
     pub(crate) fn new(
         config: &SandboxConfig,
+        max_memory: usize,
         control: Arc<dyn StepControl>,
         tags: Tags,
         deadline: Instant,
@@ -118,7 +119,7 @@ impl GuestState {
             prior,
             table: ResourceTable::new(),
             limits: Limits {
-                max_memory: config.max_memory_bytes,
+                max_memory,
                 max_table_elements: config.max_table_elements,
                 instances: config.max_instances,
                 tables: config.max_tables,

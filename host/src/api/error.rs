@@ -41,6 +41,9 @@ pub enum ErrorCode {
     /// The host is doing as much of this as it may (compiling components, a tenant's
     /// deploy under way): nothing was done; try again after `Retry-After` seconds.
     Busy,
+    /// A tenant's quota refused the request (jobs queued, submission rate, deployed
+    /// bytes): nothing was written; try again after `Retry-After` seconds where it says.
+    QuotaExceeded,
     /// The host failed; the detail is in its log under the reference in the message.
     Internal,
 }
@@ -48,7 +51,7 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// Every code. A code added to the enum must be added here: [`API_CODES`] and the
     /// document's enum for `error.code` are read from this list.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::InvalidRequest,
         Self::Unauthorised,
         Self::Forbidden,
@@ -61,6 +64,7 @@ impl ErrorCode {
         Self::AlreadyExists,
         Self::Contention,
         Self::Busy,
+        Self::QuotaExceeded,
         Self::Internal,
     ];
 
@@ -79,6 +83,7 @@ impl ErrorCode {
             Self::AlreadyExists => "already-exists",
             Self::Contention => "contention",
             Self::Busy => "busy",
+            Self::QuotaExceeded => "quota-exceeded",
             Self::Internal => "internal",
         }
     }
@@ -94,6 +99,7 @@ impl ErrorCode {
             Self::InvalidComponent => StatusCode::UNPROCESSABLE_ENTITY,
             Self::IllegalTransition | Self::AlreadyExists => StatusCode::CONFLICT,
             Self::Contention | Self::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Self::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -119,12 +125,13 @@ pub struct ApiError {
     message: String,
     reason: Option<&'static str>,
     state: Option<JobState>,
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
     /// An error with this code and message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), reason: None, state: None }
+        Self { code, message: message.into(), reason: None, state: None, retry_after: None }
     }
 
     /// `invalid-request`.
@@ -161,6 +168,19 @@ impl ApiError {
             message: refusal.to_string(),
             reason: Some(refusal.code()),
             state: Some(state),
+            retry_after: None,
+        }
+    }
+
+    /// `quota-exceeded`: which quota as `reason`, and when to try again (whole seconds,
+    /// at least one).
+    pub fn quota(quota: &'static str, message: impl Into<String>, retry_after: Option<std::time::Duration>) -> Self {
+        Self {
+            code: ErrorCode::QuotaExceeded,
+            message: message.into(),
+            reason: Some(quota),
+            state: None,
+            retry_after: retry_after.map(|d| d.as_micros().div_ceil(1_000_000).max(1) as u64),
         }
     }
 
@@ -185,8 +205,12 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.code.status(), Json(self.body())).into_response();
-        if self.code == ErrorCode::Busy {
-            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+        let retry_after = match self.code {
+            ErrorCode::Busy => Some(1),
+            _ => self.retry_after,
+        };
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(seconds));
         }
         response
     }
@@ -225,6 +249,9 @@ impl From<RegistryError> for ApiError {
             RegistryError::UnknownVersion { kind, version } => {
                 Self::new(ErrorCode::UnknownVersion, format!("kind {kind:?} has no version {version}"))
             }
+            RegistryError::Store(StoreError::QuotaExceeded(refusal)) => {
+                Self::quota(refusal.quota, refusal.message, None)
+            }
             RegistryError::Store(e) => Self::internal(e),
         }
     }
@@ -235,6 +262,9 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Duplicate(what) => Self::new(ErrorCode::AlreadyExists, format!("{what} already exists")),
             StoreError::NotFound(what) => Self::new(ErrorCode::NotFound, format!("no such {what}")),
+            StoreError::QuotaExceeded(refusal) => {
+                Self::quota(refusal.quota, refusal.message, Some(refusal.retry_after))
+            }
             other => Self::internal(other),
         }
     }

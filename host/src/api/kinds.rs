@@ -47,6 +47,7 @@ pub(super) struct DeployQuery {
         (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
         (status = 413, description = "`payload-too-large`: over the host's component cap", body = ErrorBody),
         (status = 422, description = "`invalid-component`: the message names its `component.*` code", body = ErrorBody),
+        (status = 429, description = "`quota-exceeded`: the tenant's deployed bytes would pass its limit", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody)
     )
 )]
@@ -63,14 +64,20 @@ pub(super) async fn deploy(
             let view: DeploymentView = serde_json::from_str(text)
                 .map_err(|e| ApiError::invalid(format!("the deployment is not the expected JSON: {e}")))?;
             let settings: Vec<String> = view.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            Deployment::parse(&view.allow, &view.secrets, &settings, view.secrets_in_body)
-                .map_err(|e| ApiError::invalid(e.to_string()))?
+            let mut deployment = Deployment::parse(&view.allow, &view.secrets, &settings, view.secrets_in_body)
+                .map_err(|e| ApiError::invalid(e.to_string()))?;
+            if view.max_running == Some(0) {
+                return Err(ApiError::invalid("max_running must be at least 1 (leave it out for no limit)"));
+            }
+            deployment.max_running = view.max_running;
+            deployment
         }
     };
     let bytes = body(bytes)?;
     let now = state.host.engine.now();
     let (version, spec) = state.host.registry.deploy_with(&tenant, &kind, &bytes, &deployment, now).await?;
     tracing::info!(tenant = %tenant, kind, version = version.version, digest = %version.digest, "deployed");
+    state.host.engine.kind_redeployed(&tenant, &kind).await;
     let deployed = Deployed { kind, version: version.version, digest: version.digest, spec: SpecView::from(&spec) };
     Ok((StatusCode::CREATED, Json(deployed)))
 }
@@ -92,7 +99,8 @@ pub(super) async fn list_kinds(
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<KindList>, ApiError> {
     let kinds = state.host.registry.kinds(&tenant).await?;
-    Ok(Json(KindList { kinds: kinds.iter().map(|k| KindView::new(k, None)).collect() }))
+    let breakers = state.host.engine.breakers().of_tenant(&tenant, state.host.engine.now());
+    Ok(Json(KindList { kinds: kinds.iter().map(|k| KindView::new(k, None).with_breakers(&breakers)).collect() }))
 }
 
 /// A kind and its versions
@@ -120,7 +128,8 @@ pub(super) async fn get_kind(
         .find(|k| k.kind == kind)
         .ok_or_else(|| ApiError::new(ErrorCode::UnknownKind, format!("unknown kind {kind:?}")))?;
     let versions = state.host.registry.versions(&tenant, &kind).await?;
-    Ok(Json(KindView::new(entry, Some(&versions))))
+    let breakers = state.host.engine.breakers().of_tenant(&tenant, state.host.engine.now());
+    Ok(Json(KindView::new(entry, Some(&versions)).with_breakers(&breakers)))
 }
 
 /// Make an earlier (or later) version current

@@ -15,6 +15,59 @@ fn label(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
+/// One counter of a usage row.
+type UsageField = fn(&crate::store::Usage) -> u64;
+
+/// Usage per tenant and kind across every host (as stored: up to a second behind), and
+/// the steps running now.
+async fn write_usage(out: &mut String, engine: &crate::engine::Engine) -> Result<(), ApiError> {
+    let usage = engine.store().usage(None).await?;
+    let metrics: [(&str, &str, UsageField); 5] = [
+        ("spindle_tenant_steps_total", "Steps run (every attempt)", |u| u.steps),
+        ("spindle_tenant_faults_total", "Steps that faulted in the sandbox or ran out of time", |u| u.faults),
+        ("spindle_tenant_sandbox_microseconds_total", "Time inside the sandbox", |u| u.sandbox_micros),
+        ("spindle_tenant_wall_microseconds_total", "Time from claim to outcome", |u| u.wall_micros),
+        ("spindle_tenant_outbound_requests_total", "Outbound requests sent", |u| u.outbound_requests),
+    ];
+    for (name, help, value) in metrics {
+        let _ = writeln!(out, "# HELP {name} {help}, by tenant and kind.\n# TYPE {name} counter");
+        for u in &usage {
+            let _ =
+                writeln!(out, "{name}{{tenant=\"{}\",kind=\"{}\"}} {}", label(&u.tenant.0), label(&u.kind), value(u));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP spindle_breaker_state This host's fault breakers by tenant, kind and version: 1 for the state it is in.\n# TYPE spindle_breaker_state gauge"
+    );
+    for (tenant, kind, version, state) in engine.breakers().all() {
+        for s in ["closed", "open", "half_open"] {
+            let _ = writeln!(
+                out,
+                "spindle_breaker_state{{tenant=\"{}\",kind=\"{}\",version=\"{version}\",state=\"{s}\"}} {}",
+                label(&tenant.0),
+                label(&kind),
+                u8::from(state.as_str() == s)
+            );
+        }
+    }
+    let live = engine.store().live_counts(None).await?;
+    let _ = writeln!(
+        out,
+        "# HELP spindle_tenant_running Steps running now, by tenant and kind.\n# TYPE spindle_tenant_running gauge"
+    );
+    for l in &live {
+        let _ = writeln!(
+            out,
+            "spindle_tenant_running{{tenant=\"{}\",kind=\"{}\"}} {}",
+            label(&l.tenant.0),
+            label(&l.kind),
+            l.running
+        );
+    }
+    Ok(())
+}
+
 /// Prometheus metrics
 ///
 /// Operator token only. Jobs by tenant, kind and state; queue depth per kind; step latency on
@@ -60,6 +113,7 @@ pub(super) async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Re
             d.count
         );
     }
+    write_usage(&mut out, engine).await?;
     let _ = writeln!(
         out,
         "# HELP spindle_outbound_requests_total Outbound requests from steps on this host by tenant, kind, \

@@ -10,6 +10,7 @@
 
 mod auth;
 mod body;
+mod capacity;
 mod control;
 mod error;
 mod health;
@@ -90,6 +91,9 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(tenants::create_tenant, tenants::list_tenants))
         .routes(routes!(tenants::create_token))
         .routes(routes!(tenants::set_retention))
+        .routes(routes!(capacity::set_limits, capacity::get_limits))
+        .routes(routes!(capacity::usage))
+        .routes(routes!(capacity::reset_breaker))
         .routes(routes!(outbound::set_tenant_outbound, outbound::get_tenant_outbound))
         .routes(routes!(outbound::list_secrets))
         .routes(routes!(outbound::set_secret, outbound::delete_secret))

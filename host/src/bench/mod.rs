@@ -25,6 +25,7 @@ pub mod fan_out;
 pub mod latency;
 pub mod machine;
 pub mod memory;
+pub mod noisy;
 pub mod outbound;
 pub mod phases;
 pub mod progress;
@@ -77,6 +78,9 @@ pub enum Section {
     Outbound,
     /// One step fanning out 10,000 children and joining them.
     FanOut,
+    /// One tenant's backlog of 100,000 jobs beside another's steady trickle, fair claiming
+    /// on and off.
+    NoisyTenant,
     /// The database over a million jobs with retention (not in the default set: run it
     /// with `--only retention`).
     Retention,
@@ -96,6 +100,7 @@ impl Section {
             Self::Claim,
             Self::Outbound,
             Self::FanOut,
+            Self::NoisyTenant,
         ]
     }
 }
@@ -327,6 +332,7 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Claim => report.claim = claim::measure(ctx).await?,
             Section::Outbound => report.outbound = Some(outbound::measure(ctx).await?),
             Section::FanOut => report.fan_out = Some(fan_out::measure(ctx).await?),
+            Section::NoisyTenant => report.noisy_tenant = Some(noisy::measure(ctx).await?),
             Section::Retention => {
                 report.retention = retention::measure(ctx, ctx.settings.retention_jobs).await?;
             }

@@ -144,6 +144,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<OutboundBench> {
         cursor: None,
         capabilities,
         awaited: None,
+        ceilings: Default::default(),
     };
     let control = Arc::new(Unsupervised);
     let mut through = Vec::with_capacity(CALLS);

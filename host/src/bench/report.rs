@@ -47,6 +47,8 @@ pub struct Report {
     pub outbound: Option<super::outbound::OutboundBench>,
     /// `fan-out`.
     pub fan_out: Option<super::fan_out::FanOutBench>,
+    /// `noisy-tenant`.
+    pub noisy_tenant: Option<super::noisy::Noisy>,
     /// `phases`.
     pub phases: Option<Phases>,
     /// Each section's peak resident memory.
@@ -108,6 +110,7 @@ impl Report {
             claim: Vec::new(),
             outbound: None,
             fan_out: None,
+            noisy_tenant: None,
             retention: Vec::new(),
             phases: None,
             peaks: Vec::new(),
@@ -335,6 +338,18 @@ impl Report {
             t.row("parent's outcome → every child final", &format!("{:.0} ms", f.to_all_settled_ms));
             t.row("parent's outcome → parent completed", &format!("{:.0} ms", f.to_parent_completed_ms));
             t.row("children per second", &format!("{:.0}", f.children_per_sec));
+        }
+        if let Some(n) = &self.noisy_tenant {
+            t.section(&format!(
+                "Noisy tenant: A keeps {} jobs queued; B submits {} jobs at {}/s (B's enqueue→start)",
+                n.backlog, n.probes, n.probe_rate
+            ));
+            let row = |s: &super::stats::Summary| format!("p50 {:.1} ms, p99 {:.1} ms", s.p50, s.p99);
+            t.row("B on an idle host", &row(&n.idle_ms));
+            t.row("B beside A, fair claiming", &row(&n.fair_ms));
+            t.row("B beside A, fair claiming off", &row(&n.unfair_ms));
+            t.row("  fair p99 over idle p99", &format!("{:.2}×", n.fair_ms.p99 / n.idle_ms.p99.max(0.001)));
+            t.row("  A's jobs/s meanwhile (fair)", &format!("{:.0}", n.fair_noisy_rate));
         }
         if let (Some(first), Some(last)) = (self.retention.first(), self.retention.last()) {
             t.section("Retention: the database over a long run, finished jobs pruned after each wave");

@@ -47,6 +47,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Vec<SandboxOverhead>> {
             cursor: None,
             capabilities: Arc::default(),
             awaited: None,
+            ceilings: Default::default(),
         };
         let control = Arc::new(Unsupervised);
         let mut samples = Vec::with_capacity(CALLS);

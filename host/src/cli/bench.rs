@@ -53,8 +53,9 @@ pub struct BenchArgs {
     /// Jobs the `retention` section runs (in waves of 50,000).
     #[arg(long, default_value_t = 1_000_000)]
     pub retention_jobs: usize,
-    /// Run only these sections (comma-separated); default: all but `retention`.
-    #[arg(long, value_enum, value_delimiter = ',')]
+    /// Run only these sections (comma-separated; also `--scenario`); default: all but
+    /// `retention`.
+    #[arg(long, alias = "scenario", value_enum, value_delimiter = ',')]
     pub only: Vec<Section>,
     /// Print the report as JSON instead of a table.
     #[arg(long)]

@@ -26,6 +26,9 @@ pub struct EngineConfig {
     pub rescue_backoff: Duration,
     /// Seed for the backoff jitter (default: from the OS). Tests fix it.
     pub rng_seed: Option<u64>,
+    /// When a kind version's breaker opens and closes (default: 10 faults within 60 s
+    /// open it for 30 s; 3 successful probes in a row close it).
+    pub breaker: spindle_core::breaker::BreakerPolicy,
 }
 
 impl Default for EngineConfig {
@@ -39,6 +42,7 @@ impl Default for EngineConfig {
             max_lease_keys: 16,
             rescue_backoff: Duration::from_secs(1),
             rng_seed: None,
+            breaker: spindle_core::breaker::BreakerPolicy::default(),
         }
     }
 }

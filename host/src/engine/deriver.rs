@@ -9,6 +9,7 @@ use std::time::Duration;
 use spindle_core::job::JobEvent;
 use spindle_core::{Refusal, Timestamp, transition};
 
+use super::breakers::Breakers;
 use super::plan;
 use crate::clock::Clock;
 use crate::store::{Deriver, JobRecord, JobWrite, OutboxEffect};
@@ -19,13 +20,14 @@ pub struct HostDeriver {
     owner: String,
     ttl: Duration,
     clock: Option<Arc<dyn Clock>>,
+    breakers: Option<Arc<Breakers>>,
 }
 
 impl HostDeriver {
     /// Claims by `owner` lasting `ttl` without a heartbeat, stamped with the time the
     /// store asks at.
     pub fn new(owner: &str, ttl: Duration) -> Self {
-        Self { owner: owner.to_owned(), ttl, clock: None }
+        Self { owner: owner.to_owned(), ttl, clock: None, breakers: None }
     }
 
     /// Derivations stamped by `clock`, read when the store asks — inside its
@@ -35,6 +37,11 @@ impl HostDeriver {
     /// commit order.
     pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
         Self { clock: Some(clock), ..self }
+    }
+
+    /// Derivations that hold back the candidates whose version's breaker is open.
+    pub fn with_breakers(self, breakers: Arc<Breakers>) -> Self {
+        Self { breakers: Some(breakers), ..self }
     }
 
     /// The write of `event` on `record`, or `None` when the core refuses it or nothing
@@ -83,5 +90,14 @@ impl Deriver for HostDeriver {
 
     fn due(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite> {
         self.derive(record, &JobEvent::Due, now)
+    }
+
+    fn at_capacity(&self, record: &JobRecord, gate: &str, recheck_at: Timestamp, now: Timestamp) -> Option<JobWrite> {
+        self.derive(record, &JobEvent::AtCapacity { gate: gate.to_owned(), recheck_at }, now)
+    }
+
+    fn hold(&self, record: &JobRecord, now: Timestamp) -> Option<(String, Timestamp)> {
+        let now = self.clock.as_ref().map_or(now, |clock| clock.now().max(now));
+        self.breakers.as_ref()?.hold(record, now)
     }
 }

@@ -13,6 +13,7 @@ use spindle_core::{Fence, JobState};
 use spindle_runtime::{GuestOutcome, HeartbeatReply, SandboxFault, StepInput, StepRun};
 use tokio::sync::Mutex;
 
+use super::meter::StepUsage;
 use super::supervisor::{Supervisor, Watch};
 use super::{Committed, Engine, EngineError, Writer};
 use crate::store::{ClaimFilter, JobRecord};
@@ -158,11 +159,24 @@ impl Engine {
             cursor: step.cursor.clone(),
             capabilities,
             awaited,
+            ceilings: self.ceilings(&record.tenant).await,
         };
         let started = Instant::now();
         let run = self.registry.runtime().run_step(&resolved.kind, input, supervisor.clone()).await;
-        self.counters.observe_step(started.elapsed());
+        let sandbox = started.elapsed();
+        self.counters.observe_step(sandbox);
         let calls = std::mem::take(&mut *supervisor.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let claimed_at = record.job.claim.as_ref().map_or(record.job.last_activity_at, |c| c.claimed_at);
+        let fault = matches!(&run, StepRun::Fault { fault, .. } if !matches!(fault, SandboxFault::Capacity));
+        if !matches!(&run, StepRun::Fault { fault: SandboxFault::Capacity, .. }) {
+            let wake = self.breakers.report(&record.tenant, &record.kind, record.kind_version, fault, self.now());
+            self.wake_held(wake.into_iter().collect()).await;
+        }
+        self.meter().record(
+            &record.tenant,
+            &record.kind,
+            StepUsage { sandbox, wall: self.now().since(claimed_at), fault, outbound_requests: calls.len() as u64 },
+        );
         if !calls.is_empty() {
             let attempt = step.attempts_made().max(1);
             if let Err(e) = self.store.record_calls(record.job.id, &step.key, attempt, &calls, self.now()).await {

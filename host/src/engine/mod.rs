@@ -12,6 +12,8 @@
 //! - `tenancy`: tenants, tokens (expiry, revocation, operator token rotation) and the
 //!   reads the API serves.
 
+mod breakers;
+mod capacity;
 mod commands;
 mod config;
 mod counters;
@@ -20,6 +22,7 @@ mod error;
 mod execute;
 mod group_commit;
 mod hooks;
+mod meter;
 mod outbound;
 pub mod plan;
 mod recovery;
@@ -41,6 +44,8 @@ use crate::clock::Clock;
 use crate::registry::Registry;
 use crate::store::Storage;
 
+pub use breakers::{BreakerView, Breakers};
+pub use capacity::Capacity;
 pub use commands::Command;
 pub(crate) use commands::{Committed, Writer};
 pub use config::EngineConfig;
@@ -71,6 +76,12 @@ pub struct Engine {
     group: GroupCommit,
     /// Seals and opens tenants' secrets; set once by the host.
     secret_key: std::sync::OnceLock<crate::capabilities::SecretKey>,
+    /// Usage not yet added to the store.
+    meter: meter::Meter,
+    /// This host's fault breakers, which its deriver asks before each claim.
+    breakers: Arc<breakers::Breakers>,
+    /// Tenants' sandbox ceilings as last read.
+    ceilings: capacity::CeilingCache,
 }
 
 /// A job changed state (sent after the change committed).
@@ -88,7 +99,12 @@ impl Engine {
     /// An engine over `store` and `registry`.
     pub fn new(store: Arc<dyn Storage>, registry: Arc<Registry>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
         let rng = config.rng_seed.map_or_else(StdRng::from_os_rng, StdRng::seed_from_u64);
-        let deriver = Arc::new(HostDeriver::new(&config.host_id, config.lease_ttl).with_clock(clock.clone()));
+        let breakers = Arc::new(breakers::Breakers::new(config.breaker));
+        let deriver = Arc::new(
+            HostDeriver::new(&config.host_id, config.lease_ttl)
+                .with_clock(clock.clone())
+                .with_breakers(breakers.clone()),
+        );
         let counters = Arc::new(Counters::default());
         let group =
             GroupCommit::new(Arc::new(StoreCommitter(store.clone())), deriver.clone(), clock.clone(), counters.clone());
@@ -105,6 +121,9 @@ impl Engine {
             deriver,
             group,
             secret_key: std::sync::OnceLock::new(),
+            meter: meter::Meter::default(),
+            breakers,
+            ceilings: capacity::CeilingCache::default(),
         }
     }
 

@@ -210,20 +210,23 @@ pub enum PruneScope {
 }
 
 /// Columns of one row of the batched job INSERT: identity and submission, the indexed
-/// columns, the machine.
-const INSERT_COLS: usize = 22;
+/// columns, the machine, the workflow parent, the fair tag.
+const INSERT_COLS: usize = 23;
 
 /// Inserts jobs with multi-row statements (jobs, then their steps and history); answers
-/// each one's sequence number, `None` where its idempotency key was taken.
+/// each one's sequence number, `None` where its idempotency key was taken. Each job gets
+/// its fair tag (all 0 unless `fair`).
 pub(super) async fn insert_new_jobs(
     tx: &mut Tx,
     jobs: &[&NewJob],
     now: Timestamp,
+    fair: bool,
 ) -> Result<Vec<Option<i64>>, StoreError> {
     let mut seqs: HashMap<String, i64> = HashMap::with_capacity(jobs.len());
-    for chunk in jobs.chunks(MAX_PARAMS / INSERT_COLS) {
+    let tags = super::capacity::fair_tags(tx, jobs, fair).await?;
+    for (chunk, tags) in jobs.chunks(MAX_PARAMS / INSERT_COLS).zip(tags.chunks(MAX_PARAMS / INSERT_COLS)) {
         let mut args = Vec::with_capacity(chunk.len() * INSERT_COLS);
-        for new in chunk {
+        for (new, tag) in chunk.iter().zip(tags) {
             let job = &new.job;
             args.extend([
                 Value::from(job.id.to_string()),
@@ -242,14 +245,16 @@ pub(super) async fn insert_new_jobs(
             args.push(Value::from(parent.map(|p| p.job.to_string())));
             args.push(Value::from(parent.map(|p| p.slot.clone())));
             args.push(Value::from(parent.map(|p| i64::from(p.index))));
+            args.push(Value::from(*tag));
         }
         let sql = format!(
             "INSERT INTO jobs (id, tenant_id, kind, kind_version, priority, created_at, payload, idempotency_key, \
-             lease_keys, {}, machine, parent_id, parent_slot, parent_index, version) \
+             lease_keys, {}, machine, parent_id, parent_slot, parent_index, fair_tag, version) \
              SELECT column1, column2, column3, column4, column5, column6, column7, column8, column9, column10, \
              column11, column12, CAST(column13 AS TEXT), CAST(column14 AS BIGINT), column15, \
              CAST(column16 AS BIGINT), column17, CAST(column18 AS TEXT), column19, CAST(column20 AS TEXT), \
-             CAST(column21 AS TEXT), CAST(column22 AS BIGINT), 1 FROM (VALUES {}) AS v WHERE true \
+             CAST(column21 AS TEXT), CAST(column22 AS BIGINT), CAST(column23 AS BIGINT), 1 FROM (VALUES {}) AS v \
+             WHERE true \
              ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq, id",
             IndexedColumns::COLUMNS,
             values_list(chunk.len(), INSERT_COLS, 1)
@@ -301,7 +306,15 @@ impl JobStore for SqlStore {
         }
         let fresh: Vec<&NewJob> = jobs.iter().zip(&existing).filter(|(_, e)| e.is_none()).map(|(j, _)| j).collect();
         let any_ready = fresh.iter().any(|j| j.job.queue == spindle_core::QueueState::Ready);
-        let mut seqs = insert_new_jobs(&mut tx, &fresh, now).await?.into_iter();
+        // Quotas first: a refused batch writes nothing (the transaction is dropped).
+        let mut counts: std::collections::BTreeMap<&TenantId, u64> = std::collections::BTreeMap::new();
+        for new in &fresh {
+            *counts.entry(&new.tenant).or_default() += 1;
+        }
+        if let Err(refusal) = super::capacity::admit(&mut tx, &counts, now).await? {
+            return Err(StoreError::QuotaExceeded(refusal));
+        }
+        let mut seqs = insert_new_jobs(&mut tx, &fresh, now, self.fair).await?.into_iter();
         let mut out = Vec::with_capacity(jobs.len());
         for (new, found) in jobs.into_iter().zip(existing) {
             if let Some(found) = found {

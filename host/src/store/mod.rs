@@ -16,9 +16,11 @@
 //! - [`outbox`]: after-commit effects and shared counters.
 //! - [`outbound`]: tenants' outbound rules and sealed secrets, the record of requests.
 //! - [`workflows`]: a parent's children, signals, cron schedules.
+//! - [`capacity`]: tenants' limits and fair tags, submission quotas, running limits, usage.
 //! - `writes`: the version-checked write path; `rows`: row encoding; [`sql`]: the
 //!   connection pools; `schema`: migrations.
 
+pub mod capacity;
 pub mod jobs;
 pub mod leases;
 pub mod outbound;
@@ -36,6 +38,7 @@ mod writes;
 
 use thiserror::Error;
 
+pub use capacity::{CapacityStore, LiveCount, QuotaRefusal, TenantLimits, Usage};
 pub use jobs::{Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobStore, NewJob, PruneScope, Updated};
 pub use leases::LeaseStore;
 pub use outbound::{OutboundStore, RecordedCall, SecretInfo};
@@ -50,8 +53,8 @@ pub use writes::{IndexedColumns, JobWrite, LeaseOp, Relay, WriteOutcome};
 /// The storage traits, to call a concrete store's methods (`use spindle::store::prelude::*`).
 pub mod prelude {
     pub use super::{
-        JobStore, LeaseStore, OutboundStore, OutboxStore, QueueStore, RegistryStore, Storage, TenantStore,
-        WorkflowStore,
+        CapacityStore, JobStore, LeaseStore, OutboundStore, OutboxStore, QueueStore, RegistryStore, Storage,
+        TenantStore, WorkflowStore,
     };
 }
 
@@ -66,6 +69,7 @@ pub trait Storage:
     + OutboxStore
     + OutboundStore
     + WorkflowStore
+    + CapacityStore
     + std::fmt::Debug
 {
     /// Which backend.
@@ -90,6 +94,9 @@ pub enum StoreError {
     /// The transaction carrying the write was abandoned before it answered.
     #[error("interrupted: {0}")]
     Interrupted(String),
+    /// A submission over one of its tenant's quotas: nothing was written.
+    #[error("quota exceeded ({}): {}", .0.quota, .0.message)]
+    QuotaExceeded(QuotaRefusal),
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -107,14 +114,22 @@ impl From<sqlx::Error> for StoreError {
 #[derive(Clone, Debug)]
 pub struct SqlStore {
     db: sql::Db,
+    /// Whether submissions get fair tags (claims share a layer between tenants by
+    /// weight) or all tag 0 (submission order, as before fairness).
+    fair: bool,
 }
 
 impl SqlStore {
+    /// The same store with fair claiming on or off (on by default).
+    pub fn with_fairness(self, fair: bool) -> Self {
+        Self { fair, ..self }
+    }
+
     /// Connects and brings the schema up to date.
     pub async fn connect(options: &ConnectOptions) -> Result<Self, StoreError> {
         let db = sql::Db::connect(options).await?;
         schema::migrate(&db).await?;
-        Ok(Self { db })
+        Ok(Self { db, fair: true })
     }
 
     /// The connection pools (closed at shutdown; read directly by tests and tools).

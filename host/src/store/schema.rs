@@ -13,6 +13,7 @@ const SQLITE: &[(i64, &str)] = &[
     (5, include_str!("../../migrations/sqlite/0005_retention.sql")),
     (6, include_str!("../../migrations/sqlite/0006_outbound.sql")),
     (7, include_str!("../../migrations/sqlite/0007_workflows.sql")),
+    (8, include_str!("../../migrations/sqlite/0008_tenant_capacity.sql")),
 ];
 const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_initial.sql")),
@@ -24,6 +25,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (7, include_str!("../../migrations/postgres/0007_retention.sql")),
     (8, include_str!("../../migrations/postgres/0008_outbound.sql")),
     (9, include_str!("../../migrations/postgres/0009_workflows.sql")),
+    (10, include_str!("../../migrations/postgres/0010_tenant_capacity.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.
@@ -341,7 +343,7 @@ mod tests {
                 .await
                 .expect("an old row");
             migrate(&test.db).await.expect("migrate the rest");
-            let store = SqlStore { db: test.db.clone() };
+            let store = SqlStore { db: test.db.clone(), fair: true };
             let read = store.job(job.id).await.expect("read").expect("the job");
             assert_eq!(read.job.queue, spindle_core::QueueState::Blocked, "{backend:?}");
             assert_eq!(read.job.blocked_on.as_deref(), Some("acme/account:1"), "{backend:?}");
@@ -371,7 +373,7 @@ mod tests {
                 .await
                 .expect("old rows");
             migrate(&test.db).await.expect("migrate the rest");
-            let store = SqlStore { db: test.db.clone() };
+            let store = SqlStore { db: test.db.clone(), fair: true };
             let now = spindle_core::Timestamp::from_micros(100);
             assert_eq!(store.token(&operator, now).await.expect("read"), Some((None, Role::Operator)), "{backend:?}");
             let acme = TenantId("acme".into());

@@ -6,16 +6,17 @@
 //! machine. Releasing lease keys wakes the jobs blocked on them, each through the core
 //! (the [`Deriver`]'s `key_released`), in the same transaction.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use spindle_core::step::Step;
 use spindle_core::{HistoryEvent, Job, QueueState, Timestamp};
 
 use super::StoreError;
+use super::capacity::{kind_gate, tenant_gate};
 use super::jobs::{JobRecord, NewJob, insert_new_jobs};
 use super::leases;
 use super::outbox::OutboxEffect;
-use super::queue::{Deriver, notify_ready, wake_blocked};
+use super::queue::{Deriver, notify_ready, wake_blocked, wake_gated};
 use super::rows::{MAX_PARAMS, history_rows, insert_rows, machine_json, over_rows, placeholders, step_row};
 use super::sql::{Backend, Tx, Ty, Value};
 
@@ -45,6 +46,9 @@ pub struct JobWrite {
     /// Workflow effects to queue for the relay (a parent to count again, children to
     /// cancel).
     pub relay: Vec<Relay>,
+    /// Whether the write ends a claim (its step's outcome, a rescue, a cancel): the
+    /// running limits it counted against have a slot free when it lands.
+    pub ends_claim: bool,
     /// When the change happened (its history's time), which a group commit may write
     /// a little later.
     pub at: Timestamp,
@@ -214,6 +218,8 @@ pub(super) struct Applied {
     pub released: BTreeSet<String>,
     /// Whether a landed write made a job ready (or created one).
     pub ready: bool,
+    /// Running-limit gates the landed writes freed a slot under, and how many.
+    pub freed: BTreeMap<String, u32>,
 }
 
 /// Commits `writes` inside `tx` (each checked against its own version), then wakes the
@@ -242,7 +248,8 @@ pub(super) async fn finish(
     deriver: &dyn Deriver,
 ) -> Result<(), StoreError> {
     let woke = wake_blocked(tx, &applied.released, now, deriver).await?;
-    if applied.ready || woke {
+    let woke_gated = wake_gated(tx, &applied.freed, now, deriver).await?;
+    if applied.ready || woke || woke_gated {
         notify_ready(tx).await?;
     }
     Ok(())
@@ -277,6 +284,7 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
     let mut children: Vec<&NewJob> = Vec::new();
     let mut consumed: Vec<(String, String)> = Vec::new();
     let mut ready = false;
+    let mut freed: BTreeMap<String, u32> = BTreeMap::new();
     for (i, w) in writes.iter().enumerate() {
         if outcomes[i].is_some() {
             continue;
@@ -290,6 +298,10 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
         let job = &w.record.job;
         let id = job.id.to_string();
         ready |= job.queue == QueueState::Ready;
+        if w.ends_claim {
+            *freed.entry(tenant_gate(&w.record.tenant)).or_default() += 1;
+            *freed.entry(kind_gate(&w.record.tenant, &w.record.kind)).or_default() += 1;
+        }
         for &s in &w.steps_changed {
             if let Some(step) = job.steps.get(s) {
                 steps.push(step_row(&id, job.pass, s, step)?);
@@ -346,11 +358,11 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
     insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
     insert_rows(tx, "INSERT INTO outbox (job_id, effect, run_at, attempts, created_at, detail)", "", 6, outbox).await?;
     if !spawns.is_empty() {
-        insert_new_jobs(tx, &spawns, now).await?;
+        insert_new_jobs(tx, &spawns, now, true).await?;
     }
     if !children.is_empty() {
         // Every child is created, or none: a taken idempotency key fails the write.
-        let seqs = insert_new_jobs(tx, &children, now).await?;
+        let seqs = insert_new_jobs(tx, &children, now, true).await?;
         if let Some(i) = seqs.iter().position(Option::is_none) {
             let key = children[i].idempotency_key.clone().unwrap_or_default();
             return Err(StoreError::Duplicate(format!("a child's idempotency key {key:?} is taken")));
@@ -365,7 +377,7 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
         .await?;
     }
     let outcomes = outcomes.into_iter().map(|o| o.unwrap_or(WriteOutcome::Conflict)).collect();
-    Ok(Applied { outcomes, released, ready })
+    Ok(Applied { outcomes, released, ready, freed })
 }
 
 /// Locks the job rows of `writes` in id order (PostgreSQL; SQLite's writer holds the

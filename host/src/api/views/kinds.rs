@@ -105,6 +105,10 @@ pub struct DeploymentView {
     pub settings: std::collections::BTreeMap<String, String>,
     /// Whether secrets are put in place in request bodies too.
     pub secrets_in_body: bool,
+    /// Steps of the kind running at once, on every host together (the latest deployment's
+    /// limit holds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_running: Option<u32>,
 }
 
 impl From<&Deployment> for DeploymentView {
@@ -114,6 +118,7 @@ impl From<&Deployment> for DeploymentView {
             secrets: d.secrets.clone(),
             settings: d.settings.clone(),
             secrets_in_body: d.secrets_in_body,
+            max_running: d.max_running,
         }
     }
 }
@@ -145,6 +150,22 @@ pub struct KindView {
     /// Every version, oldest first (only `GET /v1/kinds/{kind}` includes them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versions: Option<Vec<VersionView>>,
+    /// The fault breakers this host keeps for the kind's versions (a version whose steps
+    /// never faulted here has none: closed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub breakers: Vec<BreakerStateView>,
+}
+
+/// A kind version's fault breaker on the host that answered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BreakerStateView {
+    /// The version.
+    pub version: i64,
+    /// `closed` (claims flow), `open` (held for a cool-down) or `half_open` (one probe at
+    /// a time).
+    pub state: String,
+    /// Faults counted in its window now.
+    pub recent_faults: u64,
 }
 
 impl KindView {
@@ -156,7 +177,27 @@ impl KindView {
             latest_version: entry.latest_version,
             updated_at: rfc3339(entry.updated_at),
             versions: versions.map(|vs| vs.iter().map(Into::into).collect()),
+            breakers: Vec::new(),
         }
+    }
+
+    /// The same view with this host's breakers of the kind.
+    pub fn with_breakers(mut self, breakers: &[crate::engine::BreakerView]) -> Self {
+        self.breakers = breakers
+            .iter()
+            .filter(|b| b.kind == self.kind)
+            .map(|b| BreakerStateView {
+                version: b.version,
+                state: b.state.as_str().to_owned(),
+                recent_faults: b.recent_faults as u64,
+            })
+            .collect();
+        self
+    }
+
+    /// The state of the current version's breaker (`closed` when it has none).
+    pub fn current_breaker(&self) -> &str {
+        self.breakers.iter().find(|b| b.version == self.current_version).map_or("closed", |b| b.state.as_str())
     }
 }
 

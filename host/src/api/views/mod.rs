@@ -3,6 +3,7 @@
 //! safe messages and correlation references, never transient detail). Each type's `ToSchema`
 //! is its entry in the OpenAPI document, so the document cannot drift from the bodies.
 
+mod capacity;
 mod error;
 mod jobs;
 mod kinds;
@@ -16,13 +17,15 @@ use spindle_core::table::DiagramState;
 use utoipa::ToSchema;
 use utoipa::openapi::{Object, ObjectBuilder, Type};
 
+pub use capacity::{CapacityView, KindUsageView, LimitsView};
 pub use error::{ErrorBody, ErrorDetail};
 pub use jobs::{
     AttemptView, CancelBody, CancelRequestView, FailureView, HistoryEntryView, JobPage, JobSummaryView, JobView,
     LeaseInvalidated, StepView, Submit,
 };
 pub use kinds::{
-    Deployed, DeploymentView, KindList, KindView, RetryView, Rollback, RolledBack, SpecView, StepSpecView, VersionView,
+    BreakerStateView, Deployed, DeploymentView, KindList, KindView, RetryView, Rollback, RolledBack, SpecView,
+    StepSpecView, VersionView,
 };
 pub use outbound::{CallView, SecretList, SecretView, TenantOutbound};
 pub use tenants::{NewTenant, Retention, TenantList, TenantToken, TenantView};

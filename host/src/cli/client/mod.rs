@@ -15,8 +15,8 @@ pub use remote::HostRefused;
 use serde_json::Value;
 
 use crate::api::views::{
-    CancelBody, CreatedToken, Deployed, DeploymentView, JobPage, JobView, KindList, KindView, NewTenant, NewToken,
-    Retention, Rollback, RolledBack, SecretList, SecretView, Submit, TenantList, TenantOutbound, TenantToken,
+    CancelBody, CapacityView, CreatedToken, Deployed, DeploymentView, JobPage, JobView, KindList, KindView, NewTenant,
+    NewToken, Retention, Rollback, RolledBack, SecretList, SecretView, Submit, TenantList, TenantOutbound, TenantToken,
     TenantView, TokenList,
 };
 use crate::api::{ScheduleList, ScheduleView};
@@ -62,6 +62,9 @@ pub enum ClientCommand {
         /// Put secrets in place in request bodies too, not only in headers.
         #[arg(long)]
         secrets_in_body: bool,
+        /// Steps of this kind running at once, on every host together.
+        #[arg(long)]
+        max_running: Option<u32>,
         /// The manifest (default: the component's path with `.toml`, if it exists).
         #[arg(long)]
         manifest: Option<PathBuf>,
@@ -172,6 +175,8 @@ pub enum ClientCommand {
     /// Manage tenants (operator token).
     #[command(subcommand)]
     Tenant(TenantCommand),
+    /// This tenant's usage, limits, and what it has queued and running now.
+    Usage,
     /// Manage API tokens: a tenant token its own tenant's, an operator token any.
     #[command(subcommand)]
     Token(TokenCommand),
@@ -268,6 +273,7 @@ struct Manifest {
     secrets: Vec<String>,
     settings: std::collections::BTreeMap<String, String>,
     secrets_in_body: bool,
+    max_running: Option<u32>,
 }
 
 /// Tenant management.
@@ -295,6 +301,50 @@ pub enum TenantCommand {
         /// Back to the host's default (`serve --retention`).
         #[arg(long)]
         default: bool,
+    },
+    /// Set a tenant's limits (operator); flags left out keep their value, `none` lifts one.
+    Set {
+        /// The tenant.
+        name: String,
+        /// Its share of claims in a priority layer against other tenants' (1-1000).
+        #[arg(long)]
+        weight: Option<u32>,
+        /// Steps running at once, on every host together (`none`: no limit).
+        #[arg(long, value_name = "N|none")]
+        max_running: Option<String>,
+        /// Jobs submitted and not yet started (`none`: no limit).
+        #[arg(long, value_name = "N|none")]
+        max_queued: Option<String>,
+        /// Submissions per second, `500/s` (`none`: no limit).
+        #[arg(long, value_name = "N/s|none")]
+        rate: Option<String>,
+        /// Submissions in one burst (`none`: a second's worth).
+        #[arg(long, value_name = "N|none")]
+        burst: Option<String>,
+        /// Bytes of deployed components, all versions (`none`: no limit).
+        #[arg(long, value_name = "BYTES|none")]
+        max_deployed_bytes: Option<String>,
+        /// A step's memory in bytes, at most the host's (`none`: the host's).
+        #[arg(long, value_name = "BYTES|none")]
+        max_memory: Option<String>,
+        /// A step's time in milliseconds, at most the host's (`none`: the host's).
+        #[arg(long, value_name = "MS|none")]
+        max_step_timeout_ms: Option<String>,
+        /// A step's fuel, at most the host's (`none`: the host's).
+        #[arg(long, value_name = "N|none")]
+        max_fuel: Option<String>,
+    },
+    /// Show a tenant's limits, usage, and what it has queued and running now (operator).
+    Show {
+        /// The tenant.
+        name: String,
+    },
+    /// Reset a kind's fault breakers on the host answering (operator).
+    ResetBreaker {
+        /// The tenant.
+        name: String,
+        /// The kind.
+        kind: String,
     },
     /// Set what a tenant's steps may reach, within the operator's `[outbound]` policy.
     Outbound {
@@ -348,6 +398,18 @@ fn whole_secs(text: &str, flag: &str) -> anyhow::Result<u64> {
 }
 
 /// A tenant's retention as a human reads it.
+/// Applies a `--flag N|none` to a limit: absent keeps it, `none` lifts it.
+fn set_limit<T: std::str::FromStr>(limit: &mut Option<T>, flag: Option<&str>, name: &str) -> anyhow::Result<()> {
+    match flag {
+        None => {}
+        Some("none") => *limit = None,
+        Some(value) => {
+            *limit = Some(value.parse().map_err(|_| anyhow::anyhow!("{name}: {value:?} is not a number or `none`"))?)
+        }
+    }
+    Ok(())
+}
+
 fn retention_of(tenant: &TenantView) -> String {
     match tenant.retention_secs {
         Some(secs) => format!("finished jobs kept {secs} s"),
@@ -380,7 +442,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
     // Commands that take no body still send `{}`, as JSON clients do.
     let empty = serde_json::json!({});
     match command {
-        ClientCommand::Deploy { kind, file, allow, secrets, settings, secrets_in_body, manifest } => {
+        ClientCommand::Deploy { kind, file, allow, secrets, settings, secrets_in_body, max_running, manifest } => {
             let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
             let beside = file.with_extension("toml");
             let manifest: Manifest = match manifest.or_else(|| beside.exists().then_some(beside)) {
@@ -395,6 +457,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                 secrets: manifest.secrets,
                 settings: manifest.settings,
                 secrets_in_body: manifest.secrets_in_body || secrets_in_body,
+                max_running: max_running.or(manifest.max_running),
             };
             view.allow.extend(allow);
             view.secrets.extend(secrets);
@@ -422,13 +485,15 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
             let found: KindView = client.get(&format!("/v1/kinds/{kind}")).await?;
             emit(json, &found, |k| {
                 println!("{} (current version {}, latest {})", k.kind, k.current_version, k.latest_version);
-                println!("  {:<8} {:<14} {:<28} steps", "version", "digest", "deployed");
+                println!("  {:<8} {:<14} {:<28} {:<10} steps", "version", "digest", "deployed", "breaker");
                 for version in k.versions.iter().flatten() {
+                    let breaker = k.breakers.iter().find(|b| b.version == version.version);
                     println!(
-                        "  {:<8} {:<14} {:<28} {}",
+                        "  {:<8} {:<14} {:<28} {:<10} {}",
                         version.version,
                         short(&version.digest),
                         version.created_at,
+                        breaker.map_or("closed", |b| b.state.as_str()),
                         steps(version.spec.as_ref())
                     );
                 }
@@ -437,9 +502,15 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
         ClientCommand::Kinds { kind: None } => {
             let kinds: KindList = client.get("/v1/kinds").await?;
             emit(json, &kinds, |list| {
-                println!("{:<24} {:>8} {:>8}", "kind", "current", "latest");
+                println!("{:<24} {:>8} {:>8}  breaker", "kind", "current", "latest");
                 for k in &list.kinds {
-                    println!("{:<24} {:>8} {:>8}", k.kind, k.current_version, k.latest_version);
+                    println!(
+                        "{:<24} {:>8} {:>8}  {}",
+                        k.kind,
+                        k.current_version,
+                        k.latest_version,
+                        k.current_breaker()
+                    );
                 }
             });
         }
@@ -585,6 +656,54 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
             client.delete(&format!("/v1/tokens/{}", percent_encode(&id))).await?;
             let revoked = serde_json::json!({ "id": id.as_str(), "revoked": true });
             emit(json, &revoked, |_| println!("token {id} revoked"));
+        }
+        ClientCommand::Tenant(TenantCommand::Set {
+            name,
+            weight,
+            max_running,
+            max_queued,
+            rate,
+            burst,
+            max_deployed_bytes,
+            max_memory,
+            max_step_timeout_ms,
+            max_fuel,
+        }) => {
+            let path = format!("/v1/tenants/{}/limits", percent_encode(&name));
+            let current: CapacityView = client.get(&path).await?;
+            let mut limits = current.limits;
+            if weight.is_some() {
+                limits.weight = weight;
+            }
+            set_limit(&mut limits.max_running, max_running.as_deref(), "--max-running")?;
+            set_limit(&mut limits.max_queued, max_queued.as_deref(), "--max-queued")?;
+            let rate = rate.map(|r| r.trim_end_matches("/s").to_owned());
+            set_limit(&mut limits.rate_per_sec, rate.as_deref(), "--rate")?;
+            set_limit(&mut limits.rate_burst, burst.as_deref(), "--burst")?;
+            set_limit(&mut limits.max_deployed_bytes, max_deployed_bytes.as_deref(), "--max-deployed-bytes")?;
+            set_limit(&mut limits.max_memory_bytes, max_memory.as_deref(), "--max-memory")?;
+            set_limit(&mut limits.max_step_timeout_ms, max_step_timeout_ms.as_deref(), "--max-step-timeout-ms")?;
+            set_limit(&mut limits.max_fuel, max_fuel.as_deref(), "--max-fuel")?;
+            let capacity: CapacityView = client.put(&path, &limits).await?;
+            emit(json, &capacity, print::capacity);
+        }
+        ClientCommand::Tenant(TenantCommand::Show { name }) => {
+            let capacity: CapacityView = client.get(&format!("/v1/tenants/{}/limits", percent_encode(&name))).await?;
+            emit(json, &capacity, print::capacity);
+        }
+        ClientCommand::Tenant(TenantCommand::ResetBreaker { name, kind }) => {
+            let path = format!("/v1/tenants/{}/kinds/{}/breaker/reset", percent_encode(&name), percent_encode(&kind));
+            let breakers: Vec<crate::api::views::BreakerStateView> = client.post(&path, &empty).await?;
+            emit(json, &breakers, |list| {
+                println!("{name}/{kind}: breakers reset");
+                for b in list {
+                    println!("  version {} {}", b.version, b.state);
+                }
+            });
+        }
+        ClientCommand::Usage => {
+            let capacity: CapacityView = client.get("/v1/usage").await?;
+            emit(json, &capacity, print::capacity);
         }
         ClientCommand::Tenant(TenantCommand::List) => {
             let tenants: TenantList = client.get("/v1/tenants").await?;

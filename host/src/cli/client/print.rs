@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::api::views::{CreatedToken, JobPage, JobView, SpecView, TokenList};
+use crate::api::views::{CapacityView, CreatedToken, JobPage, JobView, SpecView, TokenList};
 
 /// Prints `value` as pretty JSON with `--json`, else as `human` prints it.
 pub(super) fn emit<T: Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) {
@@ -175,6 +175,50 @@ pub(super) fn schedules(list: &crate::api::ScheduleList) {
             if s.paused { "paused" } else { "active" },
             s.fired,
             s.next_fire_at
+        );
+    }
+}
+
+/// A tenant's limits, then one line per kind: load now, usage so far.
+pub(super) fn capacity(c: &CapacityView) {
+    let l = &c.limits;
+    let or_none = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    println!("tenant {}", c.tenant);
+    println!(
+        "  weight {}  max-running {}  max-queued {}  rate {}  burst {}",
+        l.weight.unwrap_or(1),
+        or_none(l.max_running.map(u64::from)),
+        or_none(l.max_queued),
+        l.rate_per_sec.map_or_else(|| "-".to_owned(), |r| format!("{r}/s")),
+        or_none(l.rate_burst.map(u64::from)),
+    );
+    println!(
+        "  max-deployed-bytes {}  max-memory {}  max-step-timeout-ms {}  max-fuel {}",
+        or_none(l.max_deployed_bytes),
+        or_none(l.max_memory_bytes),
+        or_none(l.max_step_timeout_ms),
+        or_none(l.max_fuel),
+    );
+    if c.kinds.is_empty() {
+        println!("  no kinds have run");
+        return;
+    }
+    println!(
+        "  {:<24} {:>8} {:>8} {:>8} {:>10} {:>7} {:>12} {:>12} {:>9}",
+        "KIND", "LIMIT", "QUEUED", "RUNNING", "STEPS", "FAULTS", "SANDBOX_MS", "WALL_MS", "OUTBOUND"
+    );
+    for k in &c.kinds {
+        println!(
+            "  {:<24} {:>8} {:>8} {:>8} {:>10} {:>7} {:>12} {:>12} {:>9}",
+            k.kind,
+            or_none(k.max_running.map(u64::from)),
+            k.queued,
+            k.running,
+            k.steps,
+            k.faults,
+            k.sandbox_micros / 1000,
+            k.wall_micros / 1000,
+            k.outbound_requests,
         );
     }
 }

@@ -1,0 +1,59 @@
+-- Tenant capacity (issue 15).
+--
+-- Fair claiming: each job carries a virtual-time tag assigned when it is inserted
+-- (start-time fair queueing by tenant weight); claims take ready jobs by priority, then
+-- tag, then sequence, so tenants share a priority layer by weight through the one index.
+ALTER TABLE jobs ADD COLUMN fair_tag BIGINT NOT NULL DEFAULT 0;
+DROP INDEX IF EXISTS jobs_ready;
+CREATE INDEX jobs_ready ON jobs (priority, fair_tag, seq) WHERE queue = 1;
+
+-- Each tenant's last tag per priority layer: its next job starts after it.
+CREATE TABLE fair_tags (
+    tenant_id TEXT NOT NULL,
+    priority BIGINT NOT NULL,
+    last_tag BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, priority)
+);
+
+-- What the operator set for a tenant; a NULL is "no limit". Claims lock the row of a
+-- tenant with a running limit, so hosts sharing the database admit one at a time.
+CREATE TABLE tenant_limits (
+    tenant_id TEXT PRIMARY KEY,
+    weight BIGINT NOT NULL DEFAULT 1,
+    max_running BIGINT,
+    max_queued BIGINT,
+    rate_per_sec BIGINT,
+    rate_burst BIGINT,
+    max_deployed_bytes BIGINT,
+    max_memory_bytes BIGINT,
+    max_step_timeout_ms BIGINT,
+    max_fuel BIGINT,
+    updated_at BIGINT NOT NULL
+);
+
+-- A tenant's submission gate: the rate limiter's theoretical arrival time (GCRA), and
+-- the row submissions lock so that concurrent ones count the queue one at a time.
+CREATE TABLE tenant_admission (
+    tenant_id TEXT PRIMARY KEY,
+    rate_tat BIGINT NOT NULL
+);
+
+-- A kind's running limit, set by its deployment (per tenant and kind, latest deploy wins).
+CREATE TABLE kind_limits (
+    tenant_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    max_running BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, kind)
+);
+
+-- Usage, per tenant and kind, added to by every host.
+CREATE TABLE usage (
+    tenant_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    steps BIGINT NOT NULL DEFAULT 0,
+    faults BIGINT NOT NULL DEFAULT 0,
+    sandbox_micros BIGINT NOT NULL DEFAULT 0,
+    wall_micros BIGINT NOT NULL DEFAULT 0,
+    outbound_requests BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, kind)
+);

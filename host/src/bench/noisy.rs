@@ -1,0 +1,149 @@
+//! A noisy neighbour: tenant A keeps 100,000 one-step jobs queued (topped up as they
+//! run) while tenant B submits 100 jobs at a steady rate; B's enqueue→start latency is
+//! measured three ways — on an idle host (B alone), beside A with fair claiming, and
+//! beside A with fair claiming off (submission order, as before issue 15).
+//!
+//! Latency is read as the `latency` section reads it: the job's `created_at` and the
+//! `started_at` its first claim stamped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::Serialize;
+use tokio::time::MissedTickBehavior;
+
+use super::stats::Summary;
+use super::{Context, requests};
+use crate::engine::{Engine, SubmitRequest};
+use crate::store::TenantId;
+
+/// Jobs tenant A keeps queued.
+const BACKLOG: u64 = 100_000;
+/// Jobs tenant B submits, and how many per second.
+const PROBES: u64 = 100;
+const PROBE_RATE: u64 = 20;
+
+/// The noisy-tenant figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct Noisy {
+    /// Jobs A kept queued.
+    pub backlog: u64,
+    /// B's jobs, and their rate (jobs/s).
+    pub probes: u64,
+    /// See [`probes`](Self::probes).
+    pub probe_rate: u64,
+    /// B's enqueue→start on an idle host, milliseconds.
+    pub idle_ms: Summary,
+    /// B's enqueue→start beside A, fair claiming on, milliseconds.
+    pub fair_ms: Summary,
+    /// B's enqueue→start beside A, fair claiming off, milliseconds.
+    pub unfair_ms: Summary,
+    /// A's jobs run per second while B was measured, fair claiming on.
+    pub fair_noisy_rate: f64,
+}
+
+/// Runs the three measurements, each on a fresh database.
+pub async fn measure(ctx: &Context) -> anyhow::Result<Noisy> {
+    let idle_ms = run(ctx, "noisy-idle", None, true).await?.0;
+    let (fair_ms, fair_noisy_rate) = run(ctx, "noisy-fair", Some(BACKLOG), true).await?;
+    let (unfair_ms, _) = run(ctx, "noisy-unfair", Some(BACKLOG), false).await?;
+    Ok(Noisy { backlog: BACKLOG, probes: PROBES, probe_rate: PROBE_RATE, idle_ms, fair_ms, unfair_ms, fair_noisy_rate })
+}
+
+/// B's latencies beside a backlog of `backlog` jobs of A (none: idle), and A's rate.
+async fn run(ctx: &Context, label: &str, backlog: Option<u64>, fair: bool) -> anyhow::Result<(Summary, f64)> {
+    let s = &ctx.settings;
+    let mut scenario = ctx.open_with(label, s.concurrency, |config| config.fair_claims = fair).await?;
+    ctx.deploy(&scenario, "noop").await?;
+    let engine = scenario.host.engine.clone();
+    let (quiet, _) = engine.create_tenant("quiet").await.context("creating tenant B")?;
+    let noop = ctx.guest_bytes("noop")?;
+    scenario.host.registry.deploy(&quiet.id, "noop", &noop, engine.now()).await.context("deploying for B")?;
+    let what = match (backlog, fair) {
+        (None, _) => "idle host",
+        (Some(_), true) => "fair claiming",
+        (Some(_), false) => "fair claiming off",
+    };
+    let task = ctx.progress.task(format!("noisy tenant: B beside {what}"), Some(PROBES));
+    // A's backlog, then a top-up that keeps it there while B is measured.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut topping = None;
+    if let Some(backlog) = backlog {
+        let mut left = backlog;
+        while left > 0 {
+            let take = left.min(s.submit_batch.max(1) as u64);
+            engine.submit_many(&ctx.tenant, requests("noop", b"{}", take as usize)).await.context("A's backlog")?;
+            left -= take;
+        }
+        topping = Some(tokio::spawn(top_up(engine.clone(), ctx.tenant.clone(), backlog, s.submit_batch, stop.clone())));
+    }
+    let settled_before = engine.counters().steps_settled.load(Ordering::Relaxed);
+    scenario.start();
+    let started = std::time::Instant::now();
+    let mut interval = tokio::time::interval(Duration::from_secs_f64(1.0 / PROBE_RATE as f64));
+    interval.set_missed_tick_behavior(MissedTickBehavior::Burst);
+    let mut ids = Vec::new();
+    for i in 0..PROBES {
+        interval.tick().await;
+        let request = SubmitRequest { kind: "noop".into(), input: b"{}".to_vec(), ..Default::default() };
+        ids.push(engine.submit(&quiet.id, request).await.context("B's submission")?.record().job.id);
+        task.set(i);
+    }
+    let mut latencies = Vec::new();
+    for id in ids {
+        let job = wait_started(&engine, &quiet.id, id).await?;
+        let start = job.started_at.context("a started job without started_at")?;
+        latencies.push((start.as_micros() - job.created_at.as_micros()) as f64 / 1000.0);
+    }
+    let noisy_rate = (engine.counters().steps_settled.load(Ordering::Relaxed) - settled_before) as f64
+        / started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    if let Some(topping) = topping {
+        topping.await.context("the top-up task")??;
+    }
+    let summary = Summary::of(&mut latencies).context("no job measured")?;
+    task.finish(&format!("B's enqueue→start p50 {:.2} ms, p99 {:.2} ms", summary.p50, summary.p99));
+    ctx.close(scenario, Duration::ZERO).await;
+    Ok((summary, noisy_rate))
+}
+
+/// Keeps about `backlog` of A's jobs queued: a batch whenever that many have run.
+async fn top_up(
+    engine: Arc<Engine>,
+    tenant: TenantId,
+    backlog: u64,
+    batch: usize,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let batch = batch.max(1) as u64;
+    let mut submitted = backlog;
+    while !stop.load(Ordering::Relaxed) {
+        let settled = engine.counters().steps_settled.load(Ordering::Relaxed);
+        if submitted.saturating_sub(settled) + batch <= backlog {
+            engine.submit_many(&tenant, requests("noop", b"{}", batch as usize)).await.context("topping up")?;
+            submitted += batch;
+        } else {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Job `id` once its first step has started (within two minutes).
+async fn wait_started(
+    engine: &Engine,
+    tenant: &TenantId,
+    id: spindle_core::JobId,
+) -> anyhow::Result<spindle_core::Job> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let job = engine.job(tenant, id).await?.job;
+        if job.started_at.is_some() {
+            return Ok(job);
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "B's job {id} did not start within two minutes");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

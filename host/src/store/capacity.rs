@@ -1,0 +1,681 @@
+//! A tenant's share of the host, as the store enforces it across every host sharing the
+//! database: fair tags for claims, submission quotas (jobs queued, a rate), running
+//! limits (per tenant, per kind) and usage counters.
+//!
+//! - **Fair claiming** is start-time fair queueing: a job inserted for tenant T at
+//!   priority P is tagged `max(T's last tag at P, V) + UNIT / weight(T)`, where V is the
+//!   smallest tag ready at P (the layer's virtual time). Claims take ready jobs by
+//!   (priority, tag, sequence) through one index, so tenants with backlogs alternate by
+//!   weight while a tenant that arrives later starts at the head, not behind a backlog.
+//! - **Running limits** are checked inside the claim's transaction with the limit's row
+//!   locked, then the running steps counted: hosts admit one at a time and a limit is never
+//!   exceeded. A candidate over a limit waits (queue `blocked`) on the limit's gate, woken
+//!   when a step under that gate ends.
+//! - **Submission quotas** lock the tenant's admission row, then count and meter: a batch
+//!   over a quota is refused whole, before anything is written.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use spindle_core::Timestamp;
+
+use super::jobs::{JobRecord, NewJob};
+use super::rows::placeholders;
+use super::sql::{Backend, Tx, Ty, Value};
+use super::tenants::TenantId;
+use super::{SqlStore, StoreError};
+
+/// A weight's share of virtual time: a job of a tenant of weight `w` advances the tenant's
+/// tag by `TAG_UNIT / w`.
+pub const TAG_UNIT: i64 = 1_000_000;
+
+/// The largest weight (and so the finest share) a tenant may have.
+pub const MAX_WEIGHT: u32 = 1_000;
+
+/// How long a job waiting for a running slot waits at most before its claim is tried
+/// again, if no step under its gate ends first (a release no host saw: a crashed host's
+/// claims are rescued by the reconciler, which wakes the gate then).
+pub const CAPACITY_RECHECK: Duration = Duration::from_secs(10);
+
+/// What the operator allows a tenant. `None` is "no limit" (the host's own, for the
+/// sandbox ceilings, which may only tighten it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantLimits {
+    /// Its share of claims within a priority layer (1 to [`MAX_WEIGHT`]; default 1).
+    pub weight: u32,
+    /// Steps running at once, on all hosts together.
+    pub max_running: Option<u32>,
+    /// Jobs queued (submitted, not yet started).
+    pub max_queued: Option<u64>,
+    /// Submissions per second, sustained.
+    pub rate_per_sec: Option<u32>,
+    /// Submissions in a burst (default: one second's worth).
+    pub rate_burst: Option<u32>,
+    /// Bytes of deployed components, all versions together.
+    pub max_deployed_bytes: Option<u64>,
+    /// A step's linear memory.
+    pub max_memory_bytes: Option<u64>,
+    /// A step's time.
+    pub max_step_timeout_ms: Option<u64>,
+    /// A step's fuel.
+    pub max_fuel: Option<u64>,
+}
+
+impl TenantLimits {
+    /// No limits, weight 1.
+    pub fn unlimited() -> Self {
+        Self { weight: 1, ..Self::default() }
+    }
+
+    /// The burst the rate limiter allows.
+    pub fn burst(&self) -> Option<u32> {
+        self.rate_per_sec.map(|rate| self.rate_burst.unwrap_or(rate).max(1))
+    }
+}
+
+/// A tenant's and kind's usage, as metered (sums over every host).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The kind.
+    pub kind: String,
+    /// Steps run (every attempt).
+    pub steps: u64,
+    /// Steps that faulted in the sandbox or ran out of time.
+    pub faults: u64,
+    /// Time inside the sandbox (µs).
+    pub sandbox_micros: u64,
+    /// Time from claim to outcome (µs).
+    pub wall_micros: u64,
+    /// Outbound HTTP requests sent.
+    pub outbound_requests: u64,
+}
+
+impl Usage {
+    /// Nothing used yet by `tenant`'s `kind`.
+    pub fn new(tenant: &TenantId, kind: &str) -> Self {
+        Self {
+            tenant: tenant.clone(),
+            kind: kind.to_owned(),
+            steps: 0,
+            faults: 0,
+            sandbox_micros: 0,
+            wall_micros: 0,
+            outbound_requests: 0,
+        }
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Usage) {
+        self.steps += other.steps;
+        self.faults += other.faults;
+        self.sandbox_micros += other.sandbox_micros;
+        self.wall_micros += other.wall_micros;
+        self.outbound_requests += other.outbound_requests;
+    }
+}
+
+/// What is queued and running now, per tenant and kind.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveCount {
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The kind.
+    pub kind: String,
+    /// Jobs submitted and not yet started.
+    pub queued: u64,
+    /// Steps running (claimed).
+    pub running: u64,
+}
+
+/// Why a submission was refused: the quota, what to say, and when to try again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaRefusal {
+    /// What was over: `max-queued` or `rate`.
+    pub quota: &'static str,
+    /// What to tell the caller.
+    pub message: String,
+    /// When trying again may succeed.
+    pub retry_after: Duration,
+}
+
+/// Tenant limits, kind limits and usage.
+#[async_trait]
+pub trait CapacityStore: Send + Sync {
+    /// Sets a tenant's limits (replacing what was set).
+    async fn set_tenant_limits(
+        &self,
+        tenant: &TenantId,
+        limits: &TenantLimits,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+    /// A tenant's limits (unlimited, weight 1, when none were set).
+    async fn tenant_limits(&self, tenant: &TenantId) -> Result<TenantLimits, StoreError>;
+    /// Sets (or, with `None`, lifts) a kind's running limit.
+    async fn set_kind_limit(&self, tenant: &TenantId, kind: &str, max_running: Option<u32>) -> Result<(), StoreError>;
+    /// A tenant's kinds' running limits.
+    async fn kind_limits(&self, tenant: &TenantId) -> Result<BTreeMap<String, u32>, StoreError>;
+    /// Adds metered usage.
+    async fn add_usage(&self, usage: &[Usage]) -> Result<(), StoreError>;
+    /// Usage so far, of one tenant or all.
+    async fn usage(&self, tenant: Option<&TenantId>) -> Result<Vec<Usage>, StoreError>;
+    /// Queued and running now, of one tenant or all.
+    async fn live_counts(&self, tenant: Option<&TenantId>) -> Result<Vec<LiveCount>, StoreError>;
+    /// Bytes of a tenant's deployed components.
+    async fn deployed_bytes(&self, tenant: &TenantId) -> Result<u64, StoreError>;
+}
+
+fn opt_u(v: Option<impl Into<u64>>) -> Value {
+    Value::from(v.map(|v| i64::try_from(v.into()).unwrap_or(i64::MAX)))
+}
+
+fn to_u64(v: Option<i64>) -> Option<u64> {
+    v.map(|v| u64::try_from(v).unwrap_or(0))
+}
+
+fn to_u32(v: Option<i64>) -> Option<u32> {
+    v.map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+}
+
+const LIMIT_COLS: &str = "weight, max_running, max_queued, rate_per_sec, rate_burst, max_deployed_bytes, \
+                          max_memory_bytes, max_step_timeout_ms, max_fuel";
+const LIMIT_TYS: [Ty; 9] =
+    [Ty::Int, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt];
+
+fn limits_of(row: &super::sql::Row, first: usize) -> TenantLimits {
+    TenantLimits {
+        weight: u32::try_from(row.int(first)).unwrap_or(1).clamp(1, MAX_WEIGHT),
+        max_running: to_u32(row.opt_int(first + 1)),
+        max_queued: to_u64(row.opt_int(first + 2)),
+        rate_per_sec: to_u32(row.opt_int(first + 3)),
+        rate_burst: to_u32(row.opt_int(first + 4)),
+        max_deployed_bytes: to_u64(row.opt_int(first + 5)),
+        max_memory_bytes: to_u64(row.opt_int(first + 6)),
+        max_step_timeout_ms: to_u64(row.opt_int(first + 7)),
+        max_fuel: to_u64(row.opt_int(first + 8)),
+    }
+}
+
+#[async_trait]
+impl CapacityStore for SqlStore {
+    async fn set_tenant_limits(
+        &self,
+        tenant: &TenantId,
+        limits: &TenantLimits,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO tenant_limits (tenant_id, {LIMIT_COLS}, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) \
+             ON CONFLICT (tenant_id) DO UPDATE SET weight = $2, max_running = $3, max_queued = $4, rate_per_sec = $5, \
+             rate_burst = $6, max_deployed_bytes = $7, max_memory_bytes = $8, max_step_timeout_ms = $9, max_fuel = $10, \
+             updated_at = $11"
+        );
+        let args = vec![
+            Value::from(tenant.0.as_str()),
+            Value::from(i64::from(limits.weight.clamp(1, MAX_WEIGHT))),
+            opt_u(limits.max_running),
+            opt_u(limits.max_queued),
+            opt_u(limits.rate_per_sec),
+            opt_u(limits.rate_burst),
+            opt_u(limits.max_deployed_bytes),
+            opt_u(limits.max_memory_bytes),
+            opt_u(limits.max_step_timeout_ms),
+            opt_u(limits.max_fuel),
+            Value::from(now.as_micros()),
+        ];
+        self.db.execute(&sql, args).await?;
+        Ok(())
+    }
+
+    async fn tenant_limits(&self, tenant: &TenantId) -> Result<TenantLimits, StoreError> {
+        let sql = format!("SELECT {LIMIT_COLS} FROM tenant_limits WHERE tenant_id = $1");
+        let rows = self.db.fetch(&sql, vec![Value::from(tenant.0.as_str())], &LIMIT_TYS).await?;
+        Ok(rows.first().map_or_else(TenantLimits::unlimited, |row| limits_of(row, 0)))
+    }
+
+    async fn set_kind_limit(&self, tenant: &TenantId, kind: &str, max_running: Option<u32>) -> Result<(), StoreError> {
+        let args = vec![Value::from(tenant.0.as_str()), Value::from(kind)];
+        match max_running {
+            Some(max) => {
+                let mut args = args;
+                args.push(Value::from(i64::from(max)));
+                self.db
+                    .execute(
+                        "INSERT INTO kind_limits (tenant_id, kind, max_running) VALUES ($1, $2, $3) \
+                         ON CONFLICT (tenant_id, kind) DO UPDATE SET max_running = $3",
+                        args,
+                    )
+                    .await?
+            }
+            None => self.db.execute("DELETE FROM kind_limits WHERE tenant_id = $1 AND kind = $2", args).await?,
+        };
+        Ok(())
+    }
+
+    async fn kind_limits(&self, tenant: &TenantId) -> Result<BTreeMap<String, u32>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT kind, max_running FROM kind_limits WHERE tenant_id = $1",
+                vec![Value::from(tenant.0.as_str())],
+                &[Ty::Text, Ty::Int],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (r.text(0), u32::try_from(r.int(1)).unwrap_or(u32::MAX))).collect())
+    }
+
+    async fn add_usage(&self, usage: &[Usage]) -> Result<(), StoreError> {
+        if usage.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.db.begin().await?;
+        // One row at a time, in key order: hosts adding at once lock rows in one order.
+        let mut sorted: Vec<&Usage> = usage.iter().collect();
+        sorted.sort_by(|a, b| (&a.tenant, &a.kind).cmp(&(&b.tenant, &b.kind)));
+        for u in sorted {
+            let n = |v: u64| Value::from(i64::try_from(v).unwrap_or(i64::MAX));
+            tx.execute(
+                "INSERT INTO usage (tenant_id, kind, steps, faults, sandbox_micros, wall_micros, outbound_requests) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant_id, kind) DO UPDATE SET \
+                 steps = usage.steps + $3, faults = usage.faults + $4, sandbox_micros = usage.sandbox_micros + $5, \
+                 wall_micros = usage.wall_micros + $6, outbound_requests = usage.outbound_requests + $7",
+                vec![
+                    Value::from(u.tenant.0.as_str()),
+                    Value::from(u.kind.as_str()),
+                    n(u.steps),
+                    n(u.faults),
+                    n(u.sandbox_micros),
+                    n(u.wall_micros),
+                    n(u.outbound_requests),
+                ],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn usage(&self, tenant: Option<&TenantId>) -> Result<Vec<Usage>, StoreError> {
+        let (filter, args) = tenant_filter(tenant);
+        let sql = format!(
+            "SELECT tenant_id, kind, steps, faults, sandbox_micros, wall_micros, outbound_requests FROM usage{filter} \
+             ORDER BY tenant_id, kind"
+        );
+        let rows =
+            self.db.fetch(&sql, args, &[Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Int]).await?;
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        Ok(rows
+            .iter()
+            .map(|r| Usage {
+                tenant: TenantId(r.text(0)),
+                kind: r.text(1),
+                steps: n(r.int(2)),
+                faults: n(r.int(3)),
+                sandbox_micros: n(r.int(4)),
+                wall_micros: n(r.int(5)),
+                outbound_requests: n(r.int(6)),
+            })
+            .collect())
+    }
+
+    async fn live_counts(&self, tenant: Option<&TenantId>) -> Result<Vec<LiveCount>, StoreError> {
+        let (filter, args) = tenant_filter(tenant);
+        let and = if filter.is_empty() { " WHERE" } else { " AND" };
+        let sql = format!(
+            "SELECT tenant_id, kind, SUM(CASE WHEN state = 'pending' THEN 1 ELSE 0 END), \
+             SUM(CASE WHEN claim_expires_at IS NOT NULL THEN 1 ELSE 0 END) FROM jobs{filter}{and} \
+             state IN ('pending', 'running') GROUP BY tenant_id, kind ORDER BY tenant_id, kind"
+        );
+        let rows = self.db.fetch(&sql, args, &[Ty::Text, Ty::Text, Ty::Int, Ty::Int]).await?;
+        Ok(rows
+            .iter()
+            .map(|r| LiveCount {
+                tenant: TenantId(r.text(0)),
+                kind: r.text(1),
+                queued: u64::try_from(r.int(2)).unwrap_or(0),
+                running: u64::try_from(r.int(3)).unwrap_or(0),
+            })
+            .collect())
+    }
+
+    async fn deployed_bytes(&self, tenant: &TenantId) -> Result<u64, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT COALESCE(SUM(size), 0) FROM components \
+                 WHERE digest IN (SELECT digest FROM kind_versions WHERE tenant_id = $1)",
+                vec![Value::from(tenant.0.as_str())],
+                &[Ty::Int],
+            )
+            .await?;
+        Ok(rows.first().map_or(0, |r| u64::try_from(r.int(0)).unwrap_or(0)))
+    }
+}
+
+fn tenant_filter(tenant: Option<&TenantId>) -> (&'static str, Vec<Value>) {
+    match tenant {
+        Some(t) => (" WHERE tenant_id = $1", vec![Value::from(t.0.as_str())]),
+        None => ("", vec![]),
+    }
+}
+
+// --- inside transactions ------------------------------------------------------------
+
+/// The fair tags of jobs about to be inserted, in order (all 0 when fairness is off: then
+/// claims take jobs in submission order within a priority layer). Records each tenant's
+/// last tag per layer.
+pub(super) async fn fair_tags(tx: &mut Tx, jobs: &[&NewJob], fair: bool) -> Result<Vec<i64>, StoreError> {
+    let mut tags = vec![0; jobs.len()];
+    if !fair || jobs.is_empty() {
+        return Ok(tags);
+    }
+    // Group by (tenant, layer), keeping submission order inside each group.
+    let mut groups: BTreeMap<(&str, i64), Vec<usize>> = BTreeMap::new();
+    for (i, job) in jobs.iter().enumerate() {
+        groups.entry((job.tenant.0.as_str(), i64::from(job.priority.rank()))).or_default().push(i);
+    }
+    let tenants: BTreeSet<&str> = groups.keys().map(|(t, _)| *t).collect();
+    let weights = weights(tx, &tenants).await?;
+    let mut clocks: HashMap<i64, i64> = HashMap::new();
+    for ((tenant, priority), members) in groups {
+        let clock = match clocks.get(&priority) {
+            Some(clock) => *clock,
+            None => {
+                let clock = layer_clock(tx, priority).await?;
+                clocks.insert(priority, clock);
+                clock
+            }
+        };
+        let last = tx
+            .fetch(
+                "SELECT last_tag FROM fair_tags WHERE tenant_id = $1 AND priority = $2",
+                vec![Value::from(tenant), Value::from(priority)],
+                &[Ty::Int],
+            )
+            .await?
+            .first()
+            .map_or(i64::MIN, |r| r.int(0));
+        let step = TAG_UNIT / i64::from(weights.get(tenant).copied().unwrap_or(1));
+        let mut tag = last.max(clock);
+        for i in members {
+            tag = tag.saturating_add(step);
+            tags[i] = tag;
+        }
+        let greatest = match tx.backend() {
+            Backend::Sqlite => "max",
+            Backend::Postgres => "GREATEST",
+        };
+        tx.execute(
+            &format!(
+                "INSERT INTO fair_tags (tenant_id, priority, last_tag) VALUES ($1, $2, $3) \
+                 ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = {greatest}(fair_tags.last_tag, $3)"
+            ),
+            vec![Value::from(tenant), Value::from(priority), Value::from(tag)],
+        )
+        .await?;
+    }
+    Ok(tags)
+}
+
+async fn weights(tx: &mut Tx, tenants: &BTreeSet<&str>) -> Result<HashMap<String, u32>, StoreError> {
+    let sql =
+        format!("SELECT tenant_id, weight FROM tenant_limits WHERE tenant_id IN ({})", placeholders(1, tenants.len()));
+    let rows = tx.fetch(&sql, tenants.iter().map(|t| Value::from(*t)).collect(), &[Ty::Text, Ty::Int]).await?;
+    Ok(rows.iter().map(|r| (r.text(0), u32::try_from(r.int(1)).unwrap_or(1).clamp(1, MAX_WEIGHT))).collect())
+}
+
+/// A layer's virtual time: the smallest tag ready in it (the head of the claim index), or
+/// when nothing is ready, the largest tag any tenant was given in it.
+async fn layer_clock(tx: &mut Tx, priority: i64) -> Result<i64, StoreError> {
+    let head = tx
+        .fetch(
+            "SELECT fair_tag FROM jobs WHERE queue = 1 AND priority = $1 ORDER BY fair_tag, seq LIMIT 1",
+            vec![Value::from(priority)],
+            &[Ty::Int],
+        )
+        .await?;
+    if let Some(row) = head.first() {
+        return Ok(row.int(0));
+    }
+    let top = tx
+        .fetch("SELECT MAX(last_tag) FROM fair_tags WHERE priority = $1", vec![Value::from(priority)], &[Ty::OptInt])
+        .await?;
+    Ok(top.first().and_then(|r| r.opt_int(0)).unwrap_or(0))
+}
+
+/// Admits a submission of `counts` new jobs per tenant, or refuses it whole: the tenant's
+/// admission row is locked (concurrent submissions count one at a time), its queued jobs
+/// counted against `max_queued`, and its rate metered (GCRA).
+pub(super) async fn admit(
+    tx: &mut Tx,
+    counts: &BTreeMap<&TenantId, u64>,
+    now: Timestamp,
+) -> Result<Result<(), QuotaRefusal>, StoreError> {
+    if counts.is_empty() {
+        return Ok(Ok(()));
+    }
+    let tenants: Vec<&TenantId> = counts.keys().copied().collect();
+    let sql = format!(
+        "SELECT tenant_id, {LIMIT_COLS} FROM tenant_limits WHERE tenant_id IN ({}) \
+         AND (max_queued IS NOT NULL OR rate_per_sec IS NOT NULL) ORDER BY tenant_id",
+        placeholders(1, tenants.len())
+    );
+    let mut tys = vec![Ty::Text];
+    tys.extend(LIMIT_TYS);
+    let rows = tx.fetch(&sql, tenants.iter().map(|t| Value::from(t.0.as_str())).collect(), &tys).await?;
+    for row in rows {
+        let tenant = row.text(0);
+        let limits = limits_of(&row, 1);
+        let n = counts.get(&TenantId(tenant.clone())).copied().unwrap_or(0);
+        tx.execute(
+            "INSERT INTO tenant_admission (tenant_id, rate_tat) VALUES ($1, 0) ON CONFLICT (tenant_id) DO NOTHING",
+            vec![Value::from(tenant.as_str())],
+        )
+        .await?;
+        let lock = match tx.backend() {
+            Backend::Sqlite => "",
+            Backend::Postgres => " FOR UPDATE",
+        };
+        let tat = tx
+            .fetch(
+                &format!("SELECT rate_tat FROM tenant_admission WHERE tenant_id = $1{lock}"),
+                vec![Value::from(tenant.as_str())],
+                &[Ty::Int],
+            )
+            .await?
+            .first()
+            .map_or(0, |r| r.int(0));
+        if let Some(max) = limits.max_queued {
+            let queued = tx
+                .fetch(
+                    "SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND state = 'pending'",
+                    vec![Value::from(tenant.as_str())],
+                    &[Ty::Int],
+                )
+                .await?
+                .first()
+                .map_or(0, |r| u64::try_from(r.int(0)).unwrap_or(0));
+            if queued + n > max {
+                return Ok(Err(QuotaRefusal {
+                    quota: "max-queued",
+                    message: format!(
+                        "tenant {tenant} has {queued} jobs queued; {n} more would pass its limit of {max}"
+                    ),
+                    retry_after: Duration::from_secs(1),
+                }));
+            }
+        }
+        if let (Some(rate), Some(burst)) = (limits.rate_per_sec, limits.burst()) {
+            match gcra(tat, now.as_micros(), n, rate, burst) {
+                Ok(next) => {
+                    tx.execute(
+                        "UPDATE tenant_admission SET rate_tat = $2 WHERE tenant_id = $1",
+                        vec![Value::from(tenant.as_str()), Value::from(next)],
+                    )
+                    .await?;
+                }
+                Err(wait) => {
+                    let message = if n > u64::from(burst) {
+                        format!("a batch of {n} jobs is larger than tenant {tenant}'s burst of {burst} submissions")
+                    } else {
+                        format!("tenant {tenant} may submit {rate} jobs per second (bursts of {burst})")
+                    };
+                    return Ok(Err(QuotaRefusal { quota: "rate", message, retry_after: wait }));
+                }
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// The generic cell rate algorithm: a tenant whose theoretical arrival time is `tat` asks
+/// to submit `n` at `now` (µs), at `rate` per second with bursts of `burst`. Answers the
+/// new arrival time, or how long to wait.
+pub fn gcra(tat: i64, now: i64, n: u64, rate: u32, burst: u32) -> Result<i64, Duration> {
+    let interval = 1_000_000 / i64::from(rate.max(1));
+    let n = i64::try_from(n).unwrap_or(i64::MAX);
+    let next = tat.max(now).saturating_add(interval.saturating_mul(n));
+    let allowed = interval.saturating_mul(i64::from(burst.max(1)));
+    let over = next - now - allowed;
+    if over <= 0 {
+        return Ok(next);
+    }
+    if n > i64::from(burst.max(1)) {
+        // Never admissible: say when a burst's worth would be.
+        return Err(Duration::from_secs(u64::try_from((allowed + 999_999) / 1_000_000).unwrap_or(1).max(1)));
+    }
+    Err(Duration::from_micros(u64::try_from(over).unwrap_or(0)))
+}
+
+/// The gate a running limit names, for [`spindle_core::job::JobEvent::AtCapacity`] and the
+/// wake when a slot frees.
+pub fn tenant_gate(tenant: &TenantId) -> String {
+    format!("@running/{tenant}")
+}
+
+/// The gate of a kind's running limit.
+pub fn kind_gate(tenant: &TenantId, kind: &str) -> String {
+    format!("@running/{tenant}/{kind}")
+}
+
+/// Which claim candidates their running limits admit, in order: `None` for an admitted
+/// one, the gate that is full for the others. Locks the limits' rows (in key order), then
+/// counts the steps running under them, so concurrent claims on any host see each other;
+/// `admitted` are this transaction's earlier claims, not yet written.
+pub(super) async fn gate_claims(
+    tx: &mut Tx,
+    candidates: &[JobRecord],
+    admitted: &[JobRecord],
+) -> Result<Vec<Option<String>>, StoreError> {
+    let mut verdicts = vec![None; candidates.len()];
+    if candidates.is_empty() {
+        return Ok(verdicts);
+    }
+    let tenants: BTreeSet<&str> = candidates.iter().map(|c| c.tenant.0.as_str()).collect();
+    let lock = match tx.backend() {
+        Backend::Sqlite => "",
+        Backend::Postgres => " FOR UPDATE",
+    };
+    let args = || tenants.iter().map(|t| Value::from(*t)).collect::<Vec<_>>();
+    let tenant_limits: HashMap<String, i64> = tx
+        .fetch(
+            &format!(
+                "SELECT tenant_id, max_running FROM tenant_limits WHERE max_running IS NOT NULL AND tenant_id IN ({}) \
+                 ORDER BY tenant_id{lock}",
+                placeholders(1, tenants.len())
+            ),
+            args(),
+            &[Ty::Text, Ty::Int],
+        )
+        .await?
+        .iter()
+        .map(|r| (r.text(0), r.int(1)))
+        .collect();
+    let kinds: BTreeSet<(&str, &str)> = candidates.iter().map(|c| (c.tenant.0.as_str(), c.kind.as_str())).collect();
+    let kind_limits: HashMap<(String, String), i64> = tx
+        .fetch(
+            &format!(
+                "SELECT tenant_id, kind, max_running FROM kind_limits WHERE tenant_id IN ({}) \
+                 ORDER BY tenant_id, kind{lock}",
+                placeholders(1, tenants.len())
+            ),
+            args(),
+            &[Ty::Text, Ty::Text, Ty::Int],
+        )
+        .await?
+        .iter()
+        .map(|r| ((r.text(0), r.text(1)), r.int(2)))
+        .filter(|((t, k), _)| kinds.contains(&(t.as_str(), k.as_str())))
+        .collect();
+    if tenant_limits.is_empty() && kind_limits.is_empty() {
+        return Ok(verdicts);
+    }
+    // The steps running under those limits now, committed by any host.
+    let limited: BTreeSet<&str> =
+        tenant_limits.keys().map(String::as_str).chain(kind_limits.keys().map(|(t, _)| t.as_str())).collect();
+    let rows = tx
+        .fetch(
+            &format!(
+                "SELECT tenant_id, kind, COUNT(*) FROM jobs WHERE claim_expires_at IS NOT NULL AND tenant_id IN ({}) \
+                 GROUP BY tenant_id, kind",
+                placeholders(1, limited.len())
+            ),
+            limited.iter().map(|t| Value::from(*t)).collect(),
+            &[Ty::Text, Ty::Text, Ty::Int],
+        )
+        .await?;
+    let mut by_tenant: HashMap<String, i64> = HashMap::new();
+    let mut by_kind: HashMap<(String, String), i64> = HashMap::new();
+    for r in rows {
+        *by_tenant.entry(r.text(0)).or_default() += r.int(2);
+        *by_kind.entry((r.text(0), r.text(1))).or_default() += r.int(2);
+    }
+    for a in admitted {
+        *by_tenant.entry(a.tenant.0.clone()).or_default() += 1;
+        *by_kind.entry((a.tenant.0.clone(), a.kind.clone())).or_default() += 1;
+    }
+    for (candidate, verdict) in candidates.iter().zip(verdicts.iter_mut()) {
+        let tenant = &candidate.tenant.0;
+        let key = (tenant.clone(), candidate.kind.clone());
+        if let Some(max) = tenant_limits.get(tenant)
+            && by_tenant.get(tenant).copied().unwrap_or(0) >= *max
+        {
+            *verdict = Some(tenant_gate(&candidate.tenant));
+            continue;
+        }
+        if let Some(max) = kind_limits.get(&key)
+            && by_kind.get(&key).copied().unwrap_or(0) >= *max
+        {
+            *verdict = Some(kind_gate(&candidate.tenant, &candidate.kind));
+            continue;
+        }
+        *by_tenant.entry(tenant.clone()).or_default() += 1;
+        *by_kind.entry(key).or_default() += 1;
+    }
+    Ok(verdicts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gcra_admits_a_burst_then_the_rate() {
+        let second = 1_000_000;
+        // 10/s, bursts of 10: ten at once pass, the eleventh waits a tenth of a second.
+        let mut tat = 0;
+        for _ in 0..10 {
+            tat = gcra(tat, 0, 1, 10, 10).expect("within the burst");
+        }
+        let wait = gcra(tat, 0, 1, 10, 10).expect_err("over the burst");
+        assert_eq!(wait, Duration::from_millis(100));
+        // A tenth of a second later, one more passes.
+        tat = gcra(tat, second / 10, 1, 10, 10).expect("one interval later");
+        assert!(gcra(tat, second / 10, 1, 10, 10).is_err());
+        // A batch larger than the burst never passes, and says a whole second.
+        assert_eq!(gcra(0, 0, 11, 10, 10), Err(Duration::from_secs(1)));
+    }
+}
