@@ -81,7 +81,7 @@ impl Sim {
         let mut next = record.clone();
         change(&mut next.job);
         let steps_changed = (0..next.job.steps.len()).collect();
-        let ends_claim = record.job.claim.is_some() && next.job.claim.is_none();
+        let frees_slot = record.job.claim.as_ref().is_some_and(|c| c.limited) && next.job.claim.is_none();
         let write = JobWrite {
             record: next,
             expected_version: record.version,
@@ -94,7 +94,7 @@ impl Sim {
             children: vec![],
             consume_signal: None,
             relay: vec![],
-            ends_claim,
+            frees_slot,
             at: self.clock_now(),
         };
         self.h.store.write(vec![write], self.clock_now(), self.engine.deriver()).await.unwrap();

@@ -1,4 +1,4 @@
-//! The fault breaker (issue 15): per (tenant, kind), a kind whose steps keep faulting
+//! The fault breaker (issue 15): per (tenant, kind, version), a kind whose steps keep faulting
 //! (sandbox faults, time-outs) stops being claimed for a cool-down, then lets one probe
 //! through, and closes only after consecutive successes — seed 000's rule for anything
 //! threshold-driven: separate open and close conditions and a cool-down, so a kind
@@ -9,8 +9,8 @@
 //! time; `close_after` successes in a row close it, a fault opens it again). An operator
 //! can reset it to `closed` from anywhere.
 //!
-//! Pure, like the job machine: the engine keeps one per (tenant, kind), feeds it the
-//! outcomes of that kind's steps and asks it before claiming.
+//! Pure, like the job machine: the engine keeps one per (tenant, kind, version), feeds it
+//! the outcomes of that version's steps and asks it before claiming.
 
 use std::collections::VecDeque;
 use std::time::Duration;

@@ -6,6 +6,10 @@
 ALTER TABLE jobs ADD COLUMN fair_tag INTEGER NOT NULL DEFAULT 0;
 DROP INDEX IF EXISTS jobs_ready;
 CREATE INDEX jobs_ready ON jobs (priority, fair_tag, seq) WHERE queue = 1;
+-- Jobs waiting on a key or a running limit's gate, in the order a wake takes them: a
+-- gate with a tenant's whole backlog behind it wakes its best few without a sort.
+DROP INDEX IF EXISTS jobs_blocked;
+CREATE INDEX jobs_blocked ON jobs (blocked_on, priority, fair_tag, seq) WHERE queue = 3;
 
 -- Each tenant's last tag per priority layer: its next job starts after it.
 CREATE TABLE fair_tags (

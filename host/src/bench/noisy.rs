@@ -1,7 +1,9 @@
 //! A noisy neighbour: tenant A keeps 100,000 one-step jobs queued (topped up as they
 //! run) while tenant B submits 100 jobs at a steady rate; B's enqueue→start latency is
-//! measured three ways — on an idle host (B alone), beside A with fair claiming, and
-//! beside A with fair claiming off (submission order, as before issue 15).
+//! measured four ways — on an idle host (B alone), beside A with fair claiming, beside A
+//! with fair claiming off (submission order, as before issue 15), and beside A with fair
+//! claiming and A's running limit at three quarters of the host's concurrency (so that a
+//! worker is free when B's job arrives, as an operator would set a noisy tenant).
 //!
 //! Latency is read as the `latency` section reads it: the job's `created_at` and the
 //! `started_at` its first claim stamped.
@@ -17,10 +19,13 @@ use tokio::time::MissedTickBehavior;
 use super::stats::Summary;
 use super::{Context, requests};
 use crate::engine::{Engine, SubmitRequest};
-use crate::store::TenantId;
+use crate::store::{TenantId, TenantLimits};
 
 /// Jobs tenant A keeps queued.
 const BACKLOG: u64 = 100_000;
+/// Jobs per top-up of A's backlog: small, as a steady stream of submissions is, so that
+/// B's submissions do not queue behind one large insert.
+const TOP_UP_BATCH: usize = 100;
 /// Jobs tenant B submits, and how many per second.
 const PROBES: u64 = 100;
 const PROBE_RATE: u64 = 20;
@@ -40,20 +45,44 @@ pub struct Noisy {
     pub fair_ms: Summary,
     /// B's enqueue→start beside A, fair claiming off, milliseconds.
     pub unfair_ms: Summary,
+    /// B's enqueue→start beside A limited to `limited_running` steps at once, fair
+    /// claiming on, milliseconds.
+    pub limited_ms: Summary,
+    /// A's running limit in that run.
+    pub limited_running: u32,
     /// A's jobs run per second while B was measured, fair claiming on.
     pub fair_noisy_rate: f64,
 }
 
 /// Runs the three measurements, each on a fresh database.
 pub async fn measure(ctx: &Context) -> anyhow::Result<Noisy> {
-    let idle_ms = run(ctx, "noisy-idle", None, true).await?.0;
-    let (fair_ms, fair_noisy_rate) = run(ctx, "noisy-fair", Some(BACKLOG), true).await?;
-    let (unfair_ms, _) = run(ctx, "noisy-unfair", Some(BACKLOG), false).await?;
-    Ok(Noisy { backlog: BACKLOG, probes: PROBES, probe_rate: PROBE_RATE, idle_ms, fair_ms, unfair_ms, fair_noisy_rate })
+    let idle_ms = run(ctx, "noisy-idle", None, true, None).await?.0;
+    let (fair_ms, fair_noisy_rate) = run(ctx, "noisy-fair", Some(BACKLOG), true, None).await?;
+    let (unfair_ms, _) = run(ctx, "noisy-unfair", Some(BACKLOG), false, None).await?;
+    let limited_running = u32::try_from(ctx.settings.concurrency * 3 / 4).unwrap_or(u32::MAX).max(1);
+    let (limited_ms, _) = run(ctx, "noisy-limited", Some(BACKLOG), true, Some(limited_running)).await?;
+    Ok(Noisy {
+        backlog: BACKLOG,
+        probes: PROBES,
+        probe_rate: PROBE_RATE,
+        idle_ms,
+        fair_ms,
+        unfair_ms,
+        limited_ms,
+        limited_running,
+        fair_noisy_rate,
+    })
 }
 
-/// B's latencies beside a backlog of `backlog` jobs of A (none: idle), and A's rate.
-async fn run(ctx: &Context, label: &str, backlog: Option<u64>, fair: bool) -> anyhow::Result<(Summary, f64)> {
+/// B's latencies beside a backlog of `backlog` jobs of A (none: idle) running at most
+/// `a_running` at once, and A's rate.
+async fn run(
+    ctx: &Context,
+    label: &str,
+    backlog: Option<u64>,
+    fair: bool,
+    a_running: Option<u32>,
+) -> anyhow::Result<(Summary, f64)> {
     let s = &ctx.settings;
     let mut scenario = ctx.open_with(label, s.concurrency, |config| config.fair_claims = fair).await?;
     ctx.deploy(&scenario, "noop").await?;
@@ -61,10 +90,15 @@ async fn run(ctx: &Context, label: &str, backlog: Option<u64>, fair: bool) -> an
     let (quiet, _) = engine.create_tenant("quiet").await.context("creating tenant B")?;
     let noop = ctx.guest_bytes("noop")?;
     scenario.host.registry.deploy(&quiet.id, "noop", &noop, engine.now()).await.context("deploying for B")?;
-    let what = match (backlog, fair) {
-        (None, _) => "idle host",
-        (Some(_), true) => "fair claiming",
-        (Some(_), false) => "fair claiming off",
+    if let Some(max) = a_running {
+        let limits = TenantLimits { max_running: Some(max), ..TenantLimits::unlimited() };
+        engine.set_tenant_limits(&ctx.tenant, limits).await.context("limiting A")?;
+    }
+    let what = match (backlog, fair, a_running) {
+        (None, _, _) => "idle host".to_owned(),
+        (Some(_), true, None) => "fair claiming".to_owned(),
+        (Some(_), false, _) => "fair claiming off".to_owned(),
+        (Some(_), true, Some(max)) => format!("fair claiming, A limited to {max} running"),
     };
     let task = ctx.progress.task(format!("noisy tenant: B beside {what}"), Some(PROBES));
     // A's backlog, then a top-up that keeps it there while B is measured.
@@ -77,7 +111,7 @@ async fn run(ctx: &Context, label: &str, backlog: Option<u64>, fair: bool) -> an
             engine.submit_many(&ctx.tenant, requests("noop", b"{}", take as usize)).await.context("A's backlog")?;
             left -= take;
         }
-        topping = Some(tokio::spawn(top_up(engine.clone(), ctx.tenant.clone(), backlog, s.submit_batch, stop.clone())));
+        topping = Some(tokio::spawn(top_up(engine.clone(), ctx.tenant.clone(), backlog, TOP_UP_BATCH, stop.clone())));
     }
     let settled_before = engine.counters().steps_settled.load(Ordering::Relaxed);
     scenario.start();

@@ -348,7 +348,9 @@ impl Report {
             t.row("B on an idle host", &row(&n.idle_ms));
             t.row("B beside A, fair claiming", &row(&n.fair_ms));
             t.row("B beside A, fair claiming off", &row(&n.unfair_ms));
+            t.row(&format!("B beside A limited to {} running, fair", n.limited_running), &row(&n.limited_ms));
             t.row("  fair p99 over idle p99", &format!("{:.2}×", n.fair_ms.p99 / n.idle_ms.p99.max(0.001)));
+            t.row("  limited p99 over idle p99", &format!("{:.2}×", n.limited_ms.p99 / n.idle_ms.p99.max(0.001)));
             t.row("  A's jobs/s meanwhile (fair)", &format!("{:.0}", n.fair_noisy_rate));
         }
         if let (Some(first), Some(last)) = (self.retention.first(), self.retention.last()) {

@@ -326,7 +326,7 @@ mod tests {
             children: Vec::new(),
             consume_signal: None,
             relay: Vec::new(),
-            ends_claim: false,
+            frees_slot: false,
             at: Timestamp::EPOCH,
         }
     }

@@ -85,7 +85,7 @@ pub fn plan(before: &JobRecord, transition: Transition, now: Timestamp) -> Resul
         }
     }
     let previous_pass = previous_pass.map(|steps| (before.job.pass, steps));
-    let ends_claim = before.job.claim.is_some() && job.claim.is_none();
+    let frees_slot = before.job.claim.as_ref().is_some_and(|c| c.limited) && job.claim.is_none();
     // Everything but the job as read (which the transition replaces) carries over.
     let record = JobRecord {
         job,
@@ -112,7 +112,7 @@ pub fn plan(before: &JobRecord, transition: Transition, now: Timestamp) -> Resul
             children,
             consume_signal,
             relay: relay.clone(),
-            ends_claim,
+            frees_slot,
             at: now,
         },
         failure_effect_first,

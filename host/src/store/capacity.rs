@@ -561,20 +561,35 @@ pub fn kind_gate(tenant: &TenantId, kind: &str) -> String {
     format!("@running/{tenant}/{kind}")
 }
 
-/// Which claim candidates their running limits admit, in order: `None` for an admitted
-/// one, the gate that is full for the others. Locks the limits' rows (in key order), then
-/// counts the steps running under them, so concurrent claims on any host see each other;
-/// `admitted` are this transaction's earlier claims, not yet written.
+/// What the running limits say of a claim candidate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Claim it; `limited` when a limit counted it (its end frees a slot).
+    Claim {
+        /// See [`Verdict::Claim`].
+        limited: bool,
+    },
+    /// A limit is full: wait on this gate.
+    Wait(String),
+}
+
+/// Which claim candidates their running limits admit, in order. `limited` says, per
+/// candidate, whether a limit applies (read with it); only then are the limits' rows
+/// locked (in key order) and the steps running under them counted, so that concurrent
+/// claims on any host see each other. `admitted` are this transaction's earlier claims,
+/// not yet written.
 pub(super) async fn gate_claims(
     tx: &mut Tx,
     candidates: &[JobRecord],
+    limited: &[bool],
     admitted: &[JobRecord],
-) -> Result<Vec<Option<String>>, StoreError> {
-    let mut verdicts = vec![None; candidates.len()];
-    if candidates.is_empty() {
+) -> Result<Vec<Verdict>, StoreError> {
+    let mut verdicts = vec![Verdict::Claim { limited: false }; candidates.len()];
+    if !limited.iter().any(|l| *l) {
         return Ok(verdicts);
     }
-    let tenants: BTreeSet<&str> = candidates.iter().map(|c| c.tenant.0.as_str()).collect();
+    let tenants: BTreeSet<&str> =
+        candidates.iter().zip(limited).filter(|(_, l)| **l).map(|(c, _)| c.tenant.0.as_str()).collect();
     let lock = match tx.backend() {
         Backend::Sqlite => "",
         Backend::Postgres => " FOR UPDATE",
@@ -640,18 +655,17 @@ pub(super) async fn gate_claims(
     for (candidate, verdict) in candidates.iter().zip(verdicts.iter_mut()) {
         let tenant = &candidate.tenant.0;
         let key = (tenant.clone(), candidate.kind.clone());
-        if let Some(max) = tenant_limits.get(tenant)
-            && by_tenant.get(tenant).copied().unwrap_or(0) >= *max
-        {
-            *verdict = Some(tenant_gate(&candidate.tenant));
+        let tenant_max = tenant_limits.get(tenant);
+        let kind_max = kind_limits.get(&key);
+        if tenant_max.is_some_and(|max| by_tenant.get(tenant).copied().unwrap_or(0) >= *max) {
+            *verdict = Verdict::Wait(tenant_gate(&candidate.tenant));
             continue;
         }
-        if let Some(max) = kind_limits.get(&key)
-            && by_kind.get(&key).copied().unwrap_or(0) >= *max
-        {
-            *verdict = Some(kind_gate(&candidate.tenant, &candidate.kind));
+        if kind_max.is_some_and(|max| by_kind.get(&key).copied().unwrap_or(0) >= *max) {
+            *verdict = Verdict::Wait(kind_gate(&candidate.tenant, &candidate.kind));
             continue;
         }
+        *verdict = Verdict::Claim { limited: tenant_max.is_some() || kind_max.is_some() };
         *by_tenant.entry(tenant.clone()).or_default() += 1;
         *by_kind.entry(key).or_default() += 1;
     }

@@ -13,9 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use spindle_core::Timestamp;
 
-use super::capacity::{CAPACITY_RECHECK, gate_claims};
+use super::capacity::{CAPACITY_RECHECK, Verdict, gate_claims};
 use super::jobs::JobRecord;
-use super::rows::{JOB_COLS, fetch_jobs, placeholders};
+use super::rows::{JOB_COLS, JOB_TYS, attach_steps, fetch_jobs, job_from_row, placeholders};
 use super::sql::{Backend, Db, Tx, Ty, Value};
 use super::tenants::TenantId;
 use super::writes::{JobWrite, TRANSACTION_ATTEMPTS, WriteOutcome, apply_writes, finish, queue_code, retryable};
@@ -183,7 +183,8 @@ pub(super) async fn wake_blocked(
 
 /// Wakes, for each running-limit gate in `freed`, as many of the jobs waiting on it as
 /// slots were freed (best first), each through the core; answers whether any became
-/// ready. One indexed read for all the gates: most commits free slots no job waits for.
+/// ready. Only claims a limit counted free slots, so commits of unlimited tenants' steps
+/// never come here.
 pub(super) async fn wake_gated(
     tx: &mut Tx,
     freed: &BTreeMap<String, u32>,
@@ -193,29 +194,17 @@ pub(super) async fn wake_gated(
     if freed.is_empty() {
         return Ok(false);
     }
-    let total: u32 = freed.values().sum();
-    let mut args: Vec<Value> = freed.keys().map(|g| Value::from(g.as_str())).collect();
-    args.push(Value::from(i64::from(total)));
     let sql = format!(
-        "SELECT {JOB_COLS} FROM jobs WHERE queue = {} AND blocked_on IN ({}) ORDER BY priority, fair_tag, seq \
-         LIMIT ${}{}",
+        "SELECT {JOB_COLS} FROM jobs WHERE queue = {} AND blocked_on = $1 ORDER BY priority, fair_tag, seq LIMIT $2{}",
         queue_code(spindle_core::QueueState::Blocked),
-        placeholders(1, freed.len()),
-        freed.len() + 1,
         skip_locked(tx.backend())
     );
-    let waiting = fetch_jobs(tx, &sql, args).await?;
-    if waiting.is_empty() {
-        return Ok(false);
-    }
-    let mut slots = freed.clone();
     let mut writes = Vec::new();
-    for record in &waiting {
-        let gate = record.job.blocked_on.as_deref().unwrap_or_default();
-        if let Some(left) = slots.get_mut(gate).filter(|left| **left > 0) {
-            *left -= 1;
-            writes.extend(deriver.key_released(record, gate, now));
-        }
+    for (gate, slots) in freed {
+        // One indexed read per gate (`jobs_blocked` holds the order): a gate with a
+        // tenant's whole backlog behind it gives its best few without a sort.
+        let waiting = fetch_jobs(tx, &sql, vec![Value::from(gate.as_str()), Value::from(i64::from(*slots))]).await?;
+        writes.extend(waiting.iter().filter_map(|record| deriver.key_released(record, gate, now)));
     }
     if writes.is_empty() {
         return Ok(false);
@@ -244,13 +233,22 @@ async fn candidates(
     limit: u32,
     filter: &ClaimFilter,
     taken: &[i64],
-) -> Result<Vec<JobRecord>, StoreError> {
+    full: &Full,
+) -> Result<(Vec<JobRecord>, Vec<bool>), StoreError> {
     let mut args = vec![Value::from(i64::from(limit))];
     let mut extra = String::new();
     if !taken.is_empty() {
         // This claim's earlier rounds chose these; they are still ready until it commits.
         extra.push_str(&format!(" AND seq NOT IN ({})", placeholders(2, taken.len())));
         args.extend(taken.iter().map(|seq| Value::from(*seq)));
+    }
+    if !full.tenants.is_empty() {
+        extra.push_str(&format!(" AND tenant_id NOT IN ({})", placeholders(args.len() + 1, full.tenants.len())));
+        args.extend(full.tenants.iter().map(|t| Value::from(t.as_str())));
+    }
+    for (tenant, kind) in &full.kinds {
+        extra.push_str(&format!(" AND NOT (tenant_id = ${} AND kind = ${})", args.len() + 1, args.len() + 2));
+        args.extend([Value::from(tenant.as_str()), Value::from(kind.as_str())]);
     }
     for (column, values) in
         [("kind", filter.kinds.clone()), ("tenant_id", filter.tenants.iter().map(|t| t.0.clone()).collect())]
@@ -261,13 +259,26 @@ async fn candidates(
         extra.push_str(&format!(" AND {column} IN ({})", placeholders(args.len() + 1, values.len())));
         args.extend(values.into_iter().map(Value::from));
     }
+    // Whether a running limit applies to the candidate, read with it: a claim of jobs no
+    // limit applies to costs no statement more.
     let sql = format!(
-        "SELECT {JOB_COLS} FROM jobs WHERE queue = {}{extra} ORDER BY priority, fair_tag, seq LIMIT $1{}",
+        "SELECT {JOB_COLS}, {LIMITED} FROM jobs WHERE queue = {}{extra} ORDER BY priority, fair_tag, seq LIMIT $1{}",
         queue_code(spindle_core::QueueState::Ready),
         skip_locked(tx.backend())
     );
-    fetch_jobs(tx, &sql, args).await
+    let mut tys = JOB_TYS.to_vec();
+    tys.push(Ty::Int);
+    let rows = tx.fetch(&sql, args, &tys).await?;
+    let limited: Vec<bool> = rows.iter().map(|r| r.int(JOB_TYS.len()) != 0).collect();
+    let mut records = rows.into_iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
+    attach_steps(tx, &mut records).await?;
+    Ok((records, limited))
 }
+
+/// 1 when a running limit applies to the job row (its tenant's or its kind's), else 0.
+const LIMITED: &str = "CAST(CASE WHEN EXISTS (SELECT 1 FROM tenant_limits l WHERE l.tenant_id = jobs.tenant_id \
+                       AND l.max_running IS NOT NULL) OR EXISTS (SELECT 1 FROM kind_limits k \
+                       WHERE k.tenant_id = jobs.tenant_id AND k.kind = jobs.kind) THEN 1 ELSE 0 END AS BIGINT)";
 
 /// A claim being committed: each candidate as read, and as its claim makes it.
 struct Claims {
@@ -277,6 +288,24 @@ struct Claims {
 
 /// How many times one claim looks past candidates that running limits turned away.
 const GATE_ROUNDS: usize = 4;
+
+/// The tenants and kinds a claim found at their running limit.
+#[derive(Debug, Default)]
+struct Full {
+    tenants: BTreeSet<String>,
+    kinds: BTreeSet<(String, String)>,
+}
+
+impl Full {
+    /// `candidate` waits on `gate`: its tenant, or its kind, is full.
+    fn note(&mut self, candidate: &JobRecord, gate: &str) {
+        if gate == super::capacity::tenant_gate(&candidate.tenant) {
+            self.tenants.insert(candidate.tenant.0.clone());
+        } else {
+            self.kinds.insert((candidate.tenant.0.clone(), candidate.kind.clone()));
+        }
+    }
+}
 
 impl Claims {
     /// The claims of up to `limit` candidates, and their writes. Candidates a running
@@ -292,22 +321,35 @@ impl Claims {
     ) -> Result<(Self, Vec<JobWrite>), StoreError> {
         let mut claims = Self { read: Vec::new(), claimed: Vec::new() };
         let mut writes = Vec::new();
+        // Tenants and kinds found full: later rounds pass over their jobs instead of
+        // making each of them wait (a write per job) — one round's worth waits, the
+        // rest stay ready for when a slot frees.
+        let mut full = Full::default();
         for _ in 0..GATE_ROUNDS {
             let wanted = limit.saturating_sub(u32::try_from(claims.read.len()).unwrap_or(u32::MAX));
             if wanted == 0 {
                 break;
             }
             let taken: Vec<i64> = claims.read.iter().map(|r| r.seq).collect();
-            let candidates = candidates(tx, wanted, filter, &taken).await?;
+            let (candidates, limited) = candidates(tx, wanted, filter, &taken, &full).await?;
             let exhausted = candidates.len() < wanted as usize;
-            let verdicts = gate_claims(tx, &candidates, &claims.read).await?;
+            let verdicts = gate_claims(tx, &candidates, &limited, &claims.read).await?;
             let mut gated = Vec::new();
-            for (candidate, gate) in candidates.into_iter().zip(verdicts) {
-                if let Some(gate) = gate {
-                    gated.extend(deriver.at_capacity(&candidate, &gate, now.plus(CAPACITY_RECHECK), now));
-                } else if let Some((gate, recheck_at)) = deriver.hold(&candidate, now) {
+            for (candidate, verdict) in candidates.into_iter().zip(verdicts) {
+                let limited = match verdict {
+                    Verdict::Wait(gate) => {
+                        full.note(&candidate, &gate);
+                        gated.extend(deriver.at_capacity(&candidate, &gate, now.plus(CAPACITY_RECHECK), now));
+                        continue;
+                    }
+                    Verdict::Claim { limited } => limited,
+                };
+                if let Some((gate, recheck_at)) = deriver.hold(&candidate, now) {
                     gated.extend(deriver.at_capacity(&candidate, &gate, recheck_at, now));
-                } else if let Some(write) = deriver.claim(&candidate, now) {
+                } else if let Some(mut write) = deriver.claim(&candidate, now) {
+                    if let Some(claim) = write.record.job.claim.as_mut() {
+                        claim.limited = limited;
+                    }
                     claims.claimed.push(write.record.clone());
                     writes.push(write);
                     claims.read.push(candidate);

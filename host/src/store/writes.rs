@@ -46,9 +46,9 @@ pub struct JobWrite {
     /// Workflow effects to queue for the relay (a parent to count again, children to
     /// cancel).
     pub relay: Vec<Relay>,
-    /// Whether the write ends a claim (its step's outcome, a rescue, a cancel): the
-    /// running limits it counted against have a slot free when it lands.
-    pub ends_claim: bool,
+    /// Whether the write ends a claim a running limit counted (its step's outcome, a
+    /// rescue, a cancel): the limits have a slot free when it lands.
+    pub frees_slot: bool,
     /// When the change happened (its history's time), which a group commit may write
     /// a little later.
     pub at: Timestamp,
@@ -298,7 +298,7 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
         let job = &w.record.job;
         let id = job.id.to_string();
         ready |= job.queue == QueueState::Ready;
-        if w.ends_claim {
+        if w.frees_slot {
             *freed.entry(tenant_gate(&w.record.tenant)).or_default() += 1;
             *freed.entry(kind_gate(&w.record.tenant, &w.record.kind)).or_default() += 1;
         }

@@ -188,7 +188,8 @@ impl Draft {
         }
         self.job.fence = fence;
         let expires_at = now.plus(ttl);
-        self.job.claim = Some(Claim { fence, owner: owner.to_owned(), step: index, claimed_at: now, expires_at });
+        self.job.claim =
+            Some(Claim { fence, owner: owner.to_owned(), step: index, claimed_at: now, expires_at, limited: false });
         self.effects.push(Effect::AcquireLeaseKeys { fence, expires_at });
         self.touch(now);
         Ok(())

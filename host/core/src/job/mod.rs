@@ -101,6 +101,11 @@ pub struct Claim {
     pub claimed_at: Timestamp,
     /// When it lapses unless renewed by a heartbeat.
     pub expires_at: Timestamp,
+    /// Whether a running limit (its tenant's or its kind's) counted it when it was taken:
+    /// its end frees a slot that jobs waiting on the limit's gate are woken for. The host
+    /// sets it on the claim it writes; the machine only carries it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub limited: bool,
 }
 
 /// The last report accepted, so that an identical repeat adds nothing.
