@@ -561,6 +561,39 @@ pub fn kind_gate(tenant: &TenantId, kind: &str) -> String {
     format!("@running/{tenant}/{kind}")
 }
 
+/// The running slots a batch's writes free (claims a limit counted, ending), per tenant
+/// and per (tenant, kind): claims in the same transaction may take them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Freeing {
+    tenants: HashMap<String, i64>,
+    kinds: HashMap<(String, String), i64>,
+}
+
+impl Freeing {
+    /// What `writes` free.
+    pub(super) fn of(writes: &[super::JobWrite]) -> Self {
+        let mut freeing = Self::default();
+        for w in writes.iter().filter(|w| w.frees_slot) {
+            *freeing.tenants.entry(w.record.tenant.0.clone()).or_default() += 1;
+            *freeing.kinds.entry((w.record.tenant.0.clone(), w.record.kind.clone())).or_default() += 1;
+        }
+        freeing
+    }
+
+    /// Whether any slot is counted free.
+    pub(super) fn counted(&self) -> bool {
+        !self.tenants.is_empty()
+    }
+}
+
+/// Whether a write that frees a slot did not land (its slot is still taken).
+pub(super) fn freeing_failed(writes: &[super::JobWrite], outcomes: &[super::WriteOutcome]) -> bool {
+    writes
+        .iter()
+        .zip(outcomes)
+        .any(|(w, outcome)| w.frees_slot && !matches!(outcome, super::WriteOutcome::Written { .. }))
+}
+
 /// What the running limits say of a claim candidate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Verdict {
@@ -577,12 +610,13 @@ pub(super) enum Verdict {
 /// candidate, whether a limit applies (read with it); only then are the limits' rows
 /// locked (in key order) and the steps running under them counted, so that concurrent
 /// claims on any host see each other. `admitted` are this transaction's earlier claims,
-/// not yet written.
+/// not yet written; `freeing` the slots its writes free.
 pub(super) async fn gate_claims(
     tx: &mut Tx,
     candidates: &[JobRecord],
     limited: &[bool],
     admitted: &[JobRecord],
+    freeing: &Freeing,
 ) -> Result<Vec<Verdict>, StoreError> {
     let mut verdicts = vec![Verdict::Claim { limited: false }; candidates.len()];
     if !limited.iter().any(|l| *l) {
@@ -628,14 +662,16 @@ pub(super) async fn gate_claims(
     if tenant_limits.is_empty() && kind_limits.is_empty() {
         return Ok(verdicts);
     }
-    // The steps running under those limits now, committed by any host.
+    // The steps running under those limits now, committed by any host: read through the
+    // index of claimed jobs (a few hundred rows: the range makes SQLite take it), never
+    // the tenant's (its whole backlog: `tenant_id || ''` keeps both planners off it).
     let limited: BTreeSet<&str> =
         tenant_limits.keys().map(String::as_str).chain(kind_limits.keys().map(|(t, _)| t.as_str())).collect();
     let rows = tx
         .fetch(
             &format!(
-                "SELECT tenant_id, kind, COUNT(*) FROM jobs WHERE claim_expires_at IS NOT NULL AND tenant_id IN ({}) \
-                 GROUP BY tenant_id, kind",
+                "SELECT tenant_id, kind, COUNT(*) FROM jobs WHERE claim_expires_at IS NOT NULL \
+                 AND claim_expires_at >= 0 AND (tenant_id || '') IN ({}) GROUP BY tenant_id, kind",
                 placeholders(1, limited.len())
             ),
             limited.iter().map(|t| Value::from(*t)).collect(),
@@ -651,6 +687,12 @@ pub(super) async fn gate_claims(
     for a in admitted {
         *by_tenant.entry(a.tenant.0.clone()).or_default() += 1;
         *by_kind.entry((a.tenant.0.clone(), a.kind.clone())).or_default() += 1;
+    }
+    for (tenant, n) in &freeing.tenants {
+        *by_tenant.entry(tenant.clone()).or_default() -= n;
+    }
+    for (key, n) in &freeing.kinds {
+        *by_kind.entry(key.clone()).or_default() -= n;
     }
     for (candidate, verdict) in candidates.iter().zip(verdicts.iter_mut()) {
         let tenant = &candidate.tenant.0;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use spindle_core::Timestamp;
 
-use super::capacity::{CAPACITY_RECHECK, Verdict, gate_claims};
+use super::capacity::{CAPACITY_RECHECK, Freeing, Verdict, freeing_failed, gate_claims};
 use super::jobs::JobRecord;
 use super::rows::{JOB_COLS, JOB_TYS, attach_steps, fetch_jobs, job_from_row, placeholders};
 use super::sql::{Backend, Db, Tx, Ty, Value};
@@ -233,7 +233,6 @@ async fn candidates(
     limit: u32,
     filter: &ClaimFilter,
     taken: &[i64],
-    full: &Full,
 ) -> Result<(Vec<JobRecord>, Vec<bool>), StoreError> {
     let mut args = vec![Value::from(i64::from(limit))];
     let mut extra = String::new();
@@ -241,14 +240,6 @@ async fn candidates(
         // This claim's earlier rounds chose these; they are still ready until it commits.
         extra.push_str(&format!(" AND seq NOT IN ({})", placeholders(2, taken.len())));
         args.extend(taken.iter().map(|seq| Value::from(*seq)));
-    }
-    if !full.tenants.is_empty() {
-        extra.push_str(&format!(" AND tenant_id NOT IN ({})", placeholders(args.len() + 1, full.tenants.len())));
-        args.extend(full.tenants.iter().map(|t| Value::from(t.as_str())));
-    }
-    for (tenant, kind) in &full.kinds {
-        extra.push_str(&format!(" AND NOT (tenant_id = ${} AND kind = ${})", args.len() + 1, args.len() + 2));
-        args.extend([Value::from(tenant.as_str()), Value::from(kind.as_str())]);
     }
     for (column, values) in
         [("kind", filter.kinds.clone()), ("tenant_id", filter.tenants.iter().map(|t| t.0.clone()).collect())]
@@ -289,24 +280,6 @@ struct Claims {
 /// How many times one claim looks past candidates that running limits turned away.
 const GATE_ROUNDS: usize = 4;
 
-/// The tenants and kinds a claim found at their running limit.
-#[derive(Debug, Default)]
-struct Full {
-    tenants: BTreeSet<String>,
-    kinds: BTreeSet<(String, String)>,
-}
-
-impl Full {
-    /// `candidate` waits on `gate`: its tenant, or its kind, is full.
-    fn note(&mut self, candidate: &JobRecord, gate: &str) {
-        if gate == super::capacity::tenant_gate(&candidate.tenant) {
-            self.tenants.insert(candidate.tenant.0.clone());
-        } else {
-            self.kinds.insert((candidate.tenant.0.clone(), candidate.kind.clone()));
-        }
-    }
-}
-
 impl Claims {
     /// The claims of up to `limit` candidates, and their writes. Candidates a running
     /// limit turns away wait for a slot (written at once, so that the next round's
@@ -317,28 +290,24 @@ impl Claims {
         limit: u32,
         now: Timestamp,
         filter: &ClaimFilter,
+        freeing: &Freeing,
         deriver: &dyn Deriver,
     ) -> Result<(Self, Vec<JobWrite>), StoreError> {
         let mut claims = Self { read: Vec::new(), claimed: Vec::new() };
         let mut writes = Vec::new();
-        // Tenants and kinds found full: later rounds pass over their jobs instead of
-        // making each of them wait (a write per job) — one round's worth waits, the
-        // rest stay ready for when a slot frees.
-        let mut full = Full::default();
         for _ in 0..GATE_ROUNDS {
             let wanted = limit.saturating_sub(u32::try_from(claims.read.len()).unwrap_or(u32::MAX));
             if wanted == 0 {
                 break;
             }
             let taken: Vec<i64> = claims.read.iter().map(|r| r.seq).collect();
-            let (candidates, limited) = candidates(tx, wanted, filter, &taken, &full).await?;
+            let (candidates, limited) = candidates(tx, wanted, filter, &taken).await?;
             let exhausted = candidates.len() < wanted as usize;
-            let verdicts = gate_claims(tx, &candidates, &limited, &claims.read).await?;
+            let verdicts = gate_claims(tx, &candidates, &limited, &claims.read, freeing).await?;
             let mut gated = Vec::new();
             for (candidate, verdict) in candidates.into_iter().zip(verdicts) {
                 let limited = match verdict {
                     Verdict::Wait(gate) => {
-                        full.note(&candidate, &gate);
                         gated.extend(deriver.at_capacity(&candidate, &gate, now.plus(CAPACITY_RECHECK), now));
                         continue;
                     }
@@ -408,7 +377,8 @@ impl QueueStore for SqlStore {
         loop {
             let run = async {
                 let mut tx = self.db.begin().await?;
-                let (claims, writes) = Claims::derive(&mut tx, limit, now, filter, deriver).await?;
+                let (claims, writes) =
+                    Claims::derive(&mut tx, limit, now, filter, &Freeing::default(), deriver).await?;
                 if writes.is_empty() {
                     tx.commit().await?;
                     return Ok(Vec::new());
@@ -439,28 +409,39 @@ impl QueueStore for SqlStore {
         deriver: &dyn Deriver,
     ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), StoreError> {
         let mut attempt = 1;
+        // The slots the batch's writes free count as free for its claims, unless one of
+        // those writes did not land: then the transaction is dropped and run again
+        // without counting them, so a limit is never exceeded.
+        let mut trust_freeing = true;
         loop {
+            let freeing = if trust_freeing { Freeing::of(&writes) } else { Freeing::default() };
             let run = async {
                 let mut tx = self.db.begin().await?;
                 // The candidates are read before the outcomes are written: a job settled
                 // here is still claimed as read, so it is never its own successor's
                 // candidate.
-                let (claims, claim_writes) = Claims::derive(&mut tx, claim_limit, now, filter, deriver).await?;
+                let (claims, claim_writes) =
+                    Claims::derive(&mut tx, claim_limit, now, filter, &freeing, deriver).await?;
                 let all: Vec<&JobWrite> = writes.iter().chain(&claim_writes).collect();
                 let mut applied = apply_writes(&mut tx, &all, now).await?;
                 let claim_outcomes = applied.outcomes.split_off(writes.len());
                 let outcomes = std::mem::take(&mut applied.outcomes);
+                if freeing.counted() && freeing_failed(&writes, &outcomes) {
+                    return Ok(None);
+                }
                 let claimed = claims.settle(&mut tx, claim_outcomes, now, deriver).await?;
                 finish(&mut tx, &applied, now, deriver).await?;
                 tx.commit().await?;
-                Ok((outcomes, claimed))
+                Ok(Some((outcomes, claimed)))
             };
             match run.await {
+                Ok(Some(result)) => return Ok(result),
+                Ok(None) => trust_freeing = false,
                 Err(e) if attempt < TRANSACTION_ATTEMPTS && retryable(&e) => {
                     tracing::warn!(error = %e, attempt, "a group commit failed for a passing reason; running it again");
                     attempt += 1;
                 }
-                result => return result,
+                Err(e) => return Err(e),
             }
         }
     }
