@@ -196,7 +196,18 @@ impl Cluster {
         self.wait_all_final().await;
         let total = i64::try_from(self.jobs.len()).unwrap();
         let succeeded = self.count("SELECT count(*) FROM jobs WHERE state = 'succeeded'").await;
-        assert_eq!(succeeded, total, "{run}: every job succeeded");
+        if succeeded != total {
+            // What the others are, for the next look: kind, state, failure, history.
+            let others: Vec<(String, String, String)> = sqlx::query_as(
+                "SELECT j.kind, j.machine, COALESCE(string_agg(h.event || ' ' || h.body, E'\\n' ORDER BY h.id), '') \
+                 FROM jobs j LEFT JOIN history h ON h.job_id = j.id WHERE j.state <> 'succeeded' \
+                 GROUP BY j.id, j.kind, j.machine LIMIT 5",
+            )
+            .fetch_all(&self.db)
+            .await
+            .unwrap_or_default();
+            panic!("{run}: {succeeded} of {total} jobs succeeded; the others: {others:#?}");
+        }
         let twice = self
             .count(
                 "SELECT count(*) FROM (SELECT job_id, body::jsonb ->> 'step' FROM history \

@@ -130,8 +130,12 @@ pub struct Breaker {
     faults: VecDeque<Timestamp>,
     /// When it last opened.
     pub opened_at: Option<Timestamp>,
-    /// Whether a probe is out (half-open admits one at a time).
+    /// Whether a probe is out (half-open admits one at a time), and since when: a probe
+    /// that never reports (its claim did not land, its host went away) gives its turn up
+    /// after a cool-down.
     probing: bool,
+    #[serde(default)]
+    probe_at: Option<Timestamp>,
     /// Consecutive successful probes.
     pub successes: u32,
     /// Its policy.
@@ -146,6 +150,7 @@ impl Breaker {
             faults: VecDeque::new(),
             opened_at: None,
             probing: false,
+            probe_at: None,
             successes: 0,
             policy,
         }
@@ -163,9 +168,14 @@ impl Breaker {
         Ok(match self.state {
             BreakerState::Closed => true,
             BreakerState::Open => false,
-            BreakerState::HalfOpen if self.probing => false,
+            BreakerState::HalfOpen
+                if self.probing && self.probe_at.is_some_and(|at| now.since(at) < self.policy.cool_down) =>
+            {
+                false
+            }
             BreakerState::HalfOpen => {
                 self.probing = true;
+                self.probe_at = Some(now);
                 true
             }
         })
@@ -282,6 +292,18 @@ mod tests {
         assert_eq!(b.apply(BreakerEvent::Redeployed, at(51)), Ok(Some(BreakerState::HalfOpen)));
         assert_eq!(b.admit(at(51)), Ok(true));
         assert_eq!(b.apply(BreakerEvent::Reset, at(52)), Ok(Some(BreakerState::Closed)));
+    }
+
+    #[test]
+    fn a_probe_that_never_reports_gives_its_turn_up_after_a_cool_down() {
+        let mut b = Breaker::new(policy());
+        for s in 0..3 {
+            b.apply(BreakerEvent::Faulted, at(s)).unwrap_or_default();
+        }
+        assert_eq!(b.admit(at(40)), Ok(true), "the probe");
+        assert_eq!(b.admit(at(69)), Ok(false), "its outcome may still come");
+        assert_eq!(b.admit(at(70)), Ok(true), "a cool-down later, another probe");
+        assert_eq!(b.state, BreakerState::HalfOpen);
     }
 
     #[test]
