@@ -345,8 +345,17 @@ impl Report {
                 n.backlog, n.probes, n.probe_rate
             ));
             let row = |s: &super::stats::Summary| format!("p50 {:.1} ms, p99 {:.1} ms", s.p50, s.p99);
-            t.row("B on an idle host", &row(&n.idle_ms));
-            t.row("B beside A, fair claiming", &row(&n.fair_ms));
+            let rounds = |pick: fn(&(f64, f64)) -> f64| {
+                n.round_p99_ms.iter().map(|r| format!("{:.1}", pick(r))).collect::<Vec<_>>().join(", ")
+            };
+            t.row(
+                &format!("B on an idle host ({} rounds)", n.rounds),
+                &format!("{}  (rounds' p99 {} ms)", row(&n.idle_ms), rounds(|r| r.0)),
+            );
+            t.row(
+                &format!("B beside A, fair claiming ({} rounds)", n.rounds),
+                &format!("{}  (rounds' p99 {} ms)", row(&n.fair_ms), rounds(|r| r.1)),
+            );
             t.row("B beside A, fair claiming off", &row(&n.unfair_ms));
             t.row(&format!("B beside A limited to {} running, fair", n.limited_running), &row(&n.limited_ms));
             t.row("  fair p99 over idle p99", &format!("{:.2}×", n.fair_ms.p99 / n.idle_ms.p99.max(0.001)));

@@ -283,6 +283,10 @@ pub(super) async fn insert_new_jobs(
     Ok(out)
 }
 
+/// Most jobs a submission may carry and still go before the group commits waiting for
+/// SQLite's writer (see `store::turns`).
+const URGENT_SUBMISSION: usize = 16;
+
 async fn job_by_key(tx: &mut Tx, tenant: &TenantId, key: &str) -> Result<Option<JobRecord>, StoreError> {
     let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE tenant_id = $1 AND idempotency_key = $2");
     Ok(fetch_jobs(tx, &sql, vec![Value::from(tenant.0.as_str()), Value::from(key)]).await?.pop())
@@ -295,7 +299,10 @@ fn ids_of(rows: Vec<super::sql::Row>) -> Result<Vec<JobId>, StoreError> {
 #[async_trait]
 impl JobStore for SqlStore {
     async fn insert_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError> {
-        let mut tx = self.db.begin().await?;
+        // A submission of a few jobs is short: it goes before the group commits waiting
+        // for SQLite's writer (a bulk one waits its turn as they do).
+        let mut tx =
+            if jobs.len() <= URGENT_SUBMISSION { self.db.begin_urgent().await? } else { self.db.begin().await? };
         // Jobs whose idempotency key already names a job answer that job.
         let mut existing: Vec<Option<JobRecord>> = Vec::with_capacity(jobs.len());
         for new in &jobs {

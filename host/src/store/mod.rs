@@ -18,7 +18,8 @@
 //! - [`workflows`]: a parent's children, signals, cron schedules.
 //! - [`capacity`]: tenants' limits and fair tags, submission quotas, running limits, usage.
 //! - `writes`: the version-checked write path; `rows`: row encoding; [`sql`]: the
-//!   connection pools; `schema`: migrations.
+//!   connection pools; `turns`: who goes next at SQLite's one writer; `schema`:
+//!   migrations.
 
 pub mod capacity;
 pub mod jobs;
@@ -33,6 +34,7 @@ pub mod sql;
 pub mod tenants;
 #[cfg(test)]
 mod test_db;
+mod turns;
 pub mod workflows;
 mod writes;
 

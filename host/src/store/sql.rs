@@ -14,6 +14,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Postgres, Sqlite, Transaction};
 
+use super::turns::{Turn, WriterTurns};
+
 /// Which database a store runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -212,6 +214,8 @@ pub enum Db {
         read: sqlx::SqlitePool,
         /// The background checkpoint, stopped when the last handle goes.
         checkpointer: Arc<Checkpointer>,
+        /// Turns at the writer: submissions before queued group commits.
+        turns: Arc<WriterTurns>,
     },
     /// PostgreSQL.
     Postgres(sqlx::PgPool),
@@ -329,7 +333,7 @@ impl Db {
         let write = SqlitePoolOptions::new().max_connections(1).connect_with(writer).await?;
         let read = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await?;
         let checkpointer = Arc::new(Checkpointer(tokio::spawn(checkpoint_in_background(read.clone()))));
-        Ok(Self::Sqlite { write, read, checkpointer })
+        Ok(Self::Sqlite { write, read, checkpointer, turns: Arc::default() })
     }
 
     /// Runs the passive checkpoint the background task runs, now (SQLite; `None` on
@@ -364,8 +368,22 @@ impl Db {
     /// Begins a write transaction. On SQLite it takes the write lock at once
     /// (`BEGIN IMMEDIATE`), so a read-then-write transaction cannot fail to upgrade.
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        self.begin_turn(false).await
+    }
+
+    /// Begins a short write transaction that goes before the ordinary ones waiting for
+    /// SQLite's writer (a submission: see [`WriterTurns`]); as [`begin`](Self::begin)
+    /// on PostgreSQL.
+    pub async fn begin_urgent(&self) -> Result<Tx, sqlx::Error> {
+        self.begin_turn(true).await
+    }
+
+    async fn begin_turn(&self, urgent: bool) -> Result<Tx, sqlx::Error> {
         Ok(match self {
-            Self::Sqlite { write, .. } => Tx::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?),
+            Self::Sqlite { write, turns, .. } => {
+                let turn = turns.take(urgent).await;
+                Tx::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?, turn)
+            }
             Self::Postgres(pool) => Tx::Postgres(pool.begin().await?),
         })
     }
@@ -407,8 +425,8 @@ impl Db {
 /// A transaction on either backend.
 #[derive(Debug)]
 pub enum Tx {
-    /// SQLite.
-    Sqlite(Transaction<'static, Sqlite>),
+    /// SQLite, with the writer's turn it holds until it ends.
+    Sqlite(Transaction<'static, Sqlite>, Turn),
     /// PostgreSQL.
     Postgres(Transaction<'static, Postgres>),
 }
@@ -417,7 +435,7 @@ impl Tx {
     /// The backend.
     pub fn backend(&self) -> Backend {
         match self {
-            Self::Sqlite(_) => Backend::Sqlite,
+            Self::Sqlite(..) => Backend::Sqlite,
             Self::Postgres(_) => Backend::Postgres,
         }
     }
@@ -448,7 +466,7 @@ impl Tx {
     /// Executes a statement; answers the rows affected.
     pub async fn execute(&mut self, sql: &str, args: Vec<Value>) -> Result<u64, sqlx::Error> {
         Ok(match self {
-            Self::Sqlite(tx) => bind_sqlite(&sqlite_sql(sql), args).execute(&mut **tx).await?.rows_affected(),
+            Self::Sqlite(tx, _) => bind_sqlite(&sqlite_sql(sql), args).execute(&mut **tx).await?.rows_affected(),
             Self::Postgres(tx) => bind_pg(sql, args).execute(&mut **tx).await?.rows_affected(),
         })
     }
@@ -456,7 +474,7 @@ impl Tx {
     /// Runs a query; answers its rows decoded as `tys`.
     pub async fn fetch(&mut self, sql: &str, args: Vec<Value>, tys: &[Ty]) -> Result<Vec<Row>, sqlx::Error> {
         match self {
-            Self::Sqlite(tx) => {
+            Self::Sqlite(tx, _) => {
                 let rows = bind_sqlite(&sqlite_sql(sql), args).fetch_all(&mut **tx).await?;
                 rows.iter().map(|r| decode_sqlite(r, tys)).collect()
             }
@@ -470,7 +488,7 @@ impl Tx {
     /// Commits.
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         match self {
-            Self::Sqlite(tx) => tx.commit().await,
+            Self::Sqlite(tx, _turn) => tx.commit().await,
             Self::Postgres(tx) => tx.commit().await,
         }
     }
