@@ -33,6 +33,12 @@ enum Command {
     /// Measure throughput, latency, sandbox overhead, memory and claim latency on a
     /// fresh database (SQLite or PostgreSQL); see docs/benchmarks.md.
     Bench(spindle::cli::bench::BenchArgs),
+    /// Build steps for job kinds in C and Go: the contract's WIT, bindings, and making a
+    /// core module a component.
+    Guest {
+        #[command(subcommand)]
+        command: spindle::cli::guest::GuestCommand,
+    },
     /// Compiles the component on stdin for the sandbox `SPINDLE_COMPILE_CONFIG`
     /// describes, writing the artifact to stdout: what a host runs to compile a deploy in
     /// a process its compile timeout can kill.
@@ -46,6 +52,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if matches!(cli.command, Command::CompileComponent) {
         return compile_component();
+    }
+    if let Command::Guest { command } = cli.command {
+        return match spindle::cli::guest::run(command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
     }
     // The demo draws progress bars and clients print results: only problems may
     // interleave with them. A host logs at info.
@@ -65,7 +80,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => spindle::cli::demo::run(args).await.map(|()| 0),
             Command::Bench(args) => spindle::cli::bench::run(args).await.map(|()| 0),
             Command::Client(command) => spindle::cli::client::run(cli.client, command).await,
-            Command::CompileComponent => Ok(0),
+            Command::CompileComponent | Command::Guest { .. } => Ok(0),
         }
     });
     match result {

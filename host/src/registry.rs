@@ -3,7 +3,11 @@
 //!
 //! Deploying validates the upload in the sandbox first (so nothing invalid is ever
 //! stored), then stores the blob and the next version, which new submissions use at
-//! once on every host sharing the database. Jobs stay pinned to the version they were
+//! once on every host sharing the database. It comes in two halves: what is checked at
+//! once ([`Registry::accept`]: the name, the quota, the component's imports and exports,
+//! without compiling) and what may take tens of seconds ([`Registry::complete`]: compile,
+//! describe, store), so the API can answer a large component before it has compiled;
+//! each deploy is recorded with how far it got ([`DeployRecord`]). Jobs stay pinned to the version they were
 //! submitted with; any host loads that version's blob from the store when it first runs
 //! one of its steps (from its compiled-artifact cache when it can).
 //!
@@ -20,7 +24,7 @@ use thiserror::Error;
 use tokio::sync::Mutex;
 
 use crate::capabilities::Deployment;
-use crate::store::{KindEntry, KindVersion, Storage, StoreError, TenantId};
+use crate::store::{DeployRecord, DeployState, KindEntry, KindVersion, Storage, StoreError, TenantId};
 
 /// Why a registry operation failed.
 #[derive(Debug, Error)]
@@ -48,6 +52,36 @@ pub enum RegistryError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl RegistryError {
+    /// A stable code for records (a failed deploy's): the component's own reason where
+    /// it is the component's fault.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidName(_) => "invalid-request",
+            Self::Invalid(load) => load.code(),
+            Self::UnknownKind(_) => "unknown-kind",
+            Self::UnknownVersion { .. } => "unknown-version",
+            Self::Busy => "busy",
+            Self::Store(StoreError::QuotaExceeded(_)) => "quota-exceeded",
+            Self::Store(_) => "internal",
+        }
+    }
+}
+
+/// Deploys a kind's listing shows.
+const RECENT_DEPLOYS: u32 = 10;
+
+/// A deploy checked and recorded, to [`complete`](Registry::complete). It holds the
+/// tenant's turn to deploy until it is completed or dropped.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The deploy as recorded (`compiling`).
+    pub record: DeployRecord,
+    bytes: Vec<u8>,
+    deployment: Deployment,
+    _turn: Deploying,
 }
 
 /// A kind version, loaded and ready to run.
@@ -128,6 +162,7 @@ pub struct Registry {
 }
 
 /// A tenant's turn to deploy, given back when dropped.
+#[derive(Debug)]
 struct Deploying {
     tenants: Arc<std::sync::Mutex<std::collections::HashSet<TenantId>>>,
     tenant: TenantId,
@@ -182,7 +217,7 @@ impl Registry {
     }
 
     /// Validates and stores a component as the next version of `tenant`'s `kind`, and
-    /// makes it current.
+    /// makes it current: [`accept`](Self::accept) and [`complete`](Self::complete) in one.
     pub async fn deploy(
         &self,
         tenant: &TenantId,
@@ -202,11 +237,26 @@ impl Registry {
         deployment: &Deployment,
         now: Timestamp,
     ) -> Result<(KindVersion, KindSpec), RegistryError> {
+        let accepted = self.accept(tenant, kind, bytes.to_vec(), deployment.clone(), now).await?;
+        self.complete(accepted, now).await.1
+    }
+
+    /// The first half of a deploy, what is answered at once: the name, the tenant's
+    /// turn (one compile per tenant at a time), its deployed-bytes quota, and the
+    /// component's header, imports and exports (checked without compiling). Records the
+    /// deploy as `compiling`.
+    pub async fn accept(
+        &self,
+        tenant: &TenantId,
+        kind: &str,
+        bytes: Vec<u8>,
+        deployment: Deployment,
+        now: Timestamp,
+    ) -> Result<Accepted, RegistryError> {
         if !is_valid_name(kind) {
             return Err(RegistryError::InvalidName(kind.to_owned()));
         }
-        // One compile per tenant at a time: a tenant cannot pile up compile work.
-        let _turn = {
+        let turn = {
             let mut tenants = self.deploying.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if !tenants.insert(tenant.clone()) {
                 return Err(RegistryError::Busy);
@@ -214,7 +264,67 @@ impl Registry {
             Deploying { tenants: self.deploying.clone(), tenant: tenant.clone() }
         };
         self.check_deployed_bytes(tenant, bytes.len()).await?;
+        self.runtime.precheck(&bytes)?;
+        let record = DeployRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            tenant: tenant.clone(),
+            kind: kind.to_owned(),
+            digest: spindle_runtime::content_digest(&bytes),
+            size: i64::try_from(bytes.len()).unwrap_or(i64::MAX),
+            state: DeployState::Compiling,
+            version: None,
+            error_code: None,
+            error_message: None,
+            created_at: now,
+            finished_at: None,
+        };
+        self.store.insert_deploy(&record).await?;
+        Ok(Accepted { record, bytes, deployment, _turn: turn })
+    }
+
+    /// The second half, which may take a while (a 20 MB component compiles for tens of
+    /// seconds): compile, describe, check the name it describes, store the version and
+    /// make it current. Records how it ended, and answers the record beside the result.
+    pub async fn complete(
+        &self,
+        accepted: Accepted,
+        now: Timestamp,
+    ) -> (DeployRecord, Result<(KindVersion, KindSpec), RegistryError>) {
+        let Accepted { mut record, bytes, deployment, _turn } = accepted;
+        let result = self.store_version(&record, &bytes, &deployment, now).await;
+        let started = std::time::Instant::now();
+        record.finished_at = Some(now.plus(started.elapsed()));
+        match &result {
+            Ok((version, _)) => {
+                record.state = DeployState::Ready;
+                record.version = Some(version.version);
+            }
+            Err(e) => {
+                record.state = DeployState::Failed;
+                record.error_code = Some(e.code().to_owned());
+                record.error_message = Some(e.to_string());
+            }
+        }
+        if let Err(e) = self.store.finish_deploy(&record).await {
+            tracing::error!(deploy = %record.id, error = %e, "could not record how a deploy ended");
+        }
+        (record, result)
+    }
+
+    async fn store_version(
+        &self,
+        record: &DeployRecord,
+        bytes: &[u8],
+        deployment: &Deployment,
+        now: Timestamp,
+    ) -> Result<(KindVersion, KindSpec), RegistryError> {
+        let (tenant, kind) = (&record.tenant, record.kind.as_str());
         let loaded = Arc::new(self.runtime.load(bytes).await?);
+        if loaded.spec.name != kind {
+            return Err(
+                LoadError::NameMismatch { deployed: kind.to_owned(), described: loaded.spec.name.clone() }.into()
+            );
+        }
         let spec_json = serde_json::to_string(&loaded.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.store.put_component(&loaded.digest, bytes, now).await?;
         let deployment_json = serde_json::to_string(deployment).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -224,6 +334,27 @@ impl Registry {
         let spec = loaded.spec.clone();
         self.lock_loaded().insert(loaded);
         Ok((version, spec))
+    }
+
+    /// A tenant's deploy by id.
+    pub async fn deploy_record(&self, tenant: &TenantId, id: &str) -> Result<Option<DeployRecord>, RegistryError> {
+        Ok(self.store.deploy_record(tenant, id).await?)
+    }
+
+    /// A tenant's latest deploys of `kind`, newest first.
+    pub async fn deploy_records(&self, tenant: &TenantId, kind: &str) -> Result<Vec<DeployRecord>, RegistryError> {
+        Ok(self.store.deploy_records(tenant, kind, RECENT_DEPLOYS).await?)
+    }
+
+    /// A tenant's deploys still compiling, newest first.
+    pub async fn compiling(&self, tenant: &TenantId) -> Result<Vec<DeployRecord>, RegistryError> {
+        Ok(self.store.compiling_deploys(tenant, RECENT_DEPLOYS).await?)
+    }
+
+    /// How long after its upload a deploy still recorded `compiling` counts as
+    /// interrupted: its host went away, since no compile outlives its time limit.
+    pub fn stale_after(&self) -> std::time::Duration {
+        self.runtime.config().compile_timeout + std::time::Duration::from_secs(60)
     }
 
     /// Refuses a component that would take the tenant's deployed bytes past its limit.

@@ -242,9 +242,9 @@ async fn a_faulting_kind_is_held_back_by_its_breaker(backend: Backend) {
     };
     let engine =
         h.engine_clocked(spindle::engine::EngineConfig { breaker: policy, ..test_engine_config() }, clock.clone());
-    let a = tenant(&h, &engine, "faulty", &[("flaky", "hostile"), ("noop", "noop")]).await;
+    let a = tenant(&h, &engine, "faulty", &[("versioned", "versioned-v1"), ("noop", "noop")]).await;
     let b = tenant(&h, &engine, "bystander", &[("noop", "noop")]).await;
-    let faulting: Vec<_> = (0..6).map(|_| request("flaky", json!({}))).collect();
+    let faulting: Vec<_> = (0..6).map(|_| request("versioned", json!({ "v1_panics": true }))).collect();
     engine.submit_many(&a, faulting).await.expect("submit");
     // Three faults open it.
     for _ in 0..3 {
@@ -252,10 +252,17 @@ async fn a_faulting_kind_is_held_back_by_its_breaker(backend: Backend) {
         assert_eq!(claimed.len(), 1);
         engine.execute(claimed[0].clone()).await;
     }
-    let version =
-        h.registry.kinds(&a).await.expect("kinds").iter().find(|k| k.kind == "flaky").expect("flaky").current_version;
+    let version = h
+        .registry
+        .kinds(&a)
+        .await
+        .expect("kinds")
+        .iter()
+        .find(|k| k.kind == "versioned")
+        .expect("versioned")
+        .current_version;
     let state = |engine: &Engine| {
-        engine.breakers().of_tenant(&a, engine.now()).into_iter().find(|b| b.kind == "flaky").map(|b| b.state)
+        engine.breakers().of_tenant(&a, engine.now()).into_iter().find(|b| b.kind == "versioned").map(|b| b.state)
     };
     assert_eq!(state(&engine), Some(BreakerState::Open));
     // Its other jobs are held; the tenant's other kind and another tenant still run.
@@ -268,7 +275,7 @@ async fn a_faulting_kind_is_held_back_by_its_breaker(backend: Backend) {
         engine.execute(r).await;
     }
     let held = jobs_of(&h, &a, 100).await;
-    let gate = format!("@breaker/{a}/flaky/{version}");
+    let gate = format!("@breaker/{a}/versioned/{version}");
     let waiting: Vec<_> = held.iter().filter(|r| r.job.blocked_on.as_deref() == Some(gate.as_str())).collect();
     assert_eq!(waiting.len(), 3, "the faulting kind's other jobs wait on its breaker");
     // After the cool-down one probe runs; it faults, and the breaker opens again.
@@ -279,23 +286,23 @@ async fn a_faulting_kind_is_held_back_by_its_breaker(backend: Backend) {
     engine.execute(probe[0].clone()).await;
     assert_eq!(state(&engine), Some(BreakerState::Open));
     // A fixed kind is deployed: new jobs run at once, on the new version.
-    h.registry.deploy(&a, "flaky", &spindle_tests::guest("noop"), engine.now()).await.expect("redeploy");
-    engine.kind_redeployed(&a, "flaky").await;
-    submit_n(&engine, &a, "flaky", 1).await;
+    h.registry.deploy(&a, "versioned", &spindle_tests::guest("versioned-v2"), engine.now()).await.expect("redeploy");
+    engine.kind_redeployed(&a, "versioned").await;
+    engine.submit(&a, request("versioned", json!({ "v1_panics": true }))).await.expect("submit");
     let claimed = engine.claim(10).await.expect("claim");
     assert!(claimed.iter().any(|r| r.kind_version > version), "the new version runs at once");
     for r in claimed {
         engine.execute(r).await;
     }
     // An operator reset closes the old version's breaker and lets its held jobs go.
-    engine.reset_breakers(&a, "flaky").await;
+    engine.reset_breakers(&a, "versioned").await;
     assert_eq!(
         engine.breakers().of_tenant(&a, engine.now()).iter().find(|b| b.version == version).map(|b| b.state),
         Some(BreakerState::Closed)
     );
     let released = engine.claim(10).await.expect("claim");
     assert!(!released.is_empty(), "the reset let the held jobs run");
-    assert!(released.iter().all(|r| r.kind == "flaky" && r.kind_version == version));
+    assert!(released.iter().all(|r| r.kind == "versioned" && r.kind_version == version));
 }
 
 /// A tenant's sandbox ceilings tighten the host's limits for its steps only, and may not

@@ -21,11 +21,11 @@ on_both_backends!(
 async fn a_host_killed_mid_run_leaves_every_job_settled_once_after_restart(backend: Backend) {
     const JOBS: usize = 40;
     let h = Harness::new(backend).await;
-    h.deploy_as("slow", "versioned-v1").await;
+    h.deploy_as("versioned", "versioned-v1").await;
     let engine = h.engine();
     // Each step heartbeats 60 times, 5 ms apart: long enough to be caught mid-step.
     let requests = (0..JOBS)
-        .map(|_| SubmitRequest { kind: "slow".into(), input: br#"{"spins": 60}"#.to_vec(), ..Default::default() })
+        .map(|_| SubmitRequest { kind: "versioned".into(), input: br#"{"spins": 60}"#.to_vec(), ..Default::default() })
         .collect();
     let ids: Vec<JobId> =
         engine.submit_many(&h.tenant, requests).await.unwrap().iter().map(|i| i.record().job.id).collect();

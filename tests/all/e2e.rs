@@ -134,7 +134,7 @@ async fn tenants_cannot_reach_each_others_work(backend: Backend) {
     // his own kind and leaves alice's alone.
     let submitted = host.cli(bob, &["submit", "scripted"]);
     assert!(submitted.stderr.contains("unknown-kind"), "{}", submitted.stderr);
-    assert_eq!(host.cli(bob, &["deploy", "scripted", &wasm("noop")]).code, 0);
+    assert_eq!(host.cli(bob, &["deploy", "scripted", &wasm("scripted")]).code, 0);
     let alices = host.cli(alice, &["kinds", "scripted", "--json"]).json();
     assert_eq!(alices["latest_version"], 1, "bob did not deploy over alice's kind");
     assert_eq!(alices["versions"].as_array().unwrap().len(), 1);
@@ -233,7 +233,7 @@ async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
             assert_ne!(body["error"]["message"], "no such route", "{method} {path} is not routed");
         }
     }
-    assert_eq!(described, 41, "the document describes every route");
+    assert_eq!(described, 42, "the document describes every route");
     let metrics = http.get(url("/metrics")).bearer_auth(&host.operator).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("spindle_step_duration_seconds_count") && metrics.contains("spindle_jobs"), "{metrics}");
 }

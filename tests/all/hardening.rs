@@ -285,6 +285,15 @@ fn slow_to_compile() -> Vec<u8> {
     section(10, &code, &mut module);
     let mut component = b"\0asm\x0d\0\x01\0".to_vec();
     section(1, &module, &mut component); // a core module section
+    // An empty instance exported as the kind interface: enough for the checks made before
+    // compiling (which read names only), so that it is the compile that is bounded.
+    section(5, &[1, 0x01, 0], &mut component); // (instance) from no exports
+    let name = b"spindle:job/kind@0.2.0";
+    let mut export = vec![1, 0x00];
+    leb(name.len(), &mut export);
+    export.extend_from_slice(name);
+    export.extend([0x05, 0, 0x00]); // instance 0, no type ascription
+    section(11, &export, &mut component);
     component
 }
 
@@ -314,8 +323,11 @@ async fn compiling_is_bounded_in_time_and_in_number() {
     let slow = slow_to_compile();
     assert!(slow.len() > 600_000 && slow.len() < 800_000, "{} bytes", slow.len());
     let http = reqwest::Client::new();
-    let deploy =
-        |kind: &str| http.put(format!("{}/v1/kinds/{kind}", host.url)).bearer_auth(&token).body(slow.clone()).send();
+    let deploy = |kind: &str| {
+        // Waiting for the compile's end (it is refused at 2 s), not answered `202` first.
+        let url = format!("{}/v1/kinds/{kind}?wait=30", host.url);
+        http.put(url).bearer_auth(&token).body(slow.clone()).send()
+    };
     let (first, second) = tokio::join!(deploy("slow"), async {
         // The second asks while the first compiles.
         tokio::task::yield_now().await;

@@ -28,6 +28,7 @@ macro_rules! on_both_backends {
 
 mod capacity;
 mod crash;
+mod deploys;
 mod e2e;
 mod engine;
 mod hardening;

@@ -58,14 +58,14 @@ async fn csv_import_works_through_a_large_input_in_checkpointed_slices() {
     let rt = runtime(test_sandbox());
     let kind = load(&rt, "csv-import").await;
     let payload = json!({"generate_rows": 10_000, "slice": 1_000});
-    let validated = complete(rt.run_step(&kind, input("validate", 1, payload.clone()), free()).await);
+    let validated = complete(rt.run_step(&kind, input("validate", 1, payload.clone()), free()).await.run);
     let validated = ("validate".to_owned(), serde_json::to_vec(&validated).unwrap());
     let mut step = input("import", 1, payload.clone());
     step.prior = vec![validated.clone()];
     let mut calls = 0;
     let import = loop {
         calls += 1;
-        match rt.run_step(&kind, step.clone(), free()).await {
+        match rt.run_step(&kind, step.clone(), free()).await.run {
             StepRun::Outcome(GuestOutcome::More { cursor, done, total }) => {
                 assert_eq!(total, Some(10_000));
                 assert_eq!(done, calls * 1_000);
@@ -80,10 +80,10 @@ async fn csv_import_works_through_a_large_input_in_checkpointed_slices() {
     assert!(import["rejected"].as_u64().unwrap() > 0, "generated rows include unparsable amounts");
     let mut summarise = input("summarise", 1, payload);
     summarise.prior = vec![validated, ("import".into(), serde_json::to_vec(&import).unwrap())];
-    complete(rt.run_step(&kind, summarise, free()).await);
+    complete(rt.run_step(&kind, summarise, free()).await.run);
 
     let bad = json!({"csv": "id,label\n1,x\n"});
-    match rt.run_step(&kind, input("validate", 1, bad), free()).await {
+    match rt.run_step(&kind, input("validate", 1, bad), free()).await.run {
         StepRun::Outcome(GuestOutcome::Refused { code, .. }) => assert_eq!(code, "bad-header"),
         other => panic!("expected refused bad-header, got {other:?}"),
     }
@@ -130,29 +130,29 @@ async fn payment_saga_refuses_retries_and_runs_its_failure_effect() {
     let kind = load(&rt, "payment-saga").await;
     assert!(kind.spec.has_failure_effect && kind.spec.notifies_on_success);
     let declined = json!({"account": "acct-1", "amount_cents": 1200, "card": "4000000000000002"});
-    match rt.run_step(&kind, with(input("authorise", 1, declined.clone())), free()).await {
+    match rt.run_step(&kind, with(input("authorise", 1, declined.clone())), free()).await.run {
         StepRun::Outcome(GuestOutcome::Refused { code, .. }) => assert_eq!(code, "card-declined"),
         other => panic!("expected card-declined, got {other:?}"),
     }
     let payment = json!({"account": "acct-1", "amount_cents": 1200, "card": "4242424242424242"});
-    let auth = complete(rt.run_step(&kind, with(input("authorise", 1, payment.clone())), free()).await);
+    let auth = complete(rt.run_step(&kind, with(input("authorise", 1, payment.clone())), free()).await.run);
     for attempt in 1..=2 {
         let mut capture = with(input("capture", attempt, payment.clone()));
         capture.prior = vec![("authorise".into(), serde_json::to_vec(&auth).unwrap())];
-        match rt.run_step(&kind, capture, free()).await {
+        match rt.run_step(&kind, capture, free()).await.run {
             StepRun::Outcome(GuestOutcome::Retryable { code, .. }) => assert_eq!(code, "processor-unavailable"),
             other => panic!("attempt {attempt}: expected retryable, got {other:?}"),
         }
     }
     let mut capture = with(input("capture", 3, payment.clone()));
     capture.prior = vec![("authorise".into(), serde_json::to_vec(&auth).unwrap())];
-    let captured = complete(rt.run_step(&kind, capture, free()).await);
+    let captured = complete(rt.run_step(&kind, capture, free()).await.run);
     let mut receipt = with(input("receipt", 1, payment.clone()));
     receipt.prior = vec![
         ("authorise".into(), serde_json::to_vec(&auth).unwrap()),
         ("capture".into(), serde_json::to_vec(&captured).unwrap()),
     ];
-    complete(rt.run_step(&kind, receipt, free()).await);
+    complete(rt.run_step(&kind, receipt, free()).await.run);
 
     let summary = JobSummary {
         job_id: "j".into(),
@@ -178,16 +178,16 @@ async fn thumbnail_renders_resizes_and_encodes() {
     let rt = runtime(test_sandbox());
     let kind = load(&rt, "thumbnail").await;
     let payload = json!({"width": 640, "height": 480, "max_edge": 64});
-    let rendered = complete(rt.run_step(&kind, input("render", 1, payload.clone()), free()).await);
+    let rendered = complete(rt.run_step(&kind, input("render", 1, payload.clone()), free()).await.run);
     let mut resize = input("resize", 1, payload.clone());
     resize.prior = vec![("render".into(), serde_json::to_vec(&rendered).unwrap())];
-    let resized = complete(rt.run_step(&kind, resize, free()).await);
+    let resized = complete(rt.run_step(&kind, resize, free()).await.run);
     let mut encode = input("encode", 1, payload);
     encode.prior = vec![
         ("render".into(), serde_json::to_vec(&rendered).unwrap()),
         ("resize".into(), serde_json::to_vec(&resized).unwrap()),
     ];
-    let encoded = complete(rt.run_step(&kind, encode, free()).await);
+    let encoded = complete(rt.run_step(&kind, encode, free()).await.run);
     assert!(encoded.to_string().contains("64"), "a 64-pixel edge is reported: {encoded}");
 }
 
@@ -212,14 +212,14 @@ async fn an_endless_loop_is_stopped_at_the_deadline_while_other_calls_are_served
         let (rt, kind, done) = (rt.clone(), kind.clone(), spin_done.clone());
         tokio::spawn(async move {
             let started = Instant::now();
-            let run = rt.run_step(&kind, input("spin", 1, json!({})), Arc::new(Unsupervised)).await;
+            let run = rt.run_step(&kind, input("spin", 1, json!({})), Arc::new(Unsupervised)).await.run;
             done.store(true, Ordering::SeqCst);
             (run, started.elapsed())
         })
     };
     // While the loop spins, other calls are served (the loop yields on every epoch tick).
     for _ in 0..20 {
-        complete(rt.run_step(&kind, input("ok", 1, json!({})), free()).await);
+        complete(rt.run_step(&kind, input("ok", 1, json!({})), free()).await.run);
     }
     assert!(!spin_done.load(Ordering::SeqCst), "the spinning step ended before the other calls were served");
     let (run, elapsed) = spin.await.unwrap();
@@ -238,11 +238,11 @@ async fn hostile_guests_get_typed_faults_and_the_host_keeps_serving() {
         ("panic", SandboxFault::Panic),
         ("huge-output", SandboxFault::OutputTooLarge { bytes: 64 << 20, cap: 1 << 20 }),
     ] {
-        assert_eq!(fault(rt.run_step(&kind, input(step, 1, json!({})), free()).await), expected, "{step}");
-        complete(rt.run_step(&kind, input("ok", 1, json!({})), free()).await);
+        assert_eq!(fault(rt.run_step(&kind, input(step, 1, json!({})), free()).await.run), expected, "{step}");
+        complete(rt.run_step(&kind, input("ok", 1, json!({})), free()).await.run);
     }
     // A flood of output is captured up to the cap; the step itself completes.
-    complete(rt.run_step(&kind, input("stdout-flood", 1, json!({})), free()).await);
+    complete(rt.run_step(&kind, input("stdout-flood", 1, json!({})), free()).await.run);
 }
 
 /// Every step receives all earlier steps' outputs, so a job of 64 steps with 4 MiB outputs
@@ -258,8 +258,8 @@ async fn a_jobs_outputs_together_are_capped() {
         call.prior = (0..outputs).map(|n| (format!("s{n}"), vec![b'x'; 4 << 20])).collect();
         call
     };
-    complete(rt.run_step(&kind, with_prior(3), free()).await);
-    let over = fault(rt.run_step(&kind, with_prior(4), free()).await);
+    complete(rt.run_step(&kind, with_prior(3), free()).await.run);
+    let over = fault(rt.run_step(&kind, with_prior(4), free()).await.run);
     assert_eq!(over.code(), "sandbox.job-outputs-too-large", "{over}");
 }
 
@@ -268,7 +268,7 @@ async fn files_sockets_and_the_environment_are_out_of_reach() {
     let rt = runtime(hostile_config());
     let kind = load(&rt, "hostile").await;
     for step in ["read-file", "write-file", "socket", "env"] {
-        let out = complete(rt.run_step(&kind, input(step, 1, json!({})), free()).await);
+        let out = complete(rt.run_step(&kind, input(step, 1, json!({})), free()).await.run);
         assert_eq!(out["denied"], json!(true), "{step}: {out}");
     }
 }
@@ -277,8 +277,8 @@ async fn files_sockets_and_the_environment_are_out_of_reach() {
 async fn fuel_bounds_instructions_when_configured() {
     let rt = runtime(SandboxConfig { fuel: Some(50_000_000), step_timeout: Duration::from_secs(20), ..test_sandbox() });
     let kind = load(&rt, "hostile").await;
-    assert_eq!(fault(rt.run_step(&kind, input("spin", 1, json!({})), free()).await), SandboxFault::OutOfFuel);
-    complete(rt.run_step(&kind, input("ok", 1, json!({})), free()).await);
+    assert_eq!(fault(rt.run_step(&kind, input("spin", 1, json!({})), free()).await.run), SandboxFault::OutOfFuel);
+    complete(rt.run_step(&kind, input("ok", 1, json!({})), free()).await.run);
 }
 
 /// Answers `proceed` a few times, then `stop-cancelled`.
@@ -296,7 +296,7 @@ async fn a_long_step_stops_when_its_heartbeat_says_so() {
     let rt = runtime(test_sandbox());
     let kind = load(&rt, "scripted").await;
     let control = Arc::new(CancelAfter(AtomicU32::new(0)));
-    let run = rt.run_step(&kind, input("first", 1, json!({"first": "wait-for-stop"})), control.clone()).await;
+    let run = rt.run_step(&kind, input("first", 1, json!({"first": "wait-for-stop"})), control.clone()).await.run;
     match run {
         StepRun::Outcome(GuestOutcome::Retryable { code, .. }) => assert_eq!(code, "stopped"),
         other => panic!("expected the step to stop, got {other:?}"),
@@ -402,7 +402,7 @@ async fn guest_text_reaches_the_host_log_capped_and_on_one_line() {
     let _guard = tracing::subscriber::set_default(subscriber);
     let rt = runtime(hostile_config());
     let kind = load(&rt, "hostile").await;
-    let run = rt.run_step(&kind, input("forge-log", 1, json!({})), free()).await;
+    let run = rt.run_step(&kind, input("forge-log", 1, json!({})), free()).await.run;
     let StepRun::Outcome(GuestOutcome::Retryable { code, message }) = run else {
         panic!("expected a retryable failure, got {run:?}");
     };

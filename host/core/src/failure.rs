@@ -3,7 +3,9 @@
 //! Whatever a job's record holds may be shown to the tenant and to operators. A transient
 //! failure keeps only its code and a correlation reference; its detail (an upstream's
 //! message, a trap's backtrace) goes to the host's log under that reference and never
-//! into the record.
+//! into the record. The one exception is the guest's own last stderr lines when its
+//! attempt failed: what the tenant's code printed (a traceback, a panic message) is the
+//! tenant's to read, and without it a tenant cannot see why its step failed.
 
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +24,9 @@ pub struct SafeFailure {
     pub message: String,
     /// Reference to the host log lines that hold the detail, when there is any.
     pub correlation: Option<String>,
+    /// The guest's last stderr lines when its attempt failed (capped by the host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_stderr: Option<String>,
 }
 
 impl SafeFailure {
@@ -31,17 +36,28 @@ impl SafeFailure {
             code: clip(code.into(), MAX_CODE_LEN),
             message: clip(message.into(), MAX_MESSAGE_LEN),
             correlation: None,
+            guest_stderr: None,
         }
     }
 
     /// A transient failure: only the code and the correlation reference are kept.
     pub fn transient(code: impl Into<String>, correlation: impl Into<String>) -> Self {
-        Self { code: clip(code.into(), MAX_CODE_LEN), message: String::new(), correlation: Some(correlation.into()) }
+        Self {
+            code: clip(code.into(), MAX_CODE_LEN),
+            message: String::new(),
+            correlation: Some(correlation.into()),
+            guest_stderr: None,
+        }
     }
 
     /// A failure the host itself explains (reconciliation, cancellation, restart).
     pub fn host(code: &'static str, message: &'static str) -> Self {
-        Self { code: code.to_owned(), message: message.to_owned(), correlation: None }
+        Self { code: code.to_owned(), message: message.to_owned(), correlation: None, guest_stderr: None }
+    }
+
+    /// The same failure with the guest's last stderr lines attached.
+    pub fn with_guest_stderr(self, guest_stderr: Option<String>) -> Self {
+        Self { guest_stderr, ..self }
     }
 }
 

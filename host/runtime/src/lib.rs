@@ -34,7 +34,7 @@ pub use control::{HeartbeatReply, Partial, Recording, StepControl, Unsupervised}
 pub use kind::{KindSpec, RetrySpec, SpecError, StepSpec, is_valid_name};
 pub use load::LoadError;
 pub use outcome::{
-    Awaited, Ceilings, ChildResult, ChildSpec, ChildState, GuestOutcome, HookRun, JobSummary, SandboxFault, StepInput,
-    StepRun,
+    Awaited, Ceilings, ChildResult, ChildSpec, ChildState, GuestOutcome, HookRun, JobSummary, SandboxFault, StepCall,
+    StepInput, StepRun,
 };
-pub use sandbox::{Hook, LoadedKind, Runtime, SetupError, content_digest};
+pub use sandbox::{Hook, LoadedKind, Runtime, STDERR_TAIL_BYTES, STDERR_TAIL_LINES, SetupError, content_digest};

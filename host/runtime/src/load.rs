@@ -1,18 +1,17 @@
 //! Upload validation: what a component must be before the host will run it.
 //!
 //! In order, cheapest first: within the size cap; a WebAssembly *component* (not a core
-//! module, not something else); compiles within the time cap; imports nothing but
-//! `spindle:job/host` and WASI; exports `spindle:job/kind`; links; and describes itself
-//! validly. Each failure is its own typed error.
+//! module, not something else); imports nothing but the contract's interfaces and WASI,
+//! and exports `spindle:job/kind` — read from the binary's import and export sections
+//! before anything is compiled, so a component of any size that reaches for something
+//! else is refused in milliseconds, naming the import; compiles within the time cap;
+//! links; and describes itself validly. Each failure is its own typed error.
 
 use std::time::Duration;
 
-use thiserror::Error;
-use wasmtime::Engine;
-use wasmtime::component::Component;
-
 use crate::kind::SpecError;
 use crate::outcome::SandboxFault;
+use thiserror::Error;
 
 /// Why a component cannot be loaded.
 #[derive(Debug, Error)]
@@ -45,9 +44,27 @@ pub enum LoadError {
     /// The component imports something the host does not offer.
     #[error("the component imports `{0}`, which a job kind may not")]
     ForbiddenImport(String),
-    /// `describe` failed.
-    #[error("the component's describe failed: {0}")]
-    Describe(SandboxFault),
+    /// `describe` failed: the fault, the trap's own words and the guest's last stderr
+    /// lines, so that whoever deploys sees why.
+    #[error("the component's describe failed: {fault}{}{}", detail_suffix(detail), stderr_suffix(stderr))]
+    Describe {
+        /// What stopped it.
+        fault: SandboxFault,
+        /// The trap's message (wasmtime's, with the guest's backtrace where it has one).
+        detail: String,
+        /// The guest's last stderr lines, if it printed any.
+        stderr: Option<String>,
+    },
+    /// The component describes a kind of another name than the one it is deployed as.
+    #[error(
+        "the component describes the kind `{described}`, not `{deployed}`: deploy it as `{described}`, or change its name"
+    )]
+    NameMismatch {
+        /// The name it was deployed under.
+        deployed: String,
+        /// The name its `describe` answered.
+        described: String,
+    },
     /// `describe` answered an invalid description.
     #[error("the component describes itself invalidly: {0}")]
     InvalidSpec(#[from] SpecError),
@@ -70,7 +87,8 @@ impl LoadError {
             Self::CompileTimeout(_) => "component.compile-timeout",
             Self::WrongWorld(_) => "component.wrong-world",
             Self::ForbiddenImport(_) => "component.forbidden-import",
-            Self::Describe(_) => "component.describe-failed",
+            Self::Describe { .. } => "component.describe-failed",
+            Self::NameMismatch { .. } => "component.name-mismatch",
             Self::InvalidSpec(_) => "component.invalid-spec",
             Self::Busy => "component.busy",
             Self::Internal(_) => "internal",
@@ -116,23 +134,64 @@ const ALLOWED_IMPORTS: &[&str] = &[
     "wasi:sockets/",
 ];
 
-/// The interface a job kind must export.
 /// The exports of the contracts this host runs.
 const KIND_EXPORTS: &[&str] = &["spindle:job/kind@0.1.", "spindle:job/kind@0.2."];
 
-/// Checks the compiled component's imports and exports against the `job-kind` world.
-pub(crate) fn check_world(engine: &Engine, component: &Component) -> Result<(), LoadError> {
-    let ty = component.component_type();
-    for (name, _) in ty.imports(engine) {
-        if !ALLOWED_IMPORTS.iter().any(|allowed| name.starts_with(allowed)) {
-            return Err(LoadError::ForbiddenImport(name.to_owned()));
+/// Checks a component's top-level imports and exports against the `job-kind` world,
+/// from the binary alone: nested core modules and components are skipped, not read, so
+/// this costs the same for a 100 KB component as for a 20 MB one.
+pub(crate) fn check_contract(bytes: &[u8]) -> Result<(), LoadError> {
+    let malformed = |e: wasmparser::BinaryReaderError| LoadError::Malformed(e.message().to_owned());
+    let mut parser = wasmparser::Parser::new(0);
+    let mut offset = 0;
+    let mut exports = Vec::new();
+    loop {
+        let (payload, consumed) = match parser.parse(&bytes[offset..], true).map_err(malformed)? {
+            wasmparser::Chunk::Parsed { payload, consumed } => (payload, consumed),
+            wasmparser::Chunk::NeedMoreData(_) => {
+                return Err(LoadError::Malformed("the component is cut short".into()));
+            }
+        };
+        match payload {
+            wasmparser::Payload::ComponentImportSection(imports) => {
+                for import in imports {
+                    let name = import.map_err(malformed)?.name.name;
+                    if !ALLOWED_IMPORTS.iter().any(|allowed| name.starts_with(allowed)) {
+                        return Err(LoadError::ForbiddenImport(name.to_owned()));
+                    }
+                }
+            }
+            wasmparser::Payload::ComponentExportSection(section) => {
+                for export in section {
+                    exports.push(export.map_err(malformed)?.name.name.to_owned());
+                }
+            }
+            wasmparser::Payload::ModuleSection { unchecked_range, .. }
+            | wasmparser::Payload::ComponentSection { unchecked_range, .. } => {
+                // The parser expects the bytes after the nested one next.
+                if unchecked_range.end > bytes.len() {
+                    return Err(LoadError::Malformed("a nested module runs past the end".into()));
+                }
+                offset = unchecked_range.end;
+                continue;
+            }
+            wasmparser::Payload::End(_) => break,
+            _ => {}
         }
+        offset += consumed;
     }
-    if !ty.exports(engine).any(|(name, _)| KIND_EXPORTS.iter().any(|kind| name.starts_with(kind))) {
-        let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
+    if !exports.iter().any(|name| KIND_EXPORTS.iter().any(|kind| name.starts_with(kind))) {
         return Err(LoadError::WrongWorld(format!("it exports {exports:?}, not spindle:job/kind@0.2 (or 0.1)")));
     }
     Ok(())
+}
+
+fn detail_suffix(detail: &str) -> String {
+    if detail.is_empty() { String::new() } else { format!(" ({detail})") }
+}
+
+fn stderr_suffix(stderr: &Option<String>) -> String {
+    stderr.as_ref().map_or_else(String::new, |s| format!("; its stderr ended with:\n{s}"))
 }
 
 #[cfg(test)]

@@ -251,6 +251,26 @@ pub enum StepRun {
     },
 }
 
+impl StepRun {
+    /// Whether the attempt failed: a fault, or a `retryable` or `refused` outcome.
+    pub fn failed(&self) -> bool {
+        matches!(
+            self,
+            Self::Fault { .. } | Self::Outcome(GuestOutcome::Retryable { .. } | GuestOutcome::Refused { .. })
+        )
+    }
+}
+
+/// One step call: how it ended, and what the guest last wrote to stderr when the attempt
+/// failed — the guest's own words (a traceback, a panic message), shown to its tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepCall {
+    /// How it ended.
+    pub run: StepRun,
+    /// The last lines of stderr (capped), when the attempt failed and the guest printed.
+    pub stderr: Option<String>,
+}
+
 /// How a hook call ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HookRun {

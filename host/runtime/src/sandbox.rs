@@ -17,9 +17,9 @@ use crate::config::SandboxConfig;
 use crate::contract::{Contract, KindPre, Reported};
 use crate::control::{StepControl, Unsupervised};
 use crate::kind::KindSpec;
-use crate::load::{LoadError, check_header, check_world};
+use crate::load::{LoadError, check_contract, check_header};
 use crate::outbound::{Capabilities, MetricKey, Outbound, Shared};
-use crate::outcome::{Ceilings, GuestOutcome, HookRun, JobSummary, SandboxFault, StepInput, StepRun};
+use crate::outcome::{Ceilings, GuestOutcome, HookRun, JobSummary, SandboxFault, StepCall, StepInput, StepRun};
 use crate::state::{GuestState, Tags};
 
 /// Why the sandbox itself could not be set up.
@@ -37,6 +37,8 @@ pub struct Runtime {
     ticker_stop: Arc<AtomicBool>,
     compiler: Compiler,
     outbound: Arc<Shared>,
+    /// Compiles started, for the metrics and for tests that check a refusal compiled nothing.
+    compiles: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -122,7 +124,7 @@ impl Runtime {
         spawn_ticker(engine.clone(), config.epoch_tick, ticker_stop.clone())?;
         let compiler = Compiler::new(&config);
         let outbound = Arc::new(Shared::new(config.outbound.clone()));
-        Ok(Self { engine, linker, config, cache, ticker_stop, compiler, outbound })
+        Ok(Self { engine, linker, config, cache, ticker_stop, compiler, outbound, compiles: Default::default() })
     }
 
     /// The configuration in force.
@@ -135,10 +137,17 @@ impl Runtime {
         ceilings.step_timeout.map_or(self.config.step_timeout, |t| t.min(self.config.step_timeout))
     }
 
+    /// What can be checked of a component without compiling it: its size, its header,
+    /// and its imports and exports against the contracts. Milliseconds, whatever its size.
+    pub fn precheck(&self, bytes: &[u8]) -> Result<(), LoadError> {
+        check_header(bytes, self.config.max_component_bytes)?;
+        check_contract(bytes)
+    }
+
     /// Validates, compiles (or loads from the cache), links and describes a component.
     pub async fn load(&self, bytes: &[u8]) -> Result<LoadedKind, LoadError> {
         let started = Instant::now();
-        check_header(bytes, self.config.max_component_bytes)?;
+        self.precheck(bytes)?;
         let digest = content_digest(bytes);
         let cached = self.cache.as_ref().and_then(|cache| cache.load(&self.engine, &digest));
         let from_cache = cached.is_some();
@@ -146,7 +155,6 @@ impl Runtime {
             Some(component) => component,
             None => self.compile(bytes).await?,
         };
-        check_world(&self.engine, &component)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -163,18 +171,31 @@ impl Runtime {
     }
 
     async fn compile(&self, bytes: &[u8]) -> Result<Component, LoadError> {
+        self.compiles.fetch_add(1, Ordering::Relaxed);
         self.compiler.compile(&self.engine, &self.config, bytes).await
+    }
+
+    /// Compiles started since the runtime was set up (cache hits are not compiles).
+    pub fn compiles(&self) -> u64 {
+        self.compiles.load(Ordering::Relaxed)
     }
 
     async fn describe(&self, pre: &KindPre) -> Result<KindSpec, LoadError> {
         let tags = Tags { kind: Arc::from("(describe)"), job: String::new(), step: "describe".into() };
         let mut store =
             self.store(Arc::new(Unsupervised), tags, Arc::default(), None, Arc::from(Vec::new()), &Ceilings::default());
-        match tokio::time::timeout(self.config.step_timeout, pre.describe(&mut store)).await {
-            Err(_) => Err(LoadError::Describe(SandboxFault::Deadline)),
-            Ok(Err(e)) => Err(LoadError::Describe(classify(&e, store.data()))),
+        let failed = |fault, detail: String, state: &GuestState| LoadError::Describe {
+            fault,
+            detail: spindle_core::failure::clip(detail, DESCRIBE_DETAIL_BYTES),
+            stderr: state.stderr.tail_lines(STDERR_TAIL_LINES, STDERR_TAIL_BYTES),
+        };
+        let result = match tokio::time::timeout(self.config.step_timeout, pre.describe(&mut store)).await {
+            Err(_) => Err(failed(SandboxFault::Deadline, "wall-clock timeout".into(), store.data())),
+            Ok(Err(e)) => Err(failed(classify(&e, store.data()), format!("{e:#}"), store.data())),
             Ok(Ok(spec)) => Ok(spec?),
-        }
+        };
+        flush_stdio(store.data());
+        result
     }
 
     /// Outbound requests made so far, counted by tenant, kind, destination and outcome.
@@ -219,8 +240,9 @@ impl Runtime {
     }
 
     /// Runs one step of `kind` in a fresh store. Never fails: a guest fault is a
-    /// [`StepRun::Fault`].
-    pub async fn run_step(&self, kind: &LoadedKind, input: StepInput, control: Arc<dyn StepControl>) -> StepRun {
+    /// [`StepRun::Fault`]. When the attempt fails (a fault, `retryable`, `refused`), the
+    /// call keeps the guest's last stderr lines for the attempt's record.
+    pub async fn run_step(&self, kind: &LoadedKind, input: StepInput, control: Arc<dyn StepControl>) -> StepCall {
         let tags =
             Tags { kind: Arc::from(kind.spec.name.as_str()), job: input.job_id.clone(), step: input.step.clone() };
         let prior_bytes: usize = input.prior.iter().map(|(_, output)| output.len()).sum();
@@ -250,6 +272,7 @@ impl Runtime {
             Ok(Ok(Err(e))) => StepRun::Fault { fault: classify(&e, store.data()), detail: format!("{e:#}") },
             Ok(Ok(Ok(outcome))) => self.check_outcome(outcome, prior_bytes),
         };
+        let run = StepCall { stderr: run.failed().then(|| stderr_tail(store.data())).flatten(), run };
         flush_stdio(store.data());
         let calls = store.data().outbound.calls();
         if !calls.is_empty() {
@@ -376,6 +399,18 @@ impl Drop for Runtime {
 
 /// Longest a step may snooze in one go.
 const MAX_SNOOZE_SECS: u32 = 30 * 24 * 3600;
+
+/// Lines and bytes of a guest's stderr a failed attempt keeps: a traceback's end.
+pub const STDERR_TAIL_LINES: usize = 40;
+/// See [`STDERR_TAIL_LINES`].
+pub const STDERR_TAIL_BYTES: usize = 2 << 10;
+/// Bytes of a describe trap's message a refused deploy answers.
+const DESCRIBE_DETAIL_BYTES: usize = 2 << 10;
+
+/// The guest's last stderr lines, for a failed attempt's record.
+fn stderr_tail(state: &GuestState) -> Option<String> {
+    state.stderr.tail_lines(STDERR_TAIL_LINES, STDERR_TAIL_BYTES)
+}
 
 /// Names the fault behind a failed call.
 fn classify(error: &wasmtime::Error, state: &GuestState) -> SandboxFault {

@@ -243,7 +243,7 @@ impl From<RegistryError> for ApiError {
                     LoadError::TooLarge { .. } => ErrorCode::PayloadTooLarge,
                     _ => ErrorCode::InvalidComponent,
                 };
-                Self::new(code, format!("{load} ({})", load.code()))
+                Self { reason: Some(load.code()), ..Self::new(code, format!("{load} ({})", load.code())) }
             }
             RegistryError::UnknownKind(kind) => Self::new(ErrorCode::UnknownKind, format!("unknown kind {kind:?}")),
             RegistryError::UnknownVersion { kind, version } => {

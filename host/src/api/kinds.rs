@@ -6,13 +6,14 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::body::{ApiQuery, body, json_body};
 use super::views::{
-    Deployed, DeploymentView, ErrorBody, KindList, KindView, Rollback, RolledBack, SpecView, VersionView,
+    DeployView, Deployed, DeploymentView, ErrorBody, KindList, KindView, Rollback, RolledBack, SpecView, VersionView,
 };
 use super::{ApiError, ApiState, ErrorCode, TenantAuth};
 use crate::capabilities::Deployment;
@@ -24,13 +25,28 @@ pub(super) struct DeployQuery {
     /// A `DeploymentView` as JSON: `{"allow": ["POST https://api.example.com/v1/*"],
     /// "secrets": ["stripe"], "settings": {"region": "eu"}, "secrets_in_body": false}`.
     deployment: Option<String>,
+    /// Seconds to wait for the compile before answering `202` (default 2, at most 120;
+    /// 0 answers at once).
+    wait: Option<u64>,
 }
+
+/// How long a deploy waits for its compile by default: a small component has compiled
+/// by then and is answered as deployed; a 20 MB one (Python, JavaScript) is answered
+/// `202` and compiles on.
+const DEPLOY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// The longest a caller may ask a deploy to wait.
+const MAX_DEPLOY_WAIT_SECS: u64 = 120;
 
 /// Deploy a component as the next version of a kind
 ///
-/// The component is validated and compiled in the sandbox before anything is stored; the new
-/// version is current at once on every host. Running jobs stay on the version they started with.
-/// The deployment's outbound rules, declared secrets and settings belong to this version.
+/// The component is checked at once — size, header, and its imports and exports against the
+/// contract, without compiling — and refused with the offending import named. It then compiles
+/// in the background: the answer is `201` with the new version if that is done within `wait`
+/// seconds, or `202` with the deploy's state (and `Location`) to follow at
+/// `GET /v1/kinds/{kind}/deploys/{id}`. Nothing is stored as a version until the component has
+/// compiled and described itself, as the kind it is deployed as; then the new version is current
+/// at once on every host. Running jobs stay on the version they started with. The deployment's
+/// outbound rules, declared secrets and settings belong to this version.
 #[utoipa::path(
     put,
     path = "/v1/kinds/{kind}",
@@ -41,14 +57,16 @@ pub(super) struct DeployQuery {
         content(("application/wasm"))
     ),
     responses(
-        (status = 201, description = "The new version", body = Deployed),
+        (status = 201, description = "The new version, compiled and current", body = Deployed),
+        (status = 202, description = "Checked and compiling: the deploy's state", body = DeployView),
         (status = 400, description = "`invalid-request`: an invalid kind name", body = ErrorBody),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
         (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
         (status = 413, description = "`payload-too-large`: over the host's component cap", body = ErrorBody),
-        (status = 422, description = "`invalid-component`: the message names its `component.*` code", body = ErrorBody),
+        (status = 422, description = "`invalid-component`: `reason` is its `component.*` code", body = ErrorBody),
         (status = 429, description = "`quota-exceeded`: the tenant's deployed bytes would pass its limit", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody)
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`busy`: the tenant has a deploy compiling", body = ErrorBody)
     )
 )]
 pub(super) async fn deploy(
@@ -57,7 +75,7 @@ pub(super) async fn deploy(
     Path(kind): Path<String>,
     ApiQuery(query): ApiQuery<DeployQuery>,
     bytes: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<Deployed>), ApiError> {
+) -> Result<Response, ApiError> {
     let deployment = match query.deployment.as_deref() {
         None => Deployment::default(),
         Some(text) => {
@@ -73,13 +91,103 @@ pub(super) async fn deploy(
             deployment
         }
     };
+    let wait = query.wait.map_or(DEPLOY_WAIT, |secs| std::time::Duration::from_secs(secs.min(MAX_DEPLOY_WAIT_SECS)));
     let bytes = body(bytes)?;
-    let now = state.host.engine.now();
-    let (version, spec) = state.host.registry.deploy_with(&tenant, &kind, &bytes, &deployment, now).await?;
-    tracing::info!(tenant = %tenant, kind, version = version.version, digest = %version.digest, "deployed");
-    state.host.engine.kind_redeployed(&tenant, &kind).await;
-    let deployed = Deployed { kind, version: version.version, digest: version.digest, spec: SpecView::from(&spec) };
-    Ok((StatusCode::CREATED, Json(deployed)))
+    let (registry, engine) = (state.host.registry.clone(), state.host.engine.clone());
+    let accepted = registry.accept(&tenant, &kind, bytes.to_vec(), deployment, engine.now()).await?;
+    let record = accepted.record.clone();
+    // The compile goes on when this request is answered (or its client goes away).
+    let (done, finished) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (record, result) = registry.complete(accepted, engine.now()).await;
+        match &result {
+            Ok((version, _)) => {
+                tracing::info!(tenant = %record.tenant, kind = record.kind, version = version.version, digest = %version.digest, "deployed");
+                engine.kind_redeployed(&record.tenant, &record.kind).await;
+            }
+            Err(e) => {
+                tracing::info!(tenant = %record.tenant, kind = record.kind, code = e.code(), "a deploy failed: {e}")
+            }
+        }
+        let _ = done.send((record, result));
+    });
+    let stale_after = state.host.registry.stale_after();
+    match tokio::time::timeout(wait, finished).await {
+        Ok(Ok((record, Ok((version, spec))))) => {
+            let deploy = DeployView::new(&record, state.host.engine.now(), stale_after);
+            let deployed = Deployed {
+                kind,
+                version: version.version,
+                digest: version.digest,
+                spec: SpecView::from(&spec),
+                deploy,
+            };
+            Ok((StatusCode::CREATED, Json(deployed)).into_response())
+        }
+        Ok(Ok((_, Err(e)))) => Err(e.into()),
+        Ok(Err(_)) => Err(ApiError::internal("the deploy's compile task ended without an answer")),
+        Err(_) => {
+            let view = DeployView::new(&record, state.host.engine.now(), stale_after);
+            let location = format!("/v1/kinds/{kind}/deploys/{}", record.id);
+            Ok((StatusCode::ACCEPTED, [(axum::http::header::LOCATION, location)], Json(view)).into_response())
+        }
+    }
+}
+
+/// How long a look at a deploy may wait for it to stop compiling.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct DeployWaitQuery {
+    /// Seconds to wait while it is `compiling` (default 0, at most 120).
+    wait: Option<u64>,
+}
+
+/// How often a waiting look reads the deploy again (the compile may run on another host).
+const DEPLOY_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A deploy's state
+///
+/// Whether a component uploaded with `PUT /v1/kinds/{kind}` is still compiling, became a
+/// version, or failed (and why). With `wait`, answers when it stops compiling or the wait is up.
+#[utoipa::path(
+    get,
+    path = "/v1/kinds/{kind}/deploys/{id}",
+    tag = "kinds",
+    params(
+        ("kind" = String, Path, description = "The kind's name"),
+        ("id" = String, Path, description = "The deploy's id"),
+        DeployWaitQuery
+    ),
+    responses(
+        (status = 200, description = "The deploy", body = DeployView),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 404, description = "`not-found`: no such deploy of this tenant's kind", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn get_deploy(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path((kind, id)): Path<(String, String)>,
+    ApiQuery(query): ApiQuery<DeployWaitQuery>,
+) -> Result<Json<DeployView>, ApiError> {
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_secs(query.wait.unwrap_or(0).min(MAX_DEPLOY_WAIT_SECS));
+    loop {
+        let record = state
+            .host
+            .registry
+            .deploy_record(&tenant, &id)
+            .await?
+            .filter(|r| r.kind == kind)
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no such deploy"))?;
+        let view = DeployView::new(&record, state.host.engine.now(), state.host.registry.stale_after());
+        if view.state != "compiling" || tokio::time::Instant::now() >= deadline {
+            return Ok(Json(view));
+        }
+        tokio::time::sleep(DEPLOY_POLL).await;
+    }
 }
 
 /// List the tenant's kinds
@@ -99,8 +207,18 @@ pub(super) async fn list_kinds(
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<KindList>, ApiError> {
     let kinds = state.host.registry.kinds(&tenant).await?;
-    let breakers = state.host.engine.breakers().of_tenant(&tenant, state.host.engine.now());
-    Ok(Json(KindList { kinds: kinds.iter().map(|k| KindView::new(k, None).with_breakers(&breakers)).collect() }))
+    let now = state.host.engine.now();
+    let breakers = state.host.engine.breakers().of_tenant(&tenant, now);
+    let stale_after = state.host.registry.stale_after();
+    let compiling = state.host.registry.compiling(&tenant).await?;
+    Ok(Json(KindList {
+        kinds: kinds.iter().map(|k| KindView::new(k, None).with_breakers(&breakers)).collect(),
+        compiling: compiling
+            .iter()
+            .map(|r| DeployView::new(r, now, stale_after))
+            .filter(|d| d.state == "compiling")
+            .collect(),
+    }))
 }
 
 /// A kind and its versions
@@ -128,8 +246,13 @@ pub(super) async fn get_kind(
         .find(|k| k.kind == kind)
         .ok_or_else(|| ApiError::new(ErrorCode::UnknownKind, format!("unknown kind {kind:?}")))?;
     let versions = state.host.registry.versions(&tenant, &kind).await?;
-    let breakers = state.host.engine.breakers().of_tenant(&tenant, state.host.engine.now());
-    Ok(Json(KindView::new(entry, Some(&versions)).with_breakers(&breakers)))
+    let now = state.host.engine.now();
+    let breakers = state.host.engine.breakers().of_tenant(&tenant, now);
+    let stale_after = state.host.registry.stale_after();
+    let deploys = state.host.registry.deploy_records(&tenant, &kind).await?;
+    let mut view = KindView::new(entry, Some(&versions)).with_breakers(&breakers);
+    view.deploys = deploys.iter().map(|r| DeployView::new(r, now, stale_after)).collect();
+    Ok(Json(view))
 }
 
 /// Make an earlier (or later) version current

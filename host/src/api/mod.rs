@@ -104,6 +104,7 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         // names its size and the cap.
         .routes(routes!(kinds::deploy).layer(DefaultBodyLimit::max(component_limit + 1)))
         .routes(routes!(kinds::get_kind))
+        .routes(routes!(kinds::get_deploy))
         .routes(routes!(kinds::rollback))
         .routes(routes!(jobs::submit, jobs::list_jobs))
         .routes(routes!(jobs::get_job))

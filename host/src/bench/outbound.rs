@@ -150,7 +150,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<OutboundBench> {
     let mut through = Vec::with_capacity(CALLS);
     for i in 0..WARMUP_CALLS + CALLS {
         let started = Instant::now();
-        let run = runtime.run_step(&kind, step_input.clone(), control.clone()).await;
+        let run = runtime.run_step(&kind, step_input.clone(), control.clone()).await.run;
         let us = started.elapsed().as_secs_f64() * 1e6;
         let StepRun::Outcome(GuestOutcome::Complete(output)) = run else { bail!("the outbound step failed: {run:?}") };
         if i == 0 && !String::from_utf8_lossy(&output).contains("\"status\":200") {

@@ -53,7 +53,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Vec<SandboxOverhead>> {
         let mut samples = Vec::with_capacity(CALLS);
         for i in 0..WARMUP_CALLS + CALLS {
             let started = Instant::now();
-            let run = runtime.run_step(&kind, input.clone(), control.clone()).await;
+            let run = runtime.run_step(&kind, input.clone(), control.clone()).await.run;
             let us = started.elapsed().as_secs_f64() * 1e6;
             if !matches!(run, StepRun::Outcome(GuestOutcome::Complete(_))) {
                 bail!("noop's step did not complete: {run:?}");

@@ -4,4 +4,5 @@ pub mod bench;
 pub mod client;
 pub mod demo;
 mod demo_services;
+pub mod guest;
 pub mod serve;

@@ -10,7 +10,7 @@ use spindle_core::job::{JobEvent, StepReport};
 use spindle_core::policy::backoff::Backoff;
 use spindle_core::step::{Partial, StepState};
 use spindle_core::{Fence, JobState};
-use spindle_runtime::{GuestOutcome, HeartbeatReply, SandboxFault, StepInput, StepRun};
+use spindle_runtime::{GuestOutcome, HeartbeatReply, SandboxFault, StepCall, StepInput, StepRun};
 use tokio::sync::Mutex;
 
 use super::meter::StepUsage;
@@ -106,6 +106,7 @@ impl Engine {
                     code: "kind.unavailable".into(),
                     message: "the job's kind version could not be loaded".into(),
                     correlation: Some(corr),
+                    guest_stderr: None,
                 };
                 return StepReport::Retryable { failure, backoff: self.config.rescue_backoff };
             }
@@ -131,6 +132,7 @@ impl Engine {
                     code: "capabilities.unavailable".into(),
                     message: "the step's secrets or outbound rules could not be read".into(),
                     correlation: Some(corr),
+                    guest_stderr: None,
                 };
                 return StepReport::Retryable { failure, backoff: self.config.rescue_backoff };
             }
@@ -144,6 +146,7 @@ impl Engine {
                     code: "workflow.awaited-unavailable".into(),
                     message: "the results the step awaited could not be read".into(),
                     correlation: Some(corr),
+                    guest_stderr: None,
                 };
                 return StepReport::Retryable { failure, backoff: self.config.rescue_backoff };
             }
@@ -162,7 +165,8 @@ impl Engine {
             ceilings: self.ceilings(&record.tenant).await,
         };
         let started = Instant::now();
-        let run = self.registry.runtime().run_step(&resolved.kind, input, supervisor.clone()).await;
+        let StepCall { run, stderr } =
+            self.registry.runtime().run_step(&resolved.kind, input, supervisor.clone()).await;
         let sandbox = started.elapsed();
         self.counters.observe_step(sandbox);
         let calls = std::mem::take(&mut *supervisor.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
@@ -198,14 +202,14 @@ impl Engine {
                 StepReport::AwaitSignal { name, timeout, cursor }
             }
             StepRun::Outcome(GuestOutcome::Refused { code, message }) => {
-                StepReport::Refused { failure: SafeFailure::permanent(code, message) }
+                StepReport::Refused { failure: SafeFailure::permanent(code, message).with_guest_stderr(stderr) }
             }
             StepRun::Outcome(GuestOutcome::Retryable { code, message }) => {
                 // The detail stays in the log; the record keeps the code and a reference.
                 let corr = correlation();
                 tracing::info!(job = %record.job.id, step = %step.key, attempt, code, correlation = corr, "retryable step failure: {}", for_log(&message));
                 StepReport::Retryable {
-                    failure: SafeFailure::transient(code, corr),
+                    failure: SafeFailure::transient(code, corr).with_guest_stderr(stderr),
                     backoff: self.backoff(attempt, policy),
                 }
             }
@@ -221,8 +225,12 @@ impl Engine {
                 if let Err(e) = self.store.bump_counter(&format!("fault.{}", fault.code()), 1).await {
                     tracing::error!(error = %e, "could not count a sandbox fault");
                 }
-                let failure =
-                    SafeFailure { code: fault.code().into(), message: fault.to_string(), correlation: Some(corr) };
+                let failure = SafeFailure {
+                    code: fault.code().into(),
+                    message: fault.to_string(),
+                    correlation: Some(corr),
+                    guest_stderr: stderr,
+                };
                 StepReport::Retryable { failure, backoff: self.backoff(attempt, policy) }
             }
         }

@@ -212,7 +212,9 @@ impl Engine {
 }
 
 fn refused(code: &str, message: String) -> StepReport {
-    StepReport::Refused { failure: SafeFailure { code: code.to_owned(), message, correlation: None } }
+    StepReport::Refused {
+        failure: SafeFailure { code: code.to_owned(), message, correlation: None, guest_stderr: None },
+    }
 }
 
 /// A child's result as its parent's step receives it.

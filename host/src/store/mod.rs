@@ -46,7 +46,7 @@ pub use leases::LeaseStore;
 pub use outbound::{OutboundStore, RecordedCall, SecretInfo};
 pub use outbox::{OutboxEffect, OutboxItem, OutboxStore};
 pub use queue::{ClaimFilter, Deriver, QueueStore, ReadySignals};
-pub use registry::{KindEntry, KindVersion, RegistryStore};
+pub use registry::{DeployRecord, DeployState, KindEntry, KindVersion, RegistryStore};
 pub use sql::{Backend, ConnectOptions};
 pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantId, TenantStore, TokenInfo, token_id};
 pub use workflows::{ScheduleRow, WorkflowStore};

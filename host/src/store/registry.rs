@@ -43,9 +43,111 @@ pub struct KindEntry {
     pub updated_at: Timestamp,
 }
 
+/// Where a deploy stands: the component was checked at once and compiles in the
+/// background.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeployState {
+    /// Compiling (and describing) on the host that took the upload.
+    Compiling,
+    /// Compiled, described and stored: `version` is the new current version.
+    Ready,
+    /// Refused after the upload was answered (a compile error or time-out, a describe
+    /// that trapped, a name that does not match); `error_code` says why.
+    Failed,
+}
+
+impl DeployState {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Compiling => "compiling",
+            Self::Ready => "ready",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Self, StoreError> {
+        match s {
+            "compiling" => Ok(Self::Compiling),
+            "ready" => Ok(Self::Ready),
+            "failed" => Ok(Self::Failed),
+            other => Err(corrupt(format!("deploy state {other:?}"))),
+        }
+    }
+}
+
+/// One deploy of a component as a kind's next version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeployRecord {
+    /// Its id (a UUID).
+    pub id: String,
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The kind it deploys.
+    pub kind: String,
+    /// The component's content address.
+    pub digest: String,
+    /// The component's size in bytes.
+    pub size: i64,
+    /// Where it stands.
+    pub state: DeployState,
+    /// The version it made, once ready.
+    pub version: Option<i64>,
+    /// Why it failed.
+    pub error_code: Option<String>,
+    /// What the failure said.
+    pub error_message: Option<String>,
+    /// When the upload was taken.
+    pub created_at: Timestamp,
+    /// When it became ready or failed.
+    pub finished_at: Option<Timestamp>,
+}
+
+const DEPLOY_COLS: &str =
+    "id, tenant_id, kind, digest, size, state, version, error_code, error_message, created_at, finished_at";
+const DEPLOY_TYS: &[Ty] = &[
+    Ty::Text,
+    Ty::Text,
+    Ty::Text,
+    Ty::Text,
+    Ty::Int,
+    Ty::Text,
+    Ty::OptInt,
+    Ty::OptText,
+    Ty::OptText,
+    Ty::Int,
+    Ty::OptInt,
+];
+
+fn deploy_from_row(row: &Row) -> Result<DeployRecord, StoreError> {
+    Ok(DeployRecord {
+        id: row.text(0),
+        tenant: TenantId(row.text(1)),
+        kind: row.text(2),
+        digest: row.text(3),
+        size: row.int(4),
+        state: DeployState::parse(&row.text(5))?,
+        version: row.opt_int(6),
+        error_code: row.opt_text(7),
+        error_message: row.opt_text(8),
+        created_at: ts(row, 9),
+        finished_at: row.opt_int(10).map(Timestamp::from_micros),
+    })
+}
+
 /// Components and kind versions.
 #[async_trait]
 pub trait RegistryStore: Send + Sync {
+    /// Records a deploy as it starts (state `compiling`).
+    async fn insert_deploy(&self, deploy: &DeployRecord) -> Result<(), StoreError>;
+    /// Records how a deploy ended: ready with its version, or failed with a code.
+    async fn finish_deploy(&self, deploy: &DeployRecord) -> Result<(), StoreError>;
+    /// A tenant's deploy by id.
+    async fn deploy_record(&self, tenant: &TenantId, id: &str) -> Result<Option<DeployRecord>, StoreError>;
+    /// A tenant's latest deploys of `kind`, newest first.
+    async fn deploy_records(&self, tenant: &TenantId, kind: &str, limit: u32) -> Result<Vec<DeployRecord>, StoreError>;
+    /// A tenant's deploys still compiling (of any kind), newest first.
+    async fn compiling_deploys(&self, tenant: &TenantId, limit: u32) -> Result<Vec<DeployRecord>, StoreError>;
     /// Stores component bytes under their digest (idempotent).
     async fn put_component(&self, digest: &str, bytes: &[u8], now: Timestamp) -> Result<(), StoreError>;
     /// Component bytes by digest.
@@ -100,6 +202,82 @@ const KIND_VERSION_TYS: &[Ty] = &[Ty::Text, Ty::Text, Ty::Int, Ty::Text, Ty::Tex
 
 #[async_trait]
 impl RegistryStore for SqlStore {
+    async fn insert_deploy(&self, d: &DeployRecord) -> Result<(), StoreError> {
+        let sql =
+            format!("INSERT INTO deployments ({DEPLOY_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)");
+        self.db
+            .execute(
+                &sql,
+                vec![
+                    Value::from(d.id.as_str()),
+                    Value::from(d.tenant.0.as_str()),
+                    Value::from(d.kind.as_str()),
+                    Value::from(d.digest.as_str()),
+                    Value::from(d.size),
+                    Value::from(d.state.as_str()),
+                    Value::from(d.version),
+                    Value::from(d.error_code.clone()),
+                    Value::from(d.error_message.clone()),
+                    Value::from(d.created_at.as_micros()),
+                    Value::from(d.finished_at.map(Timestamp::as_micros)),
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn finish_deploy(&self, d: &DeployRecord) -> Result<(), StoreError> {
+        self.db
+            .execute(
+                "UPDATE deployments SET state = $1, version = $2, error_code = $3, error_message = $4, finished_at = $5 \
+                 WHERE id = $6 AND tenant_id = $7",
+                vec![
+                    Value::from(d.state.as_str()),
+                    Value::from(d.version),
+                    Value::from(d.error_code.clone()),
+                    Value::from(d.error_message.clone()),
+                    Value::from(d.finished_at.map(Timestamp::as_micros)),
+                    Value::from(d.id.as_str()),
+                    Value::from(d.tenant.0.as_str()),
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn deploy_record(&self, tenant: &TenantId, id: &str) -> Result<Option<DeployRecord>, StoreError> {
+        let sql = format!("SELECT {DEPLOY_COLS} FROM deployments WHERE tenant_id = $1 AND id = $2");
+        let rows = self.db.fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(id)], DEPLOY_TYS).await?;
+        rows.first().map(deploy_from_row).transpose()
+    }
+
+    async fn deploy_records(&self, tenant: &TenantId, kind: &str, limit: u32) -> Result<Vec<DeployRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {DEPLOY_COLS} FROM deployments WHERE tenant_id = $1 AND kind = $2 ORDER BY created_at DESC, id LIMIT $3"
+        );
+        let rows = self
+            .db
+            .fetch(
+                &sql,
+                vec![Value::from(tenant.0.as_str()), Value::from(kind), Value::from(i64::from(limit))],
+                DEPLOY_TYS,
+            )
+            .await?;
+        rows.iter().map(deploy_from_row).collect()
+    }
+
+    async fn compiling_deploys(&self, tenant: &TenantId, limit: u32) -> Result<Vec<DeployRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {DEPLOY_COLS} FROM deployments WHERE tenant_id = $1 AND state = 'compiling' \
+             ORDER BY created_at DESC, id LIMIT $2"
+        );
+        let rows = self
+            .db
+            .fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(i64::from(limit))], DEPLOY_TYS)
+            .await?;
+        rows.iter().map(deploy_from_row).collect()
+    }
+
     async fn put_component(&self, digest: &str, bytes: &[u8], now: Timestamp) -> Result<(), StoreError> {
         self.db
             .execute(

@@ -386,7 +386,8 @@ impl Draft {
         self.history.push(HistoryEvent::Rescued { fence: claim.fence, owner: claim.owner.clone() });
         self.touch(now);
         let (code, message) = host_codes::LEASE_EXPIRED;
-        let failure = SafeFailure { code: code.to_owned(), message: message.to_owned(), correlation: None };
+        let failure =
+            SafeFailure { code: code.to_owned(), message: message.to_owned(), correlation: None, guest_stderr: None };
         let then = self.attempt_failed(claim.step, failure, backoff, now)?;
         self.after_step(then, now)?;
         self.refresh_progress();
@@ -756,7 +757,7 @@ impl Draft {
         message: String,
         now: Timestamp,
     ) -> Result<(), Refusal> {
-        let failure = SafeFailure { code: code.to_owned(), message, correlation: None };
+        let failure = SafeFailure { code: code.to_owned(), message, correlation: None, guest_stderr: None };
         let key = self.job.steps[index].key.clone();
         self.step_event(index, StepEvent::Fail { failure: failure.clone() }, now)?;
         self.history.push(HistoryEvent::StepFailed { step: key, failure });

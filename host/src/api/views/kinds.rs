@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 use crate::api::time::rfc3339;
 use crate::capabilities::Deployment;
-use crate::store::{KindEntry, KindVersion};
+use crate::store::{DeployRecord, DeployState, KindEntry, KindVersion};
 
 /// One declared step.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -154,6 +154,9 @@ pub struct KindView {
     /// never faulted here has none: closed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub breakers: Vec<BreakerStateView>,
+    /// Its latest deploys, newest first (only `GET /v1/kinds/{kind}` includes them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deploys: Vec<DeployView>,
 }
 
 /// A kind version's fault breaker on the host that answered.
@@ -178,6 +181,7 @@ impl KindView {
             updated_at: rfc3339(entry.updated_at),
             versions: versions.map(|vs| vs.iter().map(Into::into).collect()),
             breakers: Vec::new(),
+            deploys: Vec::new(),
         }
     }
 
@@ -206,6 +210,10 @@ impl KindView {
 pub struct KindList {
     /// Each kind, without its versions.
     pub kinds: Vec<KindView>,
+    /// Deploys still compiling, of any kind (a kind's first version is listed here
+    /// before the kind is).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compiling: Vec<DeployView>,
 }
 
 /// A new version, deployed and current.
@@ -219,6 +227,80 @@ pub struct Deployed {
     pub digest: String,
     /// What the component says of itself.
     pub spec: SpecView,
+    /// The deploy that made it.
+    pub deploy: DeployView,
+}
+
+/// A deploy: the component was checked when it was uploaded (size, header, imports and
+/// exports) and compiles in the background; this says how far it got.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DeployView {
+    /// Its id: `GET /v1/kinds/{kind}/deploys/{id}` answers its state.
+    pub id: String,
+    /// The kind it deploys.
+    pub kind: String,
+    /// `compiling`, `ready` (then `version` is the new current version) or `failed`
+    /// (then `error` says why: a `component.*` code such as `component.compile-timeout`,
+    /// `component.describe-failed` or `component.name-mismatch`, or `deploy.interrupted`
+    /// when the host compiling it went away).
+    pub state: String,
+    /// The version it made, once ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+    /// The component's SHA-256.
+    pub digest: String,
+    /// Its size in bytes.
+    pub size: i64,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<super::ErrorDetail>,
+    /// When it was uploaded.
+    pub created_at: String,
+    /// When it became ready or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+}
+
+impl DeployView {
+    /// A view of `record`; a deploy still `compiling` once `stale_after` has passed since
+    /// its upload shows as failed `deploy.interrupted` (its host went away mid-compile:
+    /// no compile outlives its time limit).
+    pub fn new(record: &DeployRecord, now: spindle_core::Timestamp, stale_after: std::time::Duration) -> Self {
+        let interrupted = record.state == DeployState::Compiling && now.since(record.created_at) > stale_after;
+        let (state, error) = match (record.state, interrupted) {
+            (DeployState::Compiling, true) => (
+                "failed",
+                Some(super::ErrorDetail {
+                    code: "deploy.interrupted".into(),
+                    message: "the host compiling the component stopped before it was done; deploy it again".into(),
+                    reason: None,
+                    state: None,
+                }),
+            ),
+            (DeployState::Compiling, false) => ("compiling", None),
+            (DeployState::Ready, _) => ("ready", None),
+            (DeployState::Failed, _) => (
+                "failed",
+                Some(super::ErrorDetail {
+                    code: record.error_code.clone().unwrap_or_else(|| "internal".into()),
+                    message: record.error_message.clone().unwrap_or_default(),
+                    reason: None,
+                    state: None,
+                }),
+            ),
+        };
+        Self {
+            id: record.id.clone(),
+            kind: record.kind.clone(),
+            state: state.to_owned(),
+            version: record.version,
+            digest: record.digest.clone(),
+            size: record.size,
+            error,
+            created_at: rfc3339(record.created_at),
+            finished_at: record.finished_at.map(rfc3339),
+        }
+    }
 }
 
 /// A rollback (or roll-forward) to an existing version.

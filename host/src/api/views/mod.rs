@@ -24,8 +24,8 @@ pub use jobs::{
     LeaseInvalidated, StepView, Submit,
 };
 pub use kinds::{
-    BreakerStateView, Deployed, DeploymentView, KindList, KindView, RetryView, Rollback, RolledBack, SpecView,
-    StepSpecView, VersionView,
+    BreakerStateView, DeployView, Deployed, DeploymentView, KindList, KindView, RetryView, Rollback, RolledBack,
+    SpecView, StepSpecView, VersionView,
 };
 pub use outbound::{CallView, SecretList, SecretView, TenantOutbound};
 pub use tenants::{NewTenant, Retention, TenantList, TenantToken, TenantView};

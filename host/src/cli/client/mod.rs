@@ -15,9 +15,9 @@ pub use remote::HostRefused;
 use serde_json::Value;
 
 use crate::api::views::{
-    CancelBody, CapacityView, CreatedToken, Deployed, DeploymentView, JobPage, JobView, KindList, KindView, NewTenant,
-    NewToken, Retention, Rollback, RolledBack, SecretList, SecretView, Submit, TenantList, TenantOutbound, TenantToken,
-    TenantView, TokenList,
+    CancelBody, CapacityView, CreatedToken, DeployView, Deployed, DeploymentView, ErrorDetail, JobPage, JobView,
+    KindList, KindView, NewTenant, NewToken, Retention, Rollback, RolledBack, SecretList, SecretView, Submit,
+    TenantList, TenantOutbound, TenantToken, TenantView, TokenList,
 };
 use crate::api::{ScheduleList, ScheduleView};
 use crate::config::parse_duration;
@@ -68,6 +68,10 @@ pub enum ClientCommand {
         /// The manifest (default: the component's path with `.toml`, if it exists).
         #[arg(long)]
         manifest: Option<PathBuf>,
+        /// Answer as soon as the host has checked the component (its imports and exports),
+        /// without waiting for it to compile; `spindle kinds KIND` shows how it went.
+        #[arg(long)]
+        no_wait: bool,
     },
     /// List kinds, or show one with its versions.
     Kinds {
@@ -392,6 +396,34 @@ pub enum TokenCommand {
 
 /// Whole seconds of the duration given as `flag`, rounded up: a token asked to last half a
 /// second lasts one.
+/// Seconds a deploy's upload waits for the compile before the host answers `202`; the
+/// client then follows the deploy.
+const DEPLOY_WAIT_SECS: u64 = 2;
+/// Seconds each look at a compiling deploy waits for it to end.
+const DEPLOY_POLL_SECS: u64 = 20;
+
+/// Follows a compiling deploy until it is ready or failed, saying on stderr that it waits.
+async fn follow_deploy(client: &Client, kind: &str, mut deploy: DeployView, json: bool) -> anyhow::Result<DeployView> {
+    let started = std::time::Instant::now();
+    while deploy.state == "compiling" {
+        if !json {
+            eprintln!("compiling {kind} ({} bytes, {} s so far)…", deploy.size, started.elapsed().as_secs());
+        }
+        deploy = client.get(&format!("/v1/kinds/{kind}/deploys/{}?wait={DEPLOY_POLL_SECS}", deploy.id)).await?;
+    }
+    Ok(deploy)
+}
+
+/// One deploy as `spindle kinds KIND` lists it.
+fn deploy_line(d: &DeployView) -> String {
+    let outcome = match (&d.version, &d.error) {
+        (Some(version), _) => format!("version {version}"),
+        (None, Some(error)) => format!("{}: {}", error.code, error.message),
+        (None, None) => String::new(),
+    };
+    format!("{:<10} {:<28} {:>10} bytes  {outcome}", d.state, d.created_at, d.size)
+}
+
 fn whole_secs(text: &str, flag: &str) -> anyhow::Result<u64> {
     let duration = parse_duration(text).with_context(|| flag.to_owned())?;
     Ok(duration.as_secs().saturating_add(u64::from(duration.subsec_nanos() > 0)))
@@ -442,7 +474,17 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
     // Commands that take no body still send `{}`, as JSON clients do.
     let empty = serde_json::json!({});
     match command {
-        ClientCommand::Deploy { kind, file, allow, secrets, settings, secrets_in_body, max_running, manifest } => {
+        ClientCommand::Deploy {
+            kind,
+            file,
+            allow,
+            secrets,
+            settings,
+            secrets_in_body,
+            max_running,
+            manifest,
+            no_wait,
+        } => {
             let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
             let beside = file.with_extension("toml");
             let manifest: Manifest = match manifest.or_else(|| beside.exists().then_some(beside)) {
@@ -465,12 +507,42 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                 let (name, value) = setting.split_once('=').context("--set takes NAME=VALUE")?;
                 view.settings.insert(name.to_owned(), value.to_owned());
             }
+            let wait = if no_wait { 0 } else { DEPLOY_WAIT_SECS };
             let path = if view == DeploymentView::default() {
-                format!("/v1/kinds/{kind}")
+                format!("/v1/kinds/{kind}?wait={wait}")
             } else {
-                format!("/v1/kinds/{kind}?deployment={}", percent_encode(&serde_json::to_string(&view)?))
+                format!("/v1/kinds/{kind}?wait={wait}&deployment={}", percent_encode(&serde_json::to_string(&view)?))
             };
-            let deployed: Deployed = client.put_component(&path, bytes).await?;
+            let (status, answer) = client.put_component(&path, bytes).await?;
+            if status == reqwest::StatusCode::ACCEPTED {
+                let mut deploy: DeployView = serde_json::from_value(answer).context("the host's 202 answer")?;
+                if !no_wait {
+                    deploy = follow_deploy(&client, &kind, deploy, json).await?;
+                }
+                emit(json, &deploy, |d| match d.state.as_str() {
+                    "ready" => println!(
+                        "deployed {} version {} (sha256 {}…)",
+                        d.kind,
+                        d.version.unwrap_or(0),
+                        short(&d.digest)
+                    ),
+                    state => println!(
+                        "deploy {} of {} is {state}: `spindle kinds {}` shows how it ends",
+                        d.id, d.kind, d.kind
+                    ),
+                });
+                if deploy.state == "failed" {
+                    let error = deploy.error.unwrap_or_else(|| ErrorDetail {
+                        code: "internal".into(),
+                        message: "the deploy failed".into(),
+                        reason: None,
+                        state: None,
+                    });
+                    return Err(anyhow::Error::new(remote::HostRefused::deploy_failed(error)));
+                }
+                return Ok(0);
+            }
+            let deployed: Deployed = serde_json::from_value(answer).context("the host's answer")?;
             emit(json, &deployed, |d| {
                 println!(
                     "deployed {} version {} (sha256 {}…), steps {}",
@@ -497,6 +569,12 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                         steps(version.spec.as_ref())
                     );
                 }
+                if !k.deploys.is_empty() {
+                    println!("  latest deploys:");
+                    for d in &k.deploys {
+                        println!("  {}", deploy_line(d));
+                    }
+                }
             });
         }
         ClientCommand::Kinds { kind: None } => {
@@ -510,6 +588,12 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                         k.current_version,
                         k.latest_version,
                         k.current_breaker()
+                    );
+                }
+                for d in &list.compiling {
+                    println!(
+                        "{:<24} {:>8} {:>8}  compiling since {} ({} bytes)",
+                        d.kind, "-", "-", d.created_at, d.size
                     );
                 }
             });

@@ -43,6 +43,19 @@ impl HostRefused {
     }
 }
 
+impl HostRefused {
+    /// A deploy that failed after its upload was answered, as the sync answer would
+    /// have refused it: a component's own `component.*` code is `invalid-component`'s
+    /// reason.
+    pub(super) fn deploy_failed(error: crate::api::views::ErrorDetail) -> Self {
+        if error.code.starts_with("component.") {
+            Self { code: "invalid-component".into(), reason: Some(error.code), message: error.message }
+        } else {
+            Self { code: error.code, reason: error.reason, message: error.message }
+        }
+    }
+}
+
 /// `code (reason): message`.
 impl fmt::Display for HostRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -122,7 +135,16 @@ impl Client {
         self.send(self.http.put(self.url(path)).header("content-type", "text/plain").body(bytes)).await
     }
 
-    pub(super) async fn put_component<T: DeserializeOwned>(&self, path: &str, bytes: Vec<u8>) -> anyhow::Result<T> {
-        self.send(self.http.put(self.url(path)).header("content-type", "application/wasm").body(bytes)).await
+    /// `PUT path` with a WebAssembly component: the success's status and JSON body.
+    pub(super) async fn put_component(
+        &self,
+        path: &str,
+        bytes: Vec<u8>,
+    ) -> anyhow::Result<(StatusCode, serde_json::Value)> {
+        let request = self.http.put(self.url(path)).header("content-type", "application/wasm").body(bytes);
+        let (status, body) = self.answer(request).await?;
+        let value = serde_json::from_slice(&body)
+            .with_context(|| format!("the host's answer ({status}) is not what this client expects"))?;
+        Ok((status, value))
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Input `{"spins": N}` makes `run` heartbeat N times, 5 ms apart, before completing,
 //! so a test can deploy the other version while a job is in flight. A heartbeat that
-//! says stop ends the step with retryable `stopped`.
+//! says stop ends the step with retryable `stopped`. Input `{"v1_panics": true}` makes
+//! version 1 panic (a sandbox fault) and version 2 complete: a faulty kind and its fix.
 
 use std::time::Duration;
 
@@ -19,6 +20,8 @@ const VERSION: u32 = if cfg!(feature = "v2") { 2 } else { 1 };
 struct Input {
     #[serde(default)]
     spins: u32,
+    #[serde(default)]
+    v1_panics: bool,
 }
 
 impl Kind for Versioned {
@@ -29,6 +32,9 @@ impl Kind for Versioned {
     fn run_step(step: &mut Step) -> Result<Outcome, StepError> {
         // An empty payload counts as `{}`: the version is what the tests look at.
         let input: Input = if step.payload().is_empty() { Input::default() } else { step.input()? };
+        if input.v1_panics && VERSION == 1 {
+            panic!("version 1 panics on purpose");
+        }
         for spin in 0..input.spins {
             let progress = Checkpoint::new(spin.to_string(), u64::from(spin), u64::from(input.spins));
             if step.heartbeat(Some(progress)).should_stop() {

@@ -1,0 +1,56 @@
+//! Compiles in the Go package the Go bindings import (`go.bytecodealliance.org/pkg`:
+//! the canonical ABI's runtime and types), which wit-bindgen-go ships in its crate but
+//! does not expose. A Go kind's build cannot fetch it from the Go proxy everywhere, so
+//! `spindle guest bindgen go` writes it beside the bindings, from here.
+
+use std::path::{Path, PathBuf};
+
+/// The crate that ships the package, as this crate's manifest pins it.
+const CRATE: &str = "wit-bindgen-go-0.63.0";
+
+fn main() {
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    let pkg = find_pkg().unwrap_or_else(|| {
+        panic!("the sources of {CRATE} (src/pkg) are not in cargo's registry or a vendor directory")
+    });
+    println!("cargo:rerun-if-changed={}", pkg.display());
+    let mut files = Vec::new();
+    collect(&pkg, &pkg, &mut files);
+    files.sort();
+    let mut code = String::from("/// The files of `go.bytecodealliance.org/pkg`, by path within the module.\n");
+    code.push_str("pub(crate) const GO_PKG: &[(&str, &[u8])] = &[\n");
+    for (relative, absolute) in &files {
+        code.push_str(&format!("    ({relative:?}, include_bytes!({:?})),\n", absolute.display().to_string()));
+    }
+    code.push_str("];\n");
+    std::fs::write(out.join("go_pkg.rs"), code).expect("writing go_pkg.rs");
+}
+
+/// `src/pkg` of the crate: in cargo's registry sources, or a vendored copy.
+fn find_pkg() -> Option<PathBuf> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+    let registries = std::fs::read_dir(home.join("registry").join("src")).ok()?;
+    let mut candidates: Vec<PathBuf> = registries.filter_map(Result::ok).map(|e| e.path().join(CRATE)).collect();
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").ok()?);
+    candidates.extend(manifest.ancestors().map(|a| a.join("vendor").join("wit-bindgen-go")));
+    candidates.into_iter().map(|c| c.join("src").join("pkg")).find(|p| p.join("go.mod").is_file())
+}
+
+/// The module's Go sources, assembly stubs, `go.mod` and licence (not its docs site).
+fn collect(root: &Path, dir: &Path, files: &mut Vec<(String, PathBuf)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if name != "docs" && !name.starts_with('.') {
+                collect(root, &path, files);
+            }
+        } else if name.ends_with(".go") || name.ends_with(".s") || name == "go.mod" || name == "LICENSE" {
+            let relative = path.strip_prefix(root).expect("under the root").to_string_lossy().replace('\\', "/");
+            files.push((relative, path));
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! Deploying, as a team writing kinds in any language meets it: a component reaching for
+//! an import the world lacks is refused before anything compiles, naming the import,
+//! whatever its size; a `describe` that traps answers its message and what the guest
+//! printed; a component must describe the kind it is deployed as; a large component is
+//! answered at once and compiles in the background; and a failed step keeps the guest's
+//! last stderr lines where its tenant reads them.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use spindle::store::Backend;
+use spindle_core::step::AttemptEnd;
+use spindle_runtime::{LoadError, SandboxFault};
+use spindle_tests::harness::Harness;
+use spindle_tests::{guest, guest_path};
+
+/// The interface the oversized component imports: nothing a job kind may reach.
+const FORBIDDEN: &str = "wasi:keyvalue/store@0.2.0-draft";
+
+/// A component of about 24 MB that imports [`FORBIDDEN`] (an instance of no functions)
+/// and exports the kind interface, carrying a real component to compile (`noop`, nested)
+/// and 24 MB of custom-section padding before its import: only reading its imports is
+/// cheap, and only if the bulk is skipped rather than read.
+fn oversized_with_a_forbidden_import() -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = u8::try_from(n & 0x7f).unwrap();
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
+        out.push(id);
+        leb(body.len(), out);
+        out.extend_from_slice(body);
+    }
+    fn name(text: &str, out: &mut Vec<u8>) {
+        out.push(0x00);
+        leb(text.len(), out);
+        out.extend_from_slice(text.as_bytes());
+    }
+    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+    // The bulk first, so that the import is read only after all of it has been passed.
+    section(4, &guest("noop"), &mut component); // a nested component with real code
+    let mut padding = vec![7];
+    padding.extend_from_slice(b"padding");
+    padding.resize(24 << 20, 0x5a);
+    section(0, &padding, &mut component);
+    section(7, &[1, 0x42, 0], &mut component); // type 0: (instance)
+    let mut import = vec![1];
+    name(FORBIDDEN, &mut import);
+    import.extend([0x05, 0]); // an instance of type 0
+    section(10, &import, &mut component);
+    section(5, &[1, 0x01, 0], &mut component); // instance 1: from no exports
+    let mut export = vec![1];
+    name("spindle:job/kind@0.2.0", &mut export);
+    export.extend([0x05, 1, 0x00]);
+    section(11, &export, &mut component);
+    component
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_import_is_refused_before_anything_compiles() {
+    let h = Harness::new(Backend::Sqlite).await;
+    let bytes = oversized_with_a_forbidden_import();
+    assert!(bytes.len() > 24 << 20, "{} bytes", bytes.len());
+    let runtime = h.registry.runtime();
+    let compiles = runtime.compiles();
+    let started = Instant::now();
+    let refused = runtime.load(&bytes).await.expect_err("refused");
+    eprintln!("a {}-byte component refused in {:?}", bytes.len(), started.elapsed());
+    assert!(matches!(&refused, LoadError::ForbiddenImport(import) if import == FORBIDDEN), "{refused}");
+    assert!(refused.to_string().contains(FORBIDDEN), "the refusal names the import: {refused}");
+    assert_eq!(runtime.compiles(), compiles, "nothing was compiled");
+    // Through the API, as a deploy: the same refusal, its code as `reason`, nothing stored.
+    let (store, url, _scratch) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = spindle_tests::served::Served::start(&url, &["--max-component-bytes", "33554432"]);
+    let token = host.tenant("acme");
+    let answer = reqwest::Client::new()
+        .put(format!("{}/v1/kinds/noop", host.url))
+        .bearer_auth(&token)
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 422);
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(body["error"]["reason"], "component.forbidden-import", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains(FORBIDDEN), "{body}");
+    let kinds = host.cli(Some(&token), &["kinds", "--json"]).json();
+    assert_eq!(kinds["kinds"], json!([]), "nothing was deployed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_describe_that_traps_answers_its_message_and_what_the_guest_printed() {
+    let h = Harness::new(Backend::Sqlite).await;
+    let refused = h.registry.runtime().load(&guest("describe-trap")).await.expect_err("refused");
+    let LoadError::Describe { fault, detail, stderr } = &refused else { panic!("a describe failure: {refused}") };
+    assert_eq!(*fault, SandboxFault::Panic);
+    assert!(!detail.is_empty(), "the trap's own message");
+    let stderr = stderr.as_deref().expect("the guest's stderr");
+    assert!(stderr.contains("describe-trap: the step table is empty"), "{stderr}");
+    assert!(stderr.contains("describe-trap panics on purpose"), "the panic message: {stderr}");
+    assert!(refused.to_string().contains("the step table is empty"), "the answer carries it: {refused}");
+}
+
+on_both_backends!(
+    a_kind_is_deployed_only_under_the_name_it_describes,
+    a_failed_attempt_keeps_the_guests_last_stderr_lines
+);
+
+async fn a_kind_is_deployed_only_under_the_name_it_describes(backend: Backend) {
+    let h = Harness::new(backend).await;
+    let now = spindle::clock::Clock::now(&spindle::clock::SystemClock);
+    let refused = h.registry.deploy(&h.tenant, "go-stress", &guest("noop"), now).await.expect_err("refused");
+    assert_eq!(refused.code(), "component.name-mismatch", "{refused}");
+    assert!(refused.to_string().contains("`noop`") && refused.to_string().contains("`go-stress`"), "{refused}");
+    assert!(h.registry.kinds(&h.tenant).await.unwrap().is_empty(), "nothing was stored");
+    let records = h.registry.deploy_records(&h.tenant, "go-stress").await.unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].error_code.as_deref(), Some("component.name-mismatch"), "the deploy says why");
+}
+
+async fn a_failed_attempt_keeps_the_guests_last_stderr_lines(backend: Backend) {
+    let h = Harness::new(backend).await;
+    h.deploy_as("versioned", "versioned-v1").await;
+    let engine = h.engine();
+    let id = h.submit(&engine, "versioned", json!({ "v1_panics": true })).await;
+    let claimed = engine.claim(1).await.unwrap().pop().expect("the job");
+    engine.execute(claimed).await;
+    let job = engine.job(&h.tenant, id).await.unwrap().job;
+    let attempt = job.steps[0].attempts.last().expect("an attempt");
+    let Some(AttemptEnd::Retryable { failure }) = &attempt.end else { panic!("a retryable fault: {attempt:?}") };
+    assert_eq!(failure.code, "sandbox.panic");
+    let stderr = failure.guest_stderr.as_deref().expect("the guest's stderr is kept");
+    assert!(stderr.contains("version 1 panics on purpose"), "{stderr}");
+    // A step that succeeds keeps nothing of the kind.
+    let fine = h.submit(&engine, "versioned", json!({})).await;
+    let claimed = engine.claim(1).await.unwrap().pop().expect("the job");
+    engine.execute(claimed).await;
+    let job = engine.job(&h.tenant, fine).await.unwrap().job;
+    assert!(matches!(job.steps[0].attempts[0].end, Some(AttemptEnd::Completed)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_is_answered_at_once_and_compiles_in_the_background() {
+    let (store, url, _scratch) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = spindle_tests::served::Served::start(&url, &[]);
+    let token = host.tenant("acme");
+    let http = reqwest::Client::new();
+    let put = |kind: &str, file: &str| {
+        http.put(format!("{}/v1/kinds/{kind}?wait=0", host.url)).bearer_auth(&token).body(guest(file)).send()
+    };
+    // Answered before it has compiled: 202, where to follow it, and its state.
+    let answer = put("noop", "noop").await.unwrap();
+    assert_eq!(answer.status().as_u16(), 202);
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    let accepted: Value = answer.json().await.unwrap();
+    assert_eq!(accepted["state"], "compiling", "{accepted}");
+    assert_eq!(location, format!("/v1/kinds/noop/deploys/{}", accepted["id"].as_str().unwrap()));
+    let follow = |location: String| http.get(format!("{}{location}?wait=60", host.url)).bearer_auth(&token).send();
+    let done: Value = follow(location).await.unwrap().json().await.unwrap();
+    assert_eq!(done["state"], "ready", "{done}");
+    assert_eq!(done["version"], 1);
+    let kind = host.cli(Some(&token), &["kinds", "noop", "--json"]).json();
+    assert_eq!(kind["current_version"], 1);
+    assert_eq!(kind["deploys"][0]["state"], "ready", "the kind lists its deploys: {kind}");
+    // One that fails after its answer: the deploy says why, and nothing is stored.
+    let answer = put("describe-trap", "describe-trap").await.unwrap();
+    assert_eq!(answer.status().as_u16(), 202);
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    let failed: Value = follow(location).await.unwrap().json().await.unwrap();
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert_eq!(failed["error"]["code"], "component.describe-failed", "{failed}");
+    assert!(failed["error"]["message"].as_str().unwrap().contains("the step table is empty"), "{failed}");
+    // The CLI follows a deploy to its end and says how it ended; with `--no-wait` it
+    // answers once the component is checked.
+    let path = guest_path("describe-trap");
+    let ran = host.cli(Some(&token), &["deploy", "describe-trap", path.to_str().unwrap()]);
+    assert_ne!(ran.code, 0);
+    assert!(ran.stderr.contains("component.describe-failed"), "{}", ran.stderr);
+    assert!(ran.stderr.contains("the step table is empty"), "{}", ran.stderr);
+    let path = guest_path("noop3");
+    let ran = host.cli(Some(&token), &["deploy", "noop3", path.to_str().unwrap(), "--no-wait"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(ran.stdout.contains("compiling") || ran.stdout.contains("deployed noop3"), "{}", ran.stdout);
+}
