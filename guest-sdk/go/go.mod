@@ -1,0 +1,3 @@
+module spindle.dev/guest
+
+go 1.25
