@@ -43,7 +43,7 @@ pub struct ServeArgs {
     /// Wall-clock budget of one step call, e.g. `30s` (default: 30s).
     #[arg(long, env = "SPINDLE_STEP_TIMEOUT")]
     pub step_timeout: Option<String>,
-    /// Longest a component may take to compile, e.g. `60s` (default: 60s).
+    /// Longest a component may take to compile, e.g. `60s` (default: 120s).
     #[arg(long, env = "SPINDLE_COMPILE_TIMEOUT")]
     pub compile_timeout: Option<String>,
     /// Largest guest linear memory in MiB (default: 64).

@@ -33,6 +33,9 @@ enum Command {
     /// Measure throughput, latency, sandbox overhead, memory and claim latency on a
     /// fresh database (SQLite or PostgreSQL); see docs/benchmarks.md.
     Bench(spindle::cli::bench::BenchArgs),
+    /// Write a ready project for a new job kind in Rust, Python, JavaScript, C or Go: the
+    /// kind, its build script, a README, a local test, the SDK and the contract's WIT.
+    New(spindle::cli::guest::NewArgs),
     /// Build steps for job kinds in C and Go: the contract's WIT, bindings, and making a
     /// core module a component.
     Guest {
@@ -53,8 +56,14 @@ fn main() -> ExitCode {
     if matches!(cli.command, Command::CompileComponent) {
         return compile_component();
     }
-    if let Command::Guest { command } = cli.command {
-        return match spindle::cli::guest::run(command) {
+    // Commands that run here, with no runtime and no host.
+    let local = match &cli.command {
+        Command::Guest { command } => Some(spindle::cli::guest::run(command.clone())),
+        Command::New(args) => Some(spindle::cli::guest::new_project(args.clone())),
+        _ => None,
+    };
+    if let Some(result) = local {
+        return match result {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -80,7 +89,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => spindle::cli::demo::run(args).await.map(|()| 0),
             Command::Bench(args) => spindle::cli::bench::run(args).await.map(|()| 0),
             Command::Client(command) => spindle::cli::client::run(cli.client, command).await,
-            Command::CompileComponent | Command::Guest { .. } => Ok(0),
+            Command::CompileComponent | Command::Guest { .. } | Command::New(_) => Ok(0),
         }
     });
     match result {

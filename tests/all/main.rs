@@ -32,6 +32,7 @@ mod deploys;
 mod e2e;
 mod engine;
 mod hardening;
+mod languages;
 mod outbound;
 mod reconciler;
 mod run_control;

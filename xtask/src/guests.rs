@@ -1,8 +1,9 @@
 //! `cargo xtask guests`: builds every guest crate into a component under
 //! `<target>/guests/<kind>.wasm`.
 //!
-//! A guest is any workspace package under `examples/` or `tests/guests/` with a
-//! `cdylib` target. Its file is named after the package minus the `spindle-example-`
+//! A Rust guest is any workspace package under `examples/` or `tests/guests/` with a
+//! `cdylib` target; guests in other languages (`examples/<name>-<language>/build.sh`)
+//! are built by [`crate::polyglot`] when asked for. Its file is named after the package minus the `spindle-example-`
 //! or `spindle-test-guest-` prefix. A package may ask to be built more than once with
 //! different features:
 //!
@@ -40,8 +41,17 @@ struct Build {
     features: Vec<String>,
 }
 
+/// Which guests to build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Languages {
+    /// The Rust guests only (the demo's).
+    Rust,
+    /// Every language's: their toolchains are installed when missing.
+    All,
+}
+
 /// Builds every guest and returns the directory holding the components.
-pub fn build_guests(root: &Path) -> anyhow::Result<PathBuf> {
+pub fn build_guests(root: &Path, languages: Languages) -> anyhow::Result<PathBuf> {
     ensure_target_installed()?;
     let metadata = cargo_metadata(root)?;
     let target_dir =
@@ -62,6 +72,10 @@ pub fn build_guests(root: &Path) -> anyhow::Result<PathBuf> {
     for build in featured {
         let features: Vec<String> = build.features.iter().map(|f| format!("{}/{f}", build.package)).collect();
         written.extend(build_and_copy(root, &[build], &features, &out_dir)?);
+    }
+    if languages == Languages::All {
+        let spindle = target_dir.join("debug").join("spindle");
+        written.extend(crate::polyglot::build_all(root, &target_dir, &out_dir, &spindle)?);
     }
 
     written.sort();
@@ -201,7 +215,7 @@ fn ensure_target_installed() -> anyhow::Result<()> {
 }
 
 /// Refuses a file that is not a component (a core module, a truncated write).
-fn check_component(path: &Path) -> anyhow::Result<()> {
+pub fn check_component(path: &Path) -> anyhow::Result<()> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     ensure!(
         bytes.starts_with(&COMPONENT_HEADER),

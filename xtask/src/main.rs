@@ -7,7 +7,9 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, ensure};
 
 mod guests;
+mod polyglot;
 mod postgres;
+mod toolchains;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
@@ -17,14 +19,16 @@ commands:
             batch of jobs through every outcome and show the results
   test      the whole test suite: guests, PostgreSQL (installed when missing), fmt,
             clippy, and every test on SQLite and PostgreSQL
-  guests    build every guest crate for wasm32-wasip2 into target/guests/<kind>.wasm
+  guests    build every guest into target/guests/<kind>.wasm: the Rust crates for
+            wasm32-wasip2, and the Python, JavaScript, C and Go examples (installing
+            their toolchains when missing; `--rust` for the Rust ones only)
   help      show this message";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = workspace_root();
     let result = match args.first().map(String::as_str) {
-        Some("guests") => guests::build_guests(&root).map(drop),
+        Some("guests") => guests(&root, &args[1..]),
         Some("test") => test(&root, &args[1..]),
         Some("demo") => demo(&root, &args[1..]),
         Some("help" | "-h" | "--help") => {
@@ -75,9 +79,27 @@ fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
+/// Builds the guests: every language's, or the Rust ones with `--rust`.
+fn guests(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    if args.iter().any(|a| a == "--rust") {
+        return guests::build_guests(root, guests::Languages::Rust).map(drop);
+    }
+    build_spindle(root)?;
+    guests::build_guests(root, guests::Languages::All).map(drop)
+}
+
+/// The `spindle` binary: the tests start `spindle serve`, and C and Go guests build
+/// with `spindle guest`.
+fn build_spindle(root: &Path) -> anyhow::Result<()> {
+    let mut build = cargo();
+    build.current_dir(root).args(["build", "-p", "spindle", "--bin", "spindle"]);
+    run(build, "cargo build -p spindle (the tests start `spindle serve`; C and Go guests build with it)")
+}
+
 /// The whole test suite. Extra arguments go to `cargo test` (e.g. a test name filter).
 fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
-    guests::build_guests(root)?;
+    build_spindle(root)?;
+    guests::build_guests(root, guests::Languages::All)?;
     // Under the system temp directory: the `postgres` user must reach it, and a clone's
     // own directory (made by `mktemp -d`, mode 0700) may be closed to it.
     let pg_dir = std::env::temp_dir().join(format!("spindle-test-postgres-{}", std::process::id()));
@@ -98,14 +120,11 @@ fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
         "--exclude",
         "spindle",
     ]);
-    for excluded in ["spindle-core", "spindle-runtime", "spindle-tests", "xtask"] {
+    for excluded in ["spindle-core", "spindle-runtime", "spindle-guest-tools", "spindle-tests", "xtask"] {
         clippy_guests.args(["--exclude", excluded]);
     }
     clippy_guests.args(["--", "-D", "warnings"]);
     run(clippy_guests, "cargo clippy (guests, wasm32-wasip2)")?;
-    let mut build = cargo();
-    build.current_dir(root).args(["build", "-p", "spindle", "--bin", "spindle"]);
-    run(build, "cargo build -p spindle (for the tests that start `spindle serve`)")?;
     // The tables refuse an unlisted state change in release builds too, where no
     // debug assertion would catch it: the core's tests run there as well.
     let mut release_core = cargo();
@@ -118,7 +137,7 @@ fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
 
 /// Builds the guests and the `spindle` binary, then runs `spindle demo`.
 fn demo(root: &Path, extra: &[String]) -> anyhow::Result<()> {
-    let guests = guests::build_guests(root)?;
+    let guests = guests::build_guests(root, guests::Languages::Rust)?;
     let mut build = cargo();
     build.current_dir(root).args(["build", "--quiet", "-p", "spindle", "--bin", "spindle"]);
     run(build, "cargo build -p spindle")?;

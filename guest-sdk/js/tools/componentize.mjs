@@ -139,7 +139,8 @@ async function main() {
     const sdkDir = join(staging, 'spindle-guest');
     await cp(dirname(options.kind), kindDir, {
       recursive: true,
-      filter: (path) => !SKIP.has(basename(path)) && !path.endsWith('.wasm'),
+      // A project made by `spindle new` keeps the SDK beside the kind: it is staged below.
+      filter: (path) => !SKIP.has(basename(path)) && !path.endsWith('.wasm') && resolve(path) !== SDK_DIR,
     });
     // The runner (testing.js) is Node-only and never part of a component.
     await cp(join(SDK_DIR, 'src'), sdkDir, { recursive: true, filter: (path) => basename(path) !== 'testing.js' });

@@ -18,8 +18,10 @@ pub enum Adapter {
 
 /// The component made of `module` (a core module), its world taken from `wit` (the
 /// compiled-in contract when `None`). With `realloc_via_memory_grow`, the adapter gets
-/// its memory by growing the module's rather than through the module's `cabi_realloc`
-/// (for modules whose allocator cannot serve it, such as Go's).
+/// its memory by growing the module's rather than through the module's `cabi_realloc`:
+/// only for a module that exports no usable `cabi_realloc`. Never for Go: its allocator
+/// believes it owns all memory past its break, and later hands the adapter's pages out
+/// again as heap (traps in `runtime.sigpanic`, corrupt adapter state).
 pub fn componentize(
     module: &[u8],
     wit: Option<&Path>,
@@ -52,8 +54,12 @@ pub fn componentize(
     encoder.encode().context("making the component")
 }
 
-/// Whether `module` already carries a component type (a `component-type` custom section,
-/// as wit-bindgen's object file and Go's bindings put there).
+/// Whether `module` already carries a component type: a `component-type` custom section,
+/// as a C module linked with wit-bindgen's object file does. A Go module does not (the Go
+/// linker keeps no custom sections of its inputs), nor does one built from hand-written
+/// glue.
 fn carries_world(module: &[u8]) -> bool {
-    wit_component::metadata::decode(module).is_ok_and(|(_, bindgen)| bindgen.resolve.worlds.iter().next().is_some())
+    wasmparser::Parser::new(0).parse_all(module).any(|payload| {
+        matches!(payload, Ok(wasmparser::Payload::CustomSection(section)) if section.name().starts_with("component-type"))
+    })
 }

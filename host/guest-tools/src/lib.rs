@@ -9,11 +9,14 @@
 //!   `wasm32-wasi`/`wasip1`) made into a component of the world, with the preview-1
 //!   adapter of the wasmtime the host runs — what `wasm-tools component embed` and
 //!   `component new --adapt` do.
+//! - [`new`]: a ready project for a kind in Rust, Python, JavaScript, C or Go.
 
 pub mod bindings;
 pub mod componentize;
+pub mod new;
 pub mod wit;
 
 pub use bindings::{Language, generate_bindings};
 pub use componentize::{Adapter, componentize};
+pub use new::{ProjectLanguage, is_project_name, write_project};
 pub use wit::{CONTRACT_VERSION, WORLD, write_wit};

@@ -12,8 +12,10 @@ pub struct SandboxConfig {
     /// Largest component accepted for upload (default 32 MiB). Compiling is CPU- and
     /// memory-hungry in the size of the input, so an upload is bounded before it is read.
     pub max_component_bytes: usize,
-    /// Longest a component may take to compile (default 60 s). A pathological module can
-    /// make the compiler work far longer than its size suggests.
+    /// Longest a component may take to compile (default 120 s). A pathological module can
+    /// make the compiler work far longer than its size suggests; a Python or JavaScript
+    /// kind (13–19 MB, an interpreter inside) takes 7–40 s on a busy 2-core host, and a
+    /// deploy compiles in the background, so the limit can be generous.
     pub compile_timeout: Duration,
     /// Largest linear memory a guest may grow to (default 64 MiB). Growth beyond it traps
     /// and the step ends with `sandbox.memory-limit`, leaving the host's memory alone.
@@ -85,7 +87,7 @@ impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
             max_component_bytes: 32 << 20,
-            compile_timeout: Duration::from_secs(60),
+            compile_timeout: Duration::from_secs(120),
             max_memory_bytes: 64 << 20,
             max_table_elements: 20_000,
             max_instances: 32,

@@ -22,6 +22,7 @@ pub mod claim;
 pub mod compile;
 pub mod database;
 pub mod fan_out;
+pub mod languages;
 pub mod latency;
 pub mod machine;
 pub mod memory;
@@ -84,6 +85,10 @@ pub enum Section {
     /// The database over a million jobs with retention (not in the default set: run it
     /// with `--only retention`).
     Retention,
+    /// The greet kind in each guest language: size, deploy and cache-load time, first
+    /// and steady step, host memory per loaded version (not in the default set: run it
+    /// with `--only languages`, alone, so that the resident set is its own).
+    Languages,
 }
 
 impl Section {
@@ -136,6 +141,8 @@ pub struct Settings {
     pub guests: PathBuf,
     /// Where scenario directories go (SQLite files, caches).
     pub work_dir: PathBuf,
+    /// The `languages` section's one language, when it runs in a process of its own.
+    pub language: Option<String>,
 }
 
 /// What every section shares: the settings, the databases, a compiled-component cache.
@@ -336,6 +343,7 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Retention => {
                 report.retention = retention::measure(ctx, ctx.settings.retention_jobs).await?;
             }
+            Section::Languages => report.languages = languages::measure(ctx).await?,
         }
         if let Some(peak) = stats::peak_rss_mib() {
             report.peaks.push(report::SectionPeak { section, peak_rss_mib: peak, since_section_start: reset });

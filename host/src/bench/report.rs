@@ -49,6 +49,8 @@ pub struct Report {
     pub fan_out: Option<super::fan_out::FanOutBench>,
     /// `noisy-tenant`.
     pub noisy_tenant: Option<super::noisy::Noisy>,
+    /// `languages`, one entry per language built.
+    pub languages: Vec<super::languages::LanguageFigures>,
     /// `phases`.
     pub phases: Option<Phases>,
     /// Each section's peak resident memory.
@@ -111,6 +113,7 @@ impl Report {
             outbound: None,
             fan_out: None,
             noisy_tenant: None,
+            languages: Vec::new(),
             retention: Vec::new(),
             phases: None,
             peaks: Vec::new(),
@@ -339,6 +342,19 @@ impl Report {
             t.row("parent's outcome → parent completed", &format!("{:.0} ms", f.to_parent_completed_ms));
             t.row("children per second", &format!("{:.0}", f.children_per_sec));
         }
+        if !self.languages.is_empty() {
+            t.section("Languages: the greet kind in each (deploy compiles in a child process, as `serve` does)");
+            for l in &self.languages {
+                let resident = l.resident_mib.map_or_else(|| "n/a".to_owned(), |m| format!("{m:+.0} MiB"));
+                t.row(
+                    &format!("{} ({:.1} MB)", l.language, l.bytes as f64 / 1e6),
+                    &format!(
+                        "deploy {:.0} ms, cached load {:.1} ms, first step {:.1} ms, steady p50 {:.2} ms (p99 {:.2}), resident {resident}",
+                        l.deploy_ms, l.cache_load_ms, l.first_step_ms, l.steady_step_ms.p50, l.steady_step_ms.p99
+                    ),
+                );
+            }
+        }
         if let Some(n) = &self.noisy_tenant {
             t.section(&format!(
                 "Noisy tenant: A keeps {} jobs queued; B submits {} jobs at {}/s (B's enqueue→start)",
@@ -458,6 +474,7 @@ mod tests {
             sections: Section::all(),
             guests: "target/guests".into(),
             work_dir: "/tmp".into(),
+            language: None,
         };
         let machine = Machine {
             cpus: 2,

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 /// A distribution summarised: count, mean and nearest-rank percentiles, in the unit
 /// the samples were given in.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Summary {
     /// How many samples.
     pub count: usize,

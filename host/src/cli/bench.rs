@@ -70,6 +70,10 @@ pub struct BenchArgs {
     /// directory. Emptied of what the run made afterwards.
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// The `languages` section measures this language only, in this process (what it
+    /// runs once per language in a child process of its own).
+    #[arg(long, hide = true)]
+    pub language: Option<String>,
 }
 
 /// Runs the benchmark and prints the report.
@@ -94,6 +98,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         sections: if args.only.is_empty() { Section::all() } else { args.only },
         guests: args.guests,
         work_dir: work_dir.clone(),
+        language: args.language,
     };
     let result = crate::bench::run(settings, Progress::to_stderr()).await;
     let _ = std::fs::remove_dir_all(&work_dir);

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use spindle_guest_tools::{Adapter, Language};
+use spindle_guest_tools::{Adapter, Language, ProjectLanguage};
 
 /// `spindle guest` commands.
 #[derive(Clone, Debug, clap::Subcommand)]
@@ -43,10 +43,63 @@ pub enum GuestCommand {
         #[arg(long)]
         no_adapter: bool,
         /// The adapter grows the module's memory for itself instead of calling its
-        /// `cabi_realloc` (Go's allocator cannot serve it).
+        /// `cabi_realloc`: only for a module without one. Never for Go, whose heap
+        /// would later take the adapter's pages over.
         #[arg(long)]
         realloc_via_memory_grow: bool,
     },
+}
+
+/// `spindle new` flags.
+#[derive(Clone, Debug, clap::Args)]
+pub struct NewArgs {
+    /// The kind's name (also the project's): a lowercase letter first, then lowercase
+    /// letters, digits, `-` or `_`.
+    pub kind: String,
+    /// The language.
+    #[arg(long, value_enum)]
+    pub lang: NewLang,
+    /// Where the project goes (default: ./KIND); it must not exist or be empty.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// A language `spindle new` writes a project in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum NewLang {
+    /// Rust (cargo, wasm32-wasip2).
+    Rust,
+    /// Python (componentize-py).
+    Python,
+    /// JavaScript (componentize-js; TypeScript types included).
+    Js,
+    /// C (clang-19, wasi-libc, cJSON).
+    C,
+    /// Go (Go's wasip1).
+    Go,
+}
+
+/// Writes a new kind's project.
+pub fn new_project(args: NewArgs) -> anyhow::Result<()> {
+    let language = match args.lang {
+        NewLang::Rust => ProjectLanguage::Rust,
+        NewLang::Python => ProjectLanguage::Python,
+        NewLang::Js => ProjectLanguage::Js,
+        NewLang::C => ProjectLanguage::C,
+        NewLang::Go => ProjectLanguage::Go,
+    };
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.kind));
+    let files = spindle_guest_tools::write_project(&args.kind, language, &dir)?;
+    println!(
+        "wrote {} ({} files, spindle:job@{}): ./test.sh runs its local test, ./build.sh builds {}.wasm, then `spindle deploy {} {}.wasm`",
+        dir.display(),
+        files.len(),
+        spindle_guest_tools::CONTRACT_VERSION,
+        args.kind,
+        args.kind,
+        args.kind
+    );
+    Ok(())
 }
 
 /// A language `spindle guest bindgen` writes bindings for.

@@ -67,11 +67,20 @@ pub struct FailureView {
     /// Reference to the host log lines that hold the detail, when there is any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation: Option<String>,
+    /// The last lines the step's guest wrote to stderr in the attempt that failed (a
+    /// traceback, a panic message), capped: the tenant's own code's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_stderr: Option<String>,
 }
 
 impl From<&SafeFailure> for FailureView {
     fn from(f: &SafeFailure) -> Self {
-        Self { code: f.code.clone(), message: f.message.clone(), correlation: f.correlation.clone() }
+        Self {
+            code: f.code.clone(),
+            message: f.message.clone(),
+            correlation: f.correlation.clone(),
+            guest_stderr: f.guest_stderr.clone(),
+        }
     }
 }
 

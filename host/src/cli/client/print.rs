@@ -101,6 +101,13 @@ pub(super) fn job(job: &JobView) {
             None => String::new(),
         };
         println!("  {:<16} {:<10} {:>8}  {detail}", step.key, step.state, step.attempts.len());
+        let stderr = step.attempts.last().and_then(|a| a.failure.as_ref()).and_then(|f| f.guest_stderr.as_deref());
+        if let Some(stderr) = stderr {
+            println!("    its guest's stderr ended with:");
+            for line in stderr.lines() {
+                println!("      {line}");
+            }
+        }
     }
     if let Some(calls) = job.outbound.as_ref().filter(|c| !c.is_empty()) {
         println!("\noutbound requests");

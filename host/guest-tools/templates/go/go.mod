@@ -1,0 +1,7 @@
+module {{module}}
+
+go 1.25
+
+require spindle.dev/guest v0.0.0
+
+replace spindle.dev/guest => ./spindle-guest

@@ -1,0 +1,150 @@
+//! The same kind in every guest language (`examples/greet-*`), as a host meets it: the
+//! component's size; its deploy-time load (upload checks, compile in a child process as
+//! `spindle serve` does, link, describe); its load from the compiled-artifact cache (a
+//! host restarting, or another host loading the version); its first step and its steady
+//! step (`compose`, a fresh sandbox each call); and the host memory a loaded version
+//! costs (resident set with it loaded and stepped, less before).
+//!
+//! Each language is measured in a `spindle bench` process of its own, so that the resident
+//! set it adds is its own and not what an earlier language left in the allocator. A
+//! language whose component is not built is left out (`cargo xtask guests` builds all).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context as _, bail};
+use serde::Serialize;
+use spindle_runtime::{GuestOutcome, Runtime, SandboxConfig, StepInput, StepRun, Unsupervised};
+
+use super::Context;
+use super::stats::{Summary, rss_mib};
+
+/// The languages, by the suffix of their example's name.
+pub const LANGUAGES: [&str; 5] = ["rust", "python", "js", "c", "go"];
+/// Steady-state step calls measured after the first.
+const STEADY_CALLS: usize = 50;
+/// Cache loads measured.
+const CACHE_LOADS: usize = 3;
+
+/// One language's figures.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct LanguageFigures {
+    /// The language.
+    pub language: String,
+    /// The component's size, bytes.
+    pub bytes: usize,
+    /// Load on deploy (checks, compile, link, describe), milliseconds.
+    pub deploy_ms: f64,
+    /// Load from the warm artifact cache, milliseconds (median).
+    pub cache_load_ms: f64,
+    /// The first `compose` call after loading, milliseconds.
+    pub first_step_ms: f64,
+    /// Steady `compose` calls, milliseconds.
+    pub steady_step_ms: Summary,
+    /// Resident set the loaded version adds, stepped, MiB (`None` off Linux).
+    pub resident_mib: Option<f64>,
+}
+
+/// Measures every language whose greet component is built, each in a child process (or,
+/// in such a child, its one language).
+pub async fn measure(ctx: &Context) -> anyhow::Result<Vec<LanguageFigures>> {
+    if let Some(language) = &ctx.settings.language {
+        return Ok(measure_one(ctx, language).await?.into_iter().collect());
+    }
+    let task = ctx.progress.task("languages: the greet kind in each", Some(LANGUAGES.len() as u64));
+    let exe = std::env::current_exe().context("this executable, to measure each language in")?;
+    let mut out = Vec::new();
+    for (i, language) in LANGUAGES.iter().enumerate() {
+        task.note(format!("greet-{language}"));
+        let child = tokio::process::Command::new(&exe)
+            .args(["bench", "--only", "languages", "--json", "--language", language, "--guests"])
+            .arg(&ctx.settings.guests)
+            .arg("--work-dir")
+            .arg(&ctx.settings.work_dir)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .await
+            .with_context(|| format!("measuring {language}"))?;
+        anyhow::ensure!(child.status.success(), "measuring {language} failed ({})", child.status);
+        let report: serde_json::Value = serde_json::from_slice(&child.stdout).context("the child's report")?;
+        for figures in report["languages"].as_array().into_iter().flatten() {
+            out.push(serde_json::from_value(figures.clone()).context("a language's figures")?);
+        }
+        task.set(i as u64 + 1);
+    }
+    task.finish(&format!("{} languages", out.len()));
+    Ok(out)
+}
+
+/// Measures `language` in this process; `None` when its component is not built.
+async fn measure_one(ctx: &Context, language: &str) -> anyhow::Result<Option<LanguageFigures>> {
+    let kind = format!("greet-{language}");
+    let Ok(bytes) = ctx.guest_bytes(&kind) else { return Ok(None) };
+    let cache_dir = ctx.settings.work_dir.join(format!("languages-cache-{language}"));
+    let _ = std::fs::remove_dir_all(&cache_dir);
+    let compiler = std::env::current_exe().ok();
+    let config =
+        SandboxConfig { cache_dir: Some(cache_dir.clone()), compiler: compiler.clone(), ..SandboxConfig::default() };
+    let runtime = Runtime::new(config.clone())?;
+    let before = rss_mib();
+    let started = Instant::now();
+    let loaded = runtime.load(&bytes).await.with_context(|| format!("loading {kind}"))?;
+    let deploy_ms = started.elapsed().as_secs_f64() * 1e3;
+    let input = compose_input();
+    let control = Arc::new(Unsupervised);
+    let started = Instant::now();
+    expect_complete(&kind, runtime.run_step(&loaded, input.clone(), control.clone()).await.run)?;
+    let first_step_ms = started.elapsed().as_secs_f64() * 1e3;
+    let mut steady = Vec::with_capacity(STEADY_CALLS);
+    for _ in 0..STEADY_CALLS {
+        let started = Instant::now();
+        expect_complete(&kind, runtime.run_step(&loaded, input.clone(), control.clone()).await.run)?;
+        steady.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    let resident_mib = rss_mib().zip(before).map(|(after, before)| after - before);
+    drop(loaded);
+    drop(runtime);
+    let mut cache_loads = Vec::with_capacity(CACHE_LOADS);
+    for _ in 0..CACHE_LOADS {
+        let runtime = Runtime::new(config.clone())?;
+        let started = Instant::now();
+        let loaded = runtime.load(&bytes).await?;
+        cache_loads.push(started.elapsed().as_secs_f64() * 1e3);
+        if !loaded.from_cache {
+            bail!("{kind} did not load from the warm cache");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cache_dir);
+    Ok(Some(LanguageFigures {
+        language: language.to_owned(),
+        bytes: bytes.len(),
+        deploy_ms,
+        cache_load_ms: Summary::of(&mut cache_loads).map_or(0.0, |s| s.p50),
+        first_step_ms,
+        steady_step_ms: Summary::of(&mut steady).context("no steady calls")?,
+        resident_mib,
+    }))
+}
+
+/// `compose` of `{"name": "Ada"}`, the greet kind's first step.
+fn compose_input() -> StepInput {
+    StepInput {
+        job_id: "0190a0a0-0000-7000-8000-000000000000".into(),
+        step: "compose".into(),
+        attempt: 1,
+        idempotency_key: "0190a0a0-0000-7000-8000-000000000000/compose".into(),
+        payload: br#"{"name": "Ada"}"#.to_vec(),
+        prior: Vec::new(),
+        cursor: None,
+        capabilities: Arc::default(),
+        awaited: None,
+        ceilings: Default::default(),
+    }
+}
+
+fn expect_complete(kind: &str, run: StepRun) -> anyhow::Result<()> {
+    match run {
+        StepRun::Outcome(GuestOutcome::Complete(_)) => Ok(()),
+        other => bail!("{kind}'s compose did not complete: {other:?}"),
+    }
+}

