@@ -123,6 +123,16 @@ impl Cluster {
         job["id"].as_str().expect("an id").to_owned()
     }
 
+    /// Submits `n` `scripted` jobs whose first attempt heartbeats until its deadline
+    /// (a timeout) and whose second completes, across the running hosts.
+    async fn submit_deadline_steps(&mut self, n: usize) {
+        let running = self.running();
+        let body = json!({ "kind": "scripted", "input": { "first": ["wait-for-stop", "complete"] } });
+        let posts = (0..n).map(|i| self.submit_to(running[i % running.len()], body.clone()));
+        let ids = futures_util::future::join_all(posts).await;
+        self.jobs.extend(ids);
+    }
+
     /// Submits a `scripted` job checkpointing through `slices` slices.
     async fn submit_slices(&mut self, slices: u32) -> String {
         let id = self
@@ -171,6 +181,20 @@ impl Cluster {
             .expect("the job's claim")
     }
 
+    /// Whether `sql` counts at least one row within `window` (a step's deadline: past it,
+    /// what it looks for is gone and the caller makes more).
+    async fn seen_within(&self, sql: &str, window: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + window;
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        while tokio::time::Instant::now() < deadline {
+            tick.tick().await;
+            if self.count(sql).await > 0 {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Watches the database until `sql` counts at least one row.
     async fn until_any(&self, sql: &str, what: &str) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -191,7 +215,33 @@ impl Cluster {
                 .fetch_all(&self.db)
                 .await
                 .unwrap_or_default();
-                panic!("never: {what}\nthe database's sessions: {activity:#?}");
+                let tails: String = (0..self.hosts.len())
+                    .map(|i| {
+                        let log = std::fs::read_to_string(self.log_of(&format!("h{i}"))).unwrap_or_default();
+                        let lines: Vec<&str> = log.lines().filter(|l| !l.contains("spindle::guest")).collect();
+                        format!("\nh{i}'s last log lines:\n{}", lines[lines.len().saturating_sub(15)..].join("\n"))
+                    })
+                    .collect();
+                let mut metrics = String::new();
+                for i in self.running() {
+                    let url = format!("{}/metrics", self.host(i).url);
+                    let got = self.http.get(url).bearer_auth(&self.host(i).operator).send().await;
+                    let text = match got {
+                        Ok(answer) => answer.text().await.unwrap_or_default(),
+                        Err(e) => format!("no answer: {e}"),
+                    };
+                    let wanted = [
+                        "spindle_breaker",
+                        "spindle_claim",
+                        "spindle_steps_settled",
+                        "spindle_sandbox_faults",
+                        "spindle_tenant_running",
+                        "no answer",
+                    ];
+                    let lines: Vec<&str> = text.lines().filter(|l| wanted.iter().any(|w| l.starts_with(w))).collect();
+                    metrics.push_str(&format!("\nh{i}'s metrics:\n{}", lines.join("\n")));
+                }
+                panic!("never: {what}\nthe database's sessions: {activity:#?}{tails}{metrics}");
             }
         }
     }
@@ -302,12 +352,17 @@ async fn three_hosts_survive_kills_pauses_cut_connections_and_a_server_restart()
     faults.submit_noops(1_500, 5).await;
     let paused = *faults.running().iter().find(|&&i| i != 3).unwrap();
     let holds = format!("SELECT count(*) FROM jobs WHERE machine::jsonb -> 'claim' ->> 'owner' = 'h{paused}'");
-    // Paused while it holds a claim (its claims are quick: pause, look, go on if none),
-    // but not the sliced step's: the kill cost that job an attempt already, a restart
-    // below may cost it another, and a rescue here would spend its third (a rescue
-    // counts as an attempt), failing it for a fault the scenario aimed elsewhere.
+    // Paused while it holds a claim, but not the sliced step's: the kill cost that job an
+    // attempt already, a restart below may cost it another, and a rescue here would spend
+    // its third (a rescue counts as an attempt), failing it for a fault the scenario aimed
+    // elsewhere. Noop claims last a millisecond and the noops drain as fast as they are
+    // submitted, so a few steps that run to their deadline (2 s; their second attempt
+    // completes) give the pause a claim that is still held when the host stops.
     loop {
-        faults.until_any(&holds, "the host to pause holds a claim").await;
+        faults.submit_deadline_steps(3).await;
+        if !faults.seen_within(&holds, Duration::from_secs(3)).await {
+            continue;
+        }
         faults.host(paused).signal("STOP");
         let holds_sliced = faults.claim_owner(&sliced).await.as_deref() == Some(format!("h{paused}").as_str());
         if faults.count(&holds).await > 0 && !holds_sliced {
