@@ -27,6 +27,10 @@ pub struct ServeArgs {
     /// Address the HTTP API listens on (default: 127.0.0.1:7464, loopback only).
     #[arg(long, env = "SPINDLE_LISTEN")]
     pub listen: Option<String>,
+    /// Export spans over OTLP/HTTP to this collector, e.g. `http://127.0.0.1:4318`
+    /// (default: none; plain HTTP, a collector agent beside the host).
+    #[arg(long, env = "SPINDLE_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// Steps run at once on this host (default: 192).
     #[arg(long, env = "SPINDLE_CONCURRENCY")]
     pub concurrency: Option<usize>,

@@ -67,6 +67,7 @@ impl Dispatcher {
         tasks.spawn(maintenance_loop(engine.clone(), config.clone(), stopped.clone()));
         tasks.spawn(relay_loop(engine.clone(), config, stopped.clone()));
         tasks.spawn(meter_loop(engine.clone(), stopped.clone()));
+        tasks.spawn(sample_loop(engine.clone(), stopped.clone()));
         tasks.spawn(relay_ready_signals(engine.clone(), stopped));
         Self { stop, tasks, in_flight, engine }
     }
@@ -232,6 +233,19 @@ async fn meter_loop(engine: Arc<Engine>, mut stopped: watch::Receiver<bool>) {
         }
         if stop {
             return;
+        }
+    }
+}
+
+/// Counts the steps running, per tenant, for the running-over-time chart.
+async fn sample_loop(engine: Arc<Engine>, mut stopped: watch::Receiver<bool>) {
+    loop {
+        if let Err(e) = engine.sample_running().await {
+            tracing::debug!(error = %e, "could not count the running steps");
+        }
+        tokio::select! {
+            () = tokio::time::sleep(crate::engine::SAMPLE_EVERY) => {}
+            _ = stopped.changed() => return,
         }
     }
 }

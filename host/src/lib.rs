@@ -10,7 +10,8 @@
 //! - [`reconciler`]: settles silent jobs from execution evidence.
 //! - [`pruner`]: deletes finished jobs past their retention.
 //! - [`singleton`]: the one-host-at-a-time loop the reconciler and pruner run in.
-//! - [`host`]: all of the above assembled; [`api`] and [`cli`] face users.
+//! - [`host`]: all of the above assembled; [`api`] and [`cli`] face users (`api::dashboard`:
+//!   the web dashboard); [`telemetry`]: logs, and spans over OTLP.
 //! - [`bench`]: the benchmark harness behind `spindle bench`.
 
 pub mod api;
@@ -28,6 +29,7 @@ pub mod registry;
 pub mod scheduler;
 pub mod singleton;
 pub mod store;
+pub mod telemetry;
 pub mod tokens;
 
 pub use spindle_core as core;

@@ -74,8 +74,18 @@ fn main() -> ExitCode {
     // The demo draws progress bars and clients print results: only problems may
     // interleave with them. A host logs at info.
     let default_level = if matches!(cli.command, Command::Serve(_)) { "info" } else { "error" };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SPINDLE_LOG").unwrap_or_else(|_| default_level.into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let otlp = match &cli.command {
+        Command::Serve(args) => args.otlp_endpoint.clone(),
+        _ => None,
+    };
+    // Kept to the end of `main`: dropping it flushes the spans still batched.
+    let _telemetry = match spindle::telemetry::init(default_level, otlp.as_deref()) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {

@@ -222,6 +222,7 @@ async fn fire(engine: &Engine, schedule: ScheduleRow, now: Timestamp) -> Result<
             run_at: None,
             idempotency_key: Some(format!("schedule:{}:{}", schedule.name, at.as_micros())),
             lease_keys: Vec::new(),
+            traceparent: None,
         };
         match engine.submit(&schedule.tenant, request).await {
             Ok(inserted) => {

@@ -213,3 +213,36 @@ fn the_sdks_own_tests_and_the_examples_local_tests_pass() {
         );
     }
 }
+
+/// Go's memory, as the Go SDK's README states it: a step's heap may grow to the host's
+/// cap less what the module and Go's runtime take (about 5 MiB; 59 of the default 64),
+/// an 8 MiB allocation included (which trapped when the adapter grew memory behind Go's
+/// allocator), and past that limit the step fails cleanly with `sandbox.memory-limit`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_step_may_use_the_memory_cap_less_the_runtimes_share() {
+    let root = spindle_tests::workspace_root();
+    let mut env = toolchains();
+    env.insert("SPINDLE".into(), spindle_tests::spindle_bin());
+    let scratch = Scratch::new();
+    let wasm = scratch.path.join("memprobe.wasm");
+    let sdk = root.join("guest-sdk/go");
+    let built = Command::new("bash")
+        .arg(sdk.join("build-kind.sh"))
+        .arg(sdk.join("memprobe"))
+        .arg(&wasm)
+        .envs(&env)
+        .output()
+        .expect("build-kind.sh");
+    assert!(built.status.success(), "building the probe: {}", String::from_utf8_lossy(&built.stderr));
+    let (host, token, _data) = host().await;
+    deploy(&host, &token, "memprobe-go", &wasm);
+    for (mib, chunk_kib) in [(8, 64), (32, 1024), (59, 1024), (59, 59 * 1024)] {
+        let job = run(&host, &token, "memprobe-go", &json!({ "mib": mib, "chunk_kib": chunk_kib }));
+        assert_eq!(job["state"], "succeeded", "{mib} MiB in {chunk_kib} KiB slices: {job}");
+    }
+    for mib in [60, 64] {
+        let job = run(&host, &token, "memprobe-go", &json!({ "mib": mib, "chunk_kib": 1024 }));
+        assert_eq!(job["state"], "failed", "{mib} MiB: {job}");
+        assert_eq!(job["failure"]["code"], "sandbox.memory-limit", "{mib} MiB: {job}");
+    }
+}

@@ -100,6 +100,7 @@ fn build_spindle(root: &Path) -> anyhow::Result<()> {
 fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
     build_spindle(root)?;
     guests::build_guests(root, guests::Languages::All)?;
+    toolchains::chromium()?;
     // Under the system temp directory: the `postgres` user must reach it, and a clone's
     // own directory (made by `mktemp -d`, mode 0700) may be closed to it.
     let pg_dir = std::env::temp_dir().join(format!("spindle-test-postgres-{}", std::process::id()));

@@ -67,27 +67,44 @@ pub fn clang() -> anyhow::Result<PathBuf> {
     if clang.is_file() && sysroot_libc.is_file() {
         return Ok(clang);
     }
-    eprintln!("==> installing {} from Debian's packages", C_PACKAGES.join(" "));
-    let status = Command::new("apt-get")
-        .args(["install", "-y", "--no-install-recommends"])
-        .args(C_PACKAGES)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .context("running apt-get (C kinds need Debian's clang-19 and wasi-libc)")?;
-    if !status.success() {
-        // A fresh machine's package lists may be missing or stale.
-        let updated = Command::new("apt-get").arg("update").status().context("running apt-get update")?;
-        ensure!(updated.success(), "apt-get update failed ({updated})");
-        let status = Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends"])
-            .args(C_PACKAGES)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .context("running apt-get")?;
-        ensure!(status.success(), "apt-get install {} failed ({status})", C_PACKAGES.join(" "));
-    }
+    apt_install(&C_PACKAGES, "C kinds need Debian's clang-19 and wasi-libc")?;
     ensure!(clang.is_file(), "{} is missing after installing {}", clang.display(), C_PACKAGES.join(" "));
     Ok(clang)
+}
+
+/// Debian's Chromium and its chromedriver, which the dashboard's browser tests drive;
+/// installed with apt-get when missing.
+pub fn chromium() -> anyhow::Result<()> {
+    if Path::new("/usr/bin/chromium").is_file() && Path::new("/usr/bin/chromedriver").is_file() {
+        return Ok(());
+    }
+    apt_install(&["chromium", "chromium-driver"], "the dashboard's browser tests drive Debian's headless Chromium")?;
+    ensure!(
+        Path::new("/usr/bin/chromedriver").is_file(),
+        "/usr/bin/chromedriver is missing after installing chromium-driver"
+    );
+    Ok(())
+}
+
+/// `apt-get install -y packages`, updating the package lists first when the install
+/// fails (a fresh machine's lists may be missing or stale).
+fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
+    eprintln!("==> installing {} from Debian's packages", packages.join(" "));
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .with_context(|| format!("running apt-get ({why})"))
+    };
+    if !install()?.success() {
+        let updated = Command::new("apt-get").arg("update").status().context("running apt-get update")?;
+        ensure!(updated.success(), "apt-get update failed ({updated})");
+        let status = install()?;
+        ensure!(status.success(), "apt-get install {} failed ({status})", packages.join(" "));
+    }
+    Ok(())
 }
 
 fn pip_install(venv: &Path, requirement: &str) -> anyhow::Result<()> {

@@ -1,5 +1,5 @@
-//! How a running step reaches the engine: its heartbeat, and the record of its outbound
-//! requests.
+//! How a running step reaches the engine: its heartbeat, the lines it logged so far, and
+//! the record of its outbound requests.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,6 +16,15 @@ pub trait StepControl: Send + Sync {
     /// The call's outbound requests, once it has ended (none are sent after).
     fn outbound_calls(&self, calls: Vec<crate::outbound::OutboundCall>) {
         let _ = calls;
+    }
+
+    /// The `log` lines the guest wrote since the last heartbeat, handed over just before
+    /// the next one, so that a long step's lines are seen while it runs. Answers whether
+    /// the control keeps them; those it does not keep stay for the call's end
+    /// ([`StepCall::lines`](crate::StepCall::lines)).
+    fn lines_so_far(&self, lines: &mut Vec<crate::GuestLine>) -> bool {
+        let _ = lines;
+        false
     }
 }
 

@@ -20,6 +20,7 @@ mod config;
 mod contract;
 mod control;
 mod kind;
+mod lines;
 mod load;
 pub mod outbound;
 mod outcome;
@@ -32,6 +33,7 @@ pub use config::SandboxConfig;
 pub use contract::Contract;
 pub use control::{HeartbeatReply, Partial, Recording, StepControl, Unsupervised};
 pub use kind::{KindSpec, RetrySpec, SpecError, StepSpec, is_valid_name};
+pub use lines::{GuestLine, Level, Stream};
 pub use load::LoadError;
 pub use outcome::{
     Awaited, Ceilings, ChildResult, ChildSpec, ChildState, GuestOutcome, HookRun, JobSummary, SandboxFault, StepCall,

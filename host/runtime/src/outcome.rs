@@ -261,14 +261,18 @@ impl StepRun {
     }
 }
 
-/// One step call: how it ended, and what the guest last wrote to stderr when the attempt
-/// failed — the guest's own words (a traceback, a panic message), shown to its tenant.
+/// One step call: how it ended, what the guest last wrote to stderr when the attempt
+/// failed — the guest's own words (a traceback, a panic message), shown to its tenant —
+/// and every line it logged or printed, for the job's logs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepCall {
     /// How it ended.
     pub run: StepRun,
     /// The last lines of stderr (capped), when the attempt failed and the guest printed.
     pub stderr: Option<String>,
+    /// Its `log` lines, then its stdout's and its stderr's lines, each capped; a last
+    /// line of the host's says what the caps dropped.
+    pub lines: Vec<crate::GuestLine>,
 }
 
 /// How a hook call ended.

@@ -77,6 +77,11 @@ impl Capture {
         Self { inner: Arc::new(Mutex::new(Captured::default())), cap }
     }
 
+    /// The most bytes it keeps from the start of the stream.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// Takes what was captured so far.
     pub fn take(&self) -> Captured {
         match self.inner.lock() {

@@ -194,7 +194,7 @@ impl Runtime {
             Ok(Err(e)) => Err(failed(classify(&e, store.data()), format!("{e:#}"), store.data())),
             Ok(Ok(spec)) => Ok(spec?),
         };
-        flush_stdio(store.data());
+        flush_stdio(store.data_mut());
         result
     }
 
@@ -272,8 +272,9 @@ impl Runtime {
             Ok(Ok(Err(e))) => StepRun::Fault { fault: classify(&e, store.data()), detail: format!("{e:#}") },
             Ok(Ok(Ok(outcome))) => self.check_outcome(outcome, prior_bytes),
         };
-        let run = StepCall { stderr: run.failed().then(|| stderr_tail(store.data())).flatten(), run };
-        flush_stdio(store.data());
+        let stderr = run.failed().then(|| stderr_tail(store.data())).flatten();
+        let lines = flush_stdio(store.data_mut());
+        let run = StepCall { stderr, run, lines };
         let calls = store.data().outbound.calls();
         if !calls.is_empty() {
             self.outbound.count(&store.data().outbound.capabilities().tenant, &kind.spec.name, &calls);
@@ -381,7 +382,7 @@ impl Runtime {
                 HookRun::Failed { code, message }
             }
         };
-        flush_stdio(store.data());
+        flush_stdio(store.data_mut());
         let calls = store.data().outbound.calls();
         if !calls.is_empty() {
             self.outbound.count(&tenant, &kind.spec.name, &calls);
@@ -436,22 +437,50 @@ fn guest_failure(code: String, message: String) -> (String, String) {
     (clip(code, MAX_CODE_LEN), clip(message, MAX_MESSAGE_LEN))
 }
 
-/// Sends what the guest printed to the host's log, one escaped line per stream.
-fn flush_stdio(state: &GuestState) {
-    for (stream, capture) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+/// Sends what the guest printed to the host's log, one escaped line per stream, and
+/// answers every line the call wrote (its `log` lines, then stdout's and stderr's), with
+/// a last line of the host's when a cap dropped some.
+fn flush_stdio(state: &mut GuestState) -> Vec<crate::GuestLine> {
+    use crate::lines::{Level, Stream, now_micros, split};
+    let mut lines = std::mem::take(&mut state.lines);
+    let at = now_micros();
+    let mut dropped = Vec::new();
+    for (stream, capture, level) in
+        [(Stream::Stdout, &state.stdout, Level::Info), (Stream::Stderr, &state.stderr, Level::Warn)]
+    {
         let captured = capture.take();
         if captured.kept.is_empty() && captured.dropped == 0 {
             continue;
+        }
+        lines.extend(split(&captured.kept, stream, level, at));
+        if captured.dropped > 0 {
+            dropped.push(format!(
+                "{} bytes of {} past its {}-byte cap",
+                captured.dropped,
+                stream.as_str(),
+                capture.cap()
+            ));
         }
         let text = String::from_utf8_lossy(&captured.kept);
         let text = spindle_core::failure::for_log(&text);
         let Tags { kind, job, step } = &state.tags;
         let kind: &str = kind;
+        let stream = stream.as_str();
         tracing::info!(target: "spindle::guest", kind, job, step, stream, dropped = captured.dropped, "{text}");
     }
     if state.logs_dropped > 0 {
         tracing::warn!(target: "spindle::guest", job = %state.tags.job, dropped = state.logs_dropped, "guest log lines over the limit were dropped");
+        dropped.insert(0, format!("{} log lines past the per-call cap", state.logs_dropped));
     }
+    if !dropped.is_empty() {
+        lines.push(crate::GuestLine {
+            at_micros: at,
+            level: Level::Warn,
+            stream: Stream::Host,
+            message: format!("dropped: {}", dropped.join(", ")),
+        });
+    }
+    lines
 }
 
 /// Advances the engine's epoch every `tick` until `stop` is set.

@@ -14,6 +14,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::bindings::{v1, v2};
 use crate::config::SandboxConfig;
 use crate::control::{HeartbeatReply, Partial, StepControl};
+use crate::lines::{GuestLine, Level, Stream};
 use crate::outbound::Outbound;
 use crate::output::Capture;
 
@@ -84,6 +85,8 @@ pub(crate) struct GuestState {
     log_lines_left: usize,
     log_line_bytes: usize,
     pub(crate) logs_dropped: usize,
+    /// The `log` lines kept, for the job's logs.
+    pub(crate) lines: Vec<GuestLine>,
     pub(crate) stdout: Capture,
     pub(crate) stderr: Capture,
     pub(crate) deadline: Instant,
@@ -131,6 +134,7 @@ impl GuestState {
             log_lines_left: config.max_log_lines,
             log_line_bytes: config.max_log_line_bytes,
             logs_dropped: 0,
+            lines: Vec::new(),
             stdout,
             stderr,
             deadline,
@@ -160,6 +164,18 @@ impl GuestState {
         }
         self.log_lines_left -= 1;
         let message = spindle_core::failure::clip(message, self.log_line_bytes);
+        self.lines.push(GuestLine {
+            at_micros: crate::lines::now_micros(),
+            level: match level {
+                tracing::Level::TRACE => Level::Trace,
+                tracing::Level::DEBUG => Level::Debug,
+                tracing::Level::INFO => Level::Info,
+                tracing::Level::WARN => Level::Warn,
+                tracing::Level::ERROR => Level::Error,
+            },
+            stream: Stream::Log,
+            message: message.clone(),
+        });
         let message = spindle_core::failure::for_log(&message);
         let Tags { kind, job, step } = &self.tags;
         let kind: &str = kind;
@@ -173,6 +189,9 @@ impl GuestState {
     }
 
     async fn heartbeat(&mut self, progress: Option<(u64, Option<u64>)>) -> HeartbeatReply {
+        if !self.lines.is_empty() && self.control.lines_so_far(&mut self.lines) {
+            self.lines.clear();
+        }
         let partial = progress.map(|(done, total)| Partial { done, total });
         self.control.heartbeat(partial).await
     }

@@ -11,11 +11,12 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use spindle_core::policy::priority::Priority;
 use spindle_core::{JobId, JobState};
+use tracing::Instrument as _;
 use utoipa::IntoParams;
 
 use super::body::{ApiQuery, job_id, json_body};
 use super::time;
-use super::views::{ErrorBody, JobPage, JobSummaryView, JobView, Submit};
+use super::views::{Action, Actions, ErrorBody, JobPage, JobSummaryView, JobView, Submit};
 use super::{ApiError, ApiState, TenantAuth};
 use crate::engine::SubmitRequest;
 use crate::store::{Inserted, JobFilter, TenantId};
@@ -59,9 +60,11 @@ fn seconds(field: &str, value: f64, max: Duration) -> Result<Duration, ApiError>
 pub(super) async fn submit(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
+    headers: axum::http::HeaderMap,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     let request: Submit = json_body(bytes)?;
+    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let priority = match request.priority.as_deref() {
         None => Priority::Normal,
         Some(p) => Priority::parse(p)
@@ -84,10 +87,27 @@ pub(super) async fn submit(
         run_at,
         idempotency_key: request.idempotency_key,
         lease_keys: request.lease_keys,
+        traceparent: traceparent.clone(),
     };
-    let inserted = state.host.engine.submit(&tenant, submit).await?;
+    let span = submit_span(&tenant, &submit.kind, traceparent.as_deref());
+    let inserted = state.host.engine.submit(&tenant, submit).instrument(span.clone()).await?;
+    span.record("job", inserted.record().job.id.to_string());
     let status = if matches!(inserted, Inserted::Created(_)) { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(JobView::new(inserted.record(), None))))
+}
+
+/// The span of a submission, under the caller's `traceparent` when it sent one; none
+/// unless the host exports spans.
+fn submit_span(tenant: &TenantId, kind: &str, traceparent: Option<&str>) -> tracing::Span {
+    if !crate::telemetry::enabled() {
+        return tracing::Span::none();
+    }
+    let span =
+        tracing::info_span!(target: "spindle::trace", "submit", tenant = %tenant, kind, job = tracing::field::Empty);
+    if let Some(parent) = traceparent.filter(|p| crate::telemetry::is_traceparent(p)) {
+        crate::telemetry::set_parent(&span, parent);
+    }
+    span
 }
 
 /// A job with its steps, attempts, progress and history
@@ -113,9 +133,24 @@ pub(super) async fn get_job(
     let record = state.host.engine.job(&tenant, id).await?;
     let history = state.host.engine.history(&tenant, id).await?;
     let calls = state.host.engine.store().calls(id).await?;
+    let logs = state.host.engine.store().job_logs(id, None, i64::MAX, 1).await?;
     let mut view = JobView::new(&record, Some(&history));
     view.outbound = Some(calls.iter().map(Into::into).collect());
+    view.actions = Some(actions(&state.host.engine.actions(&record)));
+    view.logs_capped = Some(logs.dropped > 0);
     Ok(Json(view))
+}
+
+/// The checks as the API shows them.
+fn actions(checks: &crate::engine::CommandChecks) -> Actions {
+    let action = |check: &Result<(), String>| Action { allowed: check.is_ok(), reason: check.clone().err() };
+    Actions {
+        cancel: action(&checks.cancel),
+        pause: action(&checks.pause),
+        resume: action(&checks.resume),
+        restart: action(&checks.restart),
+        retry: action(&checks.retry),
+    }
 }
 
 /// How long `wait` may hold the request.
@@ -186,6 +221,14 @@ pub(super) struct ListQuery {
     kind: Option<String>,
     /// Only children of this job.
     parent: Option<String>,
+    /// Only jobs of this priority class: critical, scheduled, normal or background.
+    priority: Option<String>,
+    /// Only jobs submitted at or after this time (RFC 3339).
+    created_after: Option<String>,
+    /// Only jobs submitted before this time (RFC 3339).
+    created_before: Option<String>,
+    /// The job with this id, or the jobs whose idempotency key starts with this.
+    q: Option<String>,
     /// Page size: 1 to 500, default 50.
     limit: Option<u32>,
     /// The `next_cursor` of the previous page.
@@ -202,8 +245,29 @@ async fn list(state: &ApiState, tenant: &TenantId, query: ListQuery, dead: bool)
         Some(id) => Some(id.parse::<JobId>().map_err(|_| ApiError::invalid(format!("parent {id:?} is not a job id")))?),
     };
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
-    let filter =
-        JobFilter { state: job_state, kind: query.kind, parent, dead_letters: dead, before_seq: query.cursor, limit };
+    let priority = match query.priority.as_deref() {
+        None => None,
+        Some(p) => Some(Priority::parse(p).ok_or_else(|| ApiError::invalid(format!("unknown priority {p:?}")))?),
+    };
+    let time = |field: &str, text: Option<&str>| match text {
+        None => Ok(None),
+        Some(text) => time::parse_rfc3339(text)
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid(format!("{field}: an RFC 3339 date-time such as 2026-11-30T12:00:00Z"))),
+    };
+    let text = query.q.map(|q| q.trim().to_owned()).filter(|q| !q.is_empty());
+    let filter = JobFilter {
+        state: job_state,
+        kind: query.kind.filter(|k| !k.is_empty()),
+        parent,
+        dead_letters: dead,
+        before_seq: query.cursor,
+        priority,
+        created_after: time("created_after", query.created_after.as_deref())?,
+        created_before: time("created_before", query.created_before.as_deref())?,
+        text,
+        limit,
+    };
     let records = state.host.engine.list_jobs(tenant, &filter).await?;
     let next_cursor = if records.len() == usize::try_from(limit).unwrap_or(usize::MAX) {
         records.last().map(|r| r.seq)

@@ -8,18 +8,22 @@
 //! are size-capped; errors are typed JSON (`{"error": {"code", "message", "reason"?,
 //! "state"?}}`) with stable codes. Handlers reach the engine and the registry, never the store.
 
+mod alerts;
 mod auth;
 mod body;
 mod capacity;
 mod control;
+mod dashboard;
 mod error;
 mod health;
 mod jobs;
 mod kinds;
 mod leases;
+mod live;
 mod metrics;
 mod openapi;
 mod outbound;
+mod queues;
 pub mod server;
 mod tenants;
 pub mod time;
@@ -63,7 +67,12 @@ pub fn router(host: Arc<Host>) -> Router {
     let component_limit = host.config().sandbox.max_component_bytes;
     let (served, document) = routes(component_limit).split_for_parts();
     let state = ApiState { host, document: Document::new(openapi::finish(document)) };
+    // The dashboard's files are not part of the API's document.
+    let dashboard = Router::new()
+        .route("/", axum::routing::get(dashboard::index))
+        .route("/ui/{name}", axum::routing::get(dashboard::asset));
     served
+        .merge(dashboard)
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(json_limit))
         .layer(CatchPanicLayer::custom(panicked))
@@ -109,7 +118,14 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(jobs::submit, jobs::list_jobs))
         .routes(routes!(jobs::get_job))
         .routes(routes!(jobs::wait_job))
+        .routes(routes!(live::logs))
+        .routes(routes!(live::events))
         .routes(routes!(jobs::dead_letters))
+        .routes(routes!(queues::retry_dead_letters))
+        .routes(routes!(queues::queues))
+        .routes(routes!(queues::list_operations))
+        .routes(routes!(queues::get_operation))
+        .routes(routes!(alerts::alerts))
         .routes(routes!(control::cancel))
         .routes(routes!(control::pause))
         .routes(routes!(control::resume))

@@ -13,6 +13,11 @@
 //! called directly: 20 warm-up claims of one job, 200 measured claims of one job, and
 //! 20 measured claims of a batch of 32 (the dispatcher's batch size). Each claimed job
 //! leaves the queue, so the depth changes by under 0.1% at 1,000,000.
+//!
+//! Before the claims, the same database answers the dashboard's job list (what
+//! `GET /v1/jobs` asks the store for): 50 measured reads each of the first page of 50,
+//! of the first page of the tenant's pending jobs, of a page from the middle of the
+//! list (`before_seq`), and of a search by job id.
 
 use std::time::{Duration, Instant};
 
@@ -44,6 +49,53 @@ pub struct ClaimLatency {
     pub one_ms: Summary,
     /// Claiming a batch of 32, milliseconds per batch.
     pub batch_ms: Summary,
+    /// Listing: the first page of 50 jobs, milliseconds.
+    #[serde(default)]
+    pub list_first_ms: Option<Summary>,
+    /// Listing: the first page of 50 pending jobs, milliseconds.
+    #[serde(default)]
+    pub list_state_ms: Option<Summary>,
+    /// Listing: a page of 50 from the middle of the list, milliseconds.
+    #[serde(default)]
+    pub list_deep_ms: Option<Summary>,
+    /// Listing: a search by job id, milliseconds.
+    #[serde(default)]
+    pub list_id_ms: Option<Summary>,
+}
+
+/// Reads of each listing measured.
+const LIST_READS: usize = 50;
+
+/// The listing figures at one depth: first page, by state, deep page, by id.
+async fn listing(
+    engine: &crate::engine::Engine,
+    tenant: &crate::store::TenantId,
+    queued: u64,
+    template: &str,
+) -> anyhow::Result<[Summary; 4]> {
+    use crate::store::JobFilter;
+    let page = |filter: JobFilter| JobFilter { limit: 50, ..filter };
+    let first = engine.list_jobs(tenant, &page(JobFilter::default())).await?;
+    ensure!(first.len() == 50.min(queued as usize), "the first page held {} jobs", first.len());
+    let top = first.first().map_or(0, |r| r.seq);
+    let filters = [
+        page(JobFilter::default()),
+        page(JobFilter { state: Some(spindle_core::JobState::Pending), ..JobFilter::default() }),
+        page(JobFilter { before_seq: Some(top / 2 + 1), ..JobFilter::default() }),
+        page(JobFilter { text: Some(template.to_owned()), ..JobFilter::default() }),
+    ];
+    let mut out = Vec::with_capacity(filters.len());
+    for filter in &filters {
+        let mut samples = Vec::with_capacity(LIST_READS);
+        for _ in 0..LIST_READS {
+            let t = Instant::now();
+            let listed = engine.list_jobs(tenant, filter).await?;
+            samples.push(t.elapsed().as_secs_f64() * 1000.0);
+            ensure!(!listed.is_empty(), "a listing found nothing");
+        }
+        out.push(Summary::of(&mut samples).context("no samples")?);
+    }
+    out.try_into().map_err(|_| anyhow::anyhow!("four listings"))
 }
 
 /// Measures at each depth in the settings.
@@ -81,6 +133,13 @@ async fn at_depth(ctx: &Context, queued: u64) -> anyhow::Result<ClaimLatency> {
     ensure!(ready == queued as i64, "seeded {ready} ready jobs, not {queued}");
     task.finish(&format!("{queued} jobs seeded in {seed_secs:.1} s"));
 
+    let task = ctx.progress.task(format!("list: at {queued} jobs"), None);
+    let [first, state, deep, by_id] = listing(&engine, &ctx.tenant, queued, &template).await?;
+    task.finish(&format!(
+        "first page p50 {:.2} ms, by state {:.2} ms, deep page {:.2} ms, by id {:.2} ms",
+        first.p50, state.p50, deep.p50, by_id.p50
+    ));
+
     let task = ctx.progress.task(format!("claim: at {queued} queued"), Some((SINGLE_CLAIMS + BATCH_CLAIMS) as u64));
     for _ in 0..20 {
         ensure!(engine.claim(1).await?.len() == 1, "nothing to claim");
@@ -105,7 +164,16 @@ async fn at_depth(ctx: &Context, queued: u64) -> anyhow::Result<ClaimLatency> {
     let batch_ms = Summary::of(&mut batch).context("no samples")?;
     task.finish(&format!("claim one: p50 {:.2} ms; batch of {BATCH}: p50 {:.2} ms", one_ms.p50, batch_ms.p50));
     ctx.close(scenario, Duration::ZERO).await;
-    Ok(ClaimLatency { queued, seed_secs, one_ms, batch_ms })
+    Ok(ClaimLatency {
+        queued,
+        seed_secs,
+        one_ms,
+        batch_ms,
+        list_first_ms: Some(first),
+        list_state_ms: Some(state),
+        list_deep_ms: Some(deep),
+        list_id_ms: Some(by_id),
+    })
 }
 
 /// Copies the template job's rows as jobs `first..=last` (ids made from the number).

@@ -12,6 +12,7 @@ use super::machine::Machine;
 use super::memory::Memory;
 use super::phases::Phases;
 use super::sandbox::SandboxOverhead;
+use super::stats::Summary;
 use super::throughput::Throughput;
 use super::{Section, Settings};
 use crate::store::Backend;
@@ -175,6 +176,15 @@ impl Report {
                 measured: format!("{ratio:.2}× ({:.2} vs {:.2} ms)", many.one_ms.p50, few.one_ms.p50),
                 met: ratio <= 1.5,
             });
+            if let (Some(few_list), Some(many_list)) = (&few.list_first_ms, &many.list_first_ms) {
+                let ratio = many_list.p50 / few_list.p50.max(1e-9);
+                out.push(TargetCheck {
+                    what: format!("first page of jobs at {} vs {}", many.queued, few.queued),
+                    target: "same order (≤ 10×)".into(),
+                    measured: format!("{ratio:.2}× ({:.2} vs {:.2} ms)", many_list.p50, few_list.p50),
+                    met: ratio <= 10.0,
+                });
+            }
         }
         if let Some(m) = &self.memory {
             out.push(TargetCheck {
@@ -320,6 +330,24 @@ impl Report {
                         c.one_ms.p50, c.one_ms.p99, c.batch_ms.p50
                     ),
                 );
+            }
+            let listed: Vec<_> = self.claim.iter().filter(|c| c.list_first_ms.is_some()).collect();
+            if !listed.is_empty() {
+                t.section("Job list: a page of 50, as the dashboard asks (p50 / p99)");
+                let cell =
+                    |s: &Option<Summary>| s.as_ref().map_or("-".into(), |s| format!("{:.2} / {:.2} ms", s.p50, s.p99));
+                for c in listed {
+                    t.row(
+                        &format!("{} jobs", c.queued),
+                        &format!(
+                            "first {}; pending {}; deep {}; by id {}",
+                            cell(&c.list_first_ms),
+                            cell(&c.list_state_ms),
+                            cell(&c.list_deep_ms),
+                            cell(&c.list_id_ms)
+                        ),
+                    );
+                }
             }
         }
         if let Some(o) = &self.outbound {
@@ -490,13 +518,32 @@ mod tests {
     fn targets_are_checked_against_what_was_measured() {
         let mut r = report();
         r.claim = vec![
-            ClaimLatency { queued: 1_000, seed_secs: 0.1, one_ms: summary(1.0, 2.0), batch_ms: summary(2.0, 3.0) },
-            ClaimLatency { queued: 1_000_000, seed_secs: 9.0, one_ms: summary(1.6, 2.0), batch_ms: summary(2.0, 3.0) },
+            ClaimLatency {
+                queued: 1_000,
+                seed_secs: 0.1,
+                one_ms: summary(1.0, 2.0),
+                batch_ms: summary(2.0, 3.0),
+                list_first_ms: Some(summary(0.2, 0.3)),
+                list_state_ms: None,
+                list_deep_ms: None,
+                list_id_ms: None,
+            },
+            ClaimLatency {
+                queued: 1_000_000,
+                seed_secs: 9.0,
+                one_ms: summary(1.6, 2.0),
+                batch_ms: summary(2.0, 3.0),
+                list_first_ms: Some(summary(0.3, 0.4)),
+                list_state_ms: None,
+                list_deep_ms: None,
+                list_id_ms: None,
+            },
         ];
         r.sandbox = vec![SandboxOverhead { pooling: true, call_us: summary(20.0, 40.0) }];
         r.check_targets();
-        assert_eq!(r.targets.len(), 2);
+        assert_eq!(r.targets.len(), 3);
         assert!(r.targets.iter().any(|t| t.what.starts_with("per-step sandbox") && t.met));
+        assert!(r.targets.iter().any(|t| t.what.starts_with("first page of jobs") && t.met));
         assert!(r.targets.iter().any(|t| t.what.starts_with("claim") && !t.met && t.measured.starts_with("1.60×")));
         let table = r.to_table();
         assert!(table.contains("MISSED claim p50 at 1000000 queued vs 1000"), "{table}");

@@ -31,6 +31,21 @@ pub enum Command {
     Retry,
 }
 
+/// Each run-control command, as the job's machine would answer it now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandChecks {
+    /// Cancel.
+    pub cancel: Result<(), String>,
+    /// Pause.
+    pub pause: Result<(), String>,
+    /// Resume.
+    pub resume: Result<(), String>,
+    /// Restart.
+    pub restart: Result<(), String>,
+    /// Retry.
+    pub retry: Result<(), String>,
+}
+
 /// Who writes, which decides how the write travels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Writer {
@@ -75,6 +90,26 @@ impl Engine {
             Command::Retry => JobEvent::Retry { successor },
         };
         self.apply(Some(tenant), id, Writer::Command, |_| Some(event.clone())).await
+    }
+
+    /// What each run-control command would come to on `record` now, as the job's machine
+    /// answers it: `Ok` where it would change the job, the refusal's words where not (a
+    /// dashboard disables a button with them).
+    pub fn actions(&self, record: &JobRecord) -> CommandChecks {
+        let now = self.now();
+        let actor = Actor::new("api:check");
+        let check = |event: JobEvent| match transition(&record.job, &event, now) {
+            Ok(t) if t.is_noop(&record.job) => Err("it would change nothing".to_owned()),
+            Ok(_) => Ok(()),
+            Err(refusal) => Err(refusal.to_string()),
+        };
+        CommandChecks {
+            cancel: check(JobEvent::Cancel { actor: actor.clone(), reason: "checked".into() }),
+            pause: check(JobEvent::Pause { actor: actor.clone() }),
+            resume: check(JobEvent::Resume { actor: actor.clone() }),
+            restart: check(JobEvent::RequestRestart { actor }),
+            retry: check(JobEvent::Retry { successor: new_job_id() }),
+        }
     }
 
     /// [`apply`](Self::apply) as the claim's holder (its lease keys are checked).
@@ -260,6 +295,26 @@ impl Engine {
         tracing::warn!(job = %record.job.id, kind = %record.kind, code = refusal.code(), "operational alert: {refusal}");
         if let Err(e) = self.store.bump_counter(&format!("alert.{}", refusal.code()), 1).await {
             tracing::error!(error = %e, "could not record an alert");
+        }
+        self.raise_alert(record, refusal.code(), &refusal.to_string()).await;
+    }
+
+    /// Keeps an alert for operators to read (`GET /v1/alerts`): alerts of one tenant,
+    /// kind and code within a minute are one, counted.
+    pub(crate) async fn raise_alert(&self, record: &JobRecord, code: &str, message: &str) {
+        let now = self.now();
+        let alert = crate::store::Alert {
+            at: now,
+            last_at: now,
+            tenant: record.tenant.clone(),
+            kind: record.kind.clone(),
+            job: Some(record.job.id.to_string()),
+            code: code.to_owned(),
+            message: spindle_core::failure::clip(message.to_owned(), spindle_core::failure::MAX_MESSAGE_LEN),
+            count: 1,
+        };
+        if let Err(e) = self.store.raise_alert(&alert).await {
+            tracing::error!(error = %e, "could not keep an alert");
         }
     }
 }

@@ -29,6 +29,8 @@ pub struct EngineConfig {
     /// When a kind version's breaker opens and closes (default: 10 faults within 60 s
     /// open it for 30 s; 3 successful probes in a row close it).
     pub breaker: spindle_core::breaker::BreakerPolicy,
+    /// How much of its guests' lines a job keeps (default 5,000 lines, 1 MiB).
+    pub log_caps: crate::store::LogCaps,
 }
 
 impl Default for EngineConfig {
@@ -43,6 +45,7 @@ impl Default for EngineConfig {
             rescue_backoff: Duration::from_secs(1),
             rng_seed: None,
             breaker: spindle_core::breaker::BreakerPolicy::default(),
+            log_caps: crate::store::LogCaps::default(),
         }
     }
 }

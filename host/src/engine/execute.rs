@@ -12,6 +12,7 @@ use spindle_core::step::{Partial, StepState};
 use spindle_core::{Fence, JobState};
 use spindle_runtime::{GuestOutcome, HeartbeatReply, SandboxFault, StepCall, StepInput, StepRun};
 use tokio::sync::Mutex;
+use tracing::Instrument as _;
 
 use super::meter::StepUsage;
 use super::supervisor::{Supervisor, Watch};
@@ -85,11 +86,66 @@ impl Engine {
                 reply: HeartbeatReply::Proceed,
             }),
             calls: std::sync::Mutex::default(),
+            step: record.job.steps.get(claim.step).map(|s| s.key.clone()).unwrap_or_default(),
+            attempt: record.job.steps.get(claim.step).map_or(1, |s| s.attempts_made().max(1)),
+            lines: std::sync::Mutex::default(),
         });
-        let report = self.run(&record, claim.step, supervisor.clone()).await;
+        let span = self.step_span(&record, &claim).await;
+        let report = self.run(&record, claim.step, supervisor.clone()).instrument(span.clone()).await;
         let latest = supervisor.state.lock().await.record.clone();
-        let (outcome, claimed) = self.settle(latest, claim.fence, report, next).await;
+        let commit = if span.is_none() {
+            tracing::Span::none()
+        } else {
+            tracing::info_span!(target: "spindle::trace", parent: &span, "commit", state = tracing::field::Empty)
+        };
+        let (outcome, claimed) = self.settle(latest, claim.fence, report, next).instrument(commit.clone()).await;
+        if let Outcome::Settled(state) = &outcome {
+            commit.record("state", state.as_str());
+        }
+        span.record("outcome", format!("{outcome:?}"));
         (Executed { job, outcome }, claimed)
+    }
+
+    /// The span of one step call under the job's trace parent, with the claim's span
+    /// before it; none unless the host exports spans.
+    async fn step_span(&self, record: &JobRecord, claim: &spindle_core::job::Claim) -> tracing::Span {
+        if !crate::telemetry::enabled() {
+            return tracing::Span::none();
+        }
+        let parent = match self.store.traceparent(record.job.id).await {
+            Ok(parent) => parent,
+            Err(e) => {
+                tracing::warn!(job = %record.job.id, error = %e, "could not read the job's trace parent");
+                None
+            }
+        };
+        let step = record.job.steps.get(claim.step).map(|s| s.key.as_str()).unwrap_or_default();
+        let claimed_at = std::time::UNIX_EPOCH + Duration::from_micros(claim.claimed_at.as_micros().max(0) as u64);
+        crate::telemetry::claim_span(
+            parent.as_deref(),
+            claimed_at,
+            vec![
+                opentelemetry::KeyValue::new("job", record.job.id.to_string()),
+                opentelemetry::KeyValue::new("kind", record.kind.clone()),
+                opentelemetry::KeyValue::new("step", step.to_owned()),
+                opentelemetry::KeyValue::new("fence", claim.fence.0 as i64),
+            ],
+        );
+        let span = tracing::info_span!(
+            target: "spindle::trace",
+            "step",
+            job = %record.job.id,
+            tenant = %record.tenant,
+            kind = %record.kind,
+            version = record.kind_version,
+            step,
+            fence = claim.fence.0,
+            outcome = tracing::field::Empty,
+        );
+        if let Some(parent) = parent {
+            crate::telemetry::set_parent(&span, &parent);
+        }
+        span
     }
 
     /// Calls the sandbox for the step at `index` and maps its answer to a report.
@@ -165,8 +221,24 @@ impl Engine {
             ceilings: self.ceilings(&record.tenant).await,
         };
         let started = Instant::now();
-        let StepCall { run, stderr } =
-            self.registry.runtime().run_step(&resolved.kind, input, supervisor.clone()).await;
+        let sandbox_span = if crate::telemetry::enabled() {
+            tracing::info_span!(target: "spindle::trace", "sandbox", attempt = input.attempt, sandbox_us = tracing::field::Empty)
+        } else {
+            tracing::Span::none()
+        };
+        let StepCall { run, stderr, lines } = self
+            .registry
+            .runtime()
+            .run_step(&resolved.kind, input, supervisor.clone())
+            .instrument(sandbox_span.clone())
+            .await;
+        sandbox_span.record("sandbox_us", super::group_commit::micros(started.elapsed()));
+        // Before the outcome commits, so that a follower of the job's logs has every line
+        // of an attempt once it sees the attempt end: those the heartbeats handed over
+        // first, then the rest of the call's.
+        let attempt = step.attempts_made().max(1);
+        supervisor.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(lines);
+        supervisor.keep_lines(record.job.id).await;
         let sandbox = started.elapsed();
         self.counters.observe_step(sandbox);
         let calls = std::mem::take(&mut *supervisor.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
@@ -181,13 +253,11 @@ impl Engine {
             &record.kind,
             StepUsage { sandbox, wall: self.now().since(claimed_at), fault, outbound_requests: calls.len() as u64 },
         );
-        if !calls.is_empty() {
-            let attempt = step.attempts_made().max(1);
-            if let Err(e) = self.store.record_calls(record.job.id, &step.key, attempt, &calls, self.now()).await {
-                tracing::error!(job = %record.job.id, step = %step.key, error = %e, "could not record the step's outbound requests");
-            }
+        if !calls.is_empty()
+            && let Err(e) = self.store.record_calls(record.job.id, &step.key, attempt, &calls, self.now()).await
+        {
+            tracing::error!(job = %record.job.id, step = %step.key, error = %e, "could not record the step's outbound requests");
         }
-        let attempt = step.attempts_made().max(1);
         match run {
             StepRun::Outcome(GuestOutcome::Complete(output)) => StepReport::Complete { output },
             StepRun::Outcome(GuestOutcome::Skip(reason)) => StepReport::Skip { reason },
@@ -225,6 +295,7 @@ impl Engine {
                 if let Err(e) = self.store.bump_counter(&format!("fault.{}", fault.code()), 1).await {
                     tracing::error!(error = %e, "could not count a sandbox fault");
                 }
+                self.raise_alert(record, fault.code(), &fault.to_string()).await;
                 let failure = SafeFailure {
                     code: fault.code().into(),
                     message: fault.to_string(),

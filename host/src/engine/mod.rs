@@ -23,9 +23,11 @@ mod execute;
 mod group_commit;
 mod hooks;
 mod meter;
+mod operations;
 mod outbound;
 pub mod plan;
 mod recovery;
+mod samples;
 mod submit;
 mod supervisor;
 mod tenancy;
@@ -46,7 +48,7 @@ use crate::store::Storage;
 
 pub use breakers::{BreakerView, Breakers};
 pub use capacity::Capacity;
-pub use commands::Command;
+pub use commands::{Command, CommandChecks};
 pub(crate) use commands::{Committed, Writer};
 pub use config::EngineConfig;
 pub use counters::{Counters, STEP_BUCKETS};
@@ -54,7 +56,9 @@ pub use deriver::HostDeriver;
 pub use error::EngineError;
 pub use execute::{Executed, Outcome};
 use group_commit::{GroupCommit, StoreCommitter};
+pub use operations::DeadLetterFilter;
 pub use plan::{Plan, plan};
+pub use samples::SAMPLE_EVERY;
 pub use submit::{SubmitRequest, tenant_key, untenant_key};
 pub use tenancy::{CONFIGURED_OPERATOR_TOKEN, MAX_TOKEN_LIFETIME, MAX_TOKEN_NAME_CHARS, TokenScope};
 pub use workflow::MAX_SIGNAL_NAME;
@@ -82,6 +86,8 @@ pub struct Engine {
     breakers: Arc<breakers::Breakers>,
     /// Tenants' sandbox ceilings as last read.
     ceilings: capacity::CeilingCache,
+    /// Steps running over the last hour, per tenant (`samples`).
+    samples: samples::Samples,
 }
 
 /// A job changed state (sent after the change committed).
@@ -124,6 +130,7 @@ impl Engine {
             meter: meter::Meter::default(),
             breakers,
             ceilings: capacity::CeilingCache::default(),
+            samples: samples::Samples::default(),
         }
     }
 

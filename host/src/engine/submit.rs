@@ -26,6 +26,10 @@ pub struct SubmitRequest {
     pub idempotency_key: Option<String>,
     /// Exclusive lease keys: no two jobs holding one of them run a step at once.
     pub lease_keys: Vec<String>,
+    /// The caller's W3C `traceparent`: the job's spans join its trace (kept only while
+    /// the host exports spans).
+    #[serde(default)]
+    pub traceparent: Option<String>,
 }
 
 /// A lease key as stored: the tenant's name, `/`, the key (tenant names hold no `/`).
@@ -63,6 +67,7 @@ impl Engine {
     ) -> Result<Vec<Inserted>, EngineError> {
         let now = self.now();
         let mut jobs = Vec::with_capacity(requests.len());
+        let mut parents = Vec::new();
         let mut resolved = std::collections::HashMap::new();
         for request in requests {
             self.check_request(&request)?;
@@ -83,6 +88,11 @@ impl Engine {
                 run_at: request.run_at.unwrap_or(now),
             };
             let (job, history) = Job::submit(submission, now);
+            if let Some(parent) =
+                request.traceparent.filter(|p| crate::telemetry::enabled() && crate::telemetry::is_traceparent(p))
+            {
+                parents.push((job.id, parent));
+            }
             jobs.push(NewJob {
                 job,
                 tenant: tenant.clone(),
@@ -96,9 +106,31 @@ impl Engine {
                 history,
             });
         }
-        let inserted = self.store.insert_jobs(jobs, now).await?;
+        // Before the jobs: one claimed the moment it is written must find its parent.
+        self.store.keep_traceparents(&parents).await?;
+        let inserted = match self.store.insert_jobs(jobs, now).await {
+            Ok(inserted) => inserted,
+            Err(e) => {
+                self.forget_traceparents(&parents, &[]).await;
+                return Err(e.into());
+            }
+        };
+        self.forget_traceparents(&parents, &inserted).await;
         self.wake.notify_one();
         Ok(inserted)
+    }
+
+    /// Forgets the kept trace parents of jobs that `inserted` does not hold as created
+    /// (an idempotency key found an earlier job, or the insert failed).
+    async fn forget_traceparents(&self, parents: &[(spindle_core::JobId, String)], inserted: &[Inserted]) {
+        let created: std::collections::HashSet<_> =
+            inserted.iter().filter(|i| matches!(i, Inserted::Created(_))).map(|i| i.record().job.id).collect();
+        let unused: Vec<_> = parents.iter().map(|(id, _)| *id).filter(|id| !created.contains(id)).collect();
+        if !unused.is_empty()
+            && let Err(e) = self.store.forget_traceparents(&unused).await
+        {
+            tracing::warn!(error = %e, "could not forget unused trace parents");
+        }
     }
 
     fn check_request(&self, request: &SubmitRequest) -> Result<(), EngineError> {

@@ -1,5 +1,6 @@
 //! The engine's side of a running step: its heartbeats renew the claim (at most every
-//! `heartbeat_interval`) and answer whether to stop.
+//! `heartbeat_interval`) and answer whether to stop, and keep the lines the guest logged
+//! so far in the job's logs, so that a long step is seen while it runs.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,7 +9,7 @@ use spindle_core::Fence;
 use spindle_core::job::JobEvent;
 use spindle_core::step::Partial;
 use spindle_runtime::outbound::OutboundCall;
-use spindle_runtime::{HeartbeatReply, StepControl};
+use spindle_runtime::{GuestLine, HeartbeatReply, StepControl};
 use tokio::sync::Mutex;
 
 use super::{Committed, Engine, EngineError, Writer};
@@ -31,12 +32,37 @@ pub(super) struct Supervisor {
     pub(super) state: Mutex<Watch>,
     /// The outbound requests of the step call, handed over when it ends.
     pub(super) calls: std::sync::Mutex<Vec<OutboundCall>>,
+    /// The step and attempt its lines belong to.
+    pub(super) step: String,
+    /// See [`step`](Self::step).
+    pub(super) attempt: u32,
+    /// Lines handed over with heartbeats, not yet kept.
+    pub(super) lines: std::sync::Mutex<Vec<GuestLine>>,
+}
+
+impl Supervisor {
+    /// Keeps the lines handed over so far in the job's logs.
+    pub(super) async fn keep_lines(&self, job: spindle_core::JobId) {
+        let lines = std::mem::take(&mut *self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        if lines.is_empty() {
+            return;
+        }
+        let caps = self.engine.config.log_caps;
+        if let Err(e) = self.engine.store.append_logs(job, &self.step, self.attempt, &lines, caps).await {
+            tracing::error!(job = %job, step = %self.step, error = %e, "could not keep the step's log lines");
+        }
+    }
 }
 
 impl StepControl for Supervisor {
     fn outbound_calls(&self, calls: Vec<OutboundCall>) {
         let mut kept = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         *kept = calls;
+    }
+
+    fn lines_so_far(&self, lines: &mut Vec<GuestLine>) -> bool {
+        self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).append(lines);
+        true
     }
 
     fn heartbeat(
@@ -49,6 +75,7 @@ impl StepControl for Supervisor {
             {
                 return watch.reply;
             }
+            self.keep_lines(watch.record.job.id).await;
             let event = JobEvent::Heartbeat { fence: self.fence, ttl: self.engine.config.lease_ttl, progress };
             let mut reply = HeartbeatReply::StopLeaseLost;
             for _ in 0..=self.engine.config.conflict_retries {

@@ -113,9 +113,22 @@ pub struct JobFilter {
     pub dead_letters: bool,
     /// Only jobs older than this sequence number (the cursor of the previous page).
     pub before_seq: Option<i64>,
+    /// Only jobs of this priority class.
+    pub priority: Option<spindle_core::policy::priority::Priority>,
+    /// Only jobs submitted at or after this time.
+    pub created_after: Option<Timestamp>,
+    /// Only jobs submitted before this time.
+    pub created_before: Option<Timestamp>,
+    /// Only the job with this id, or the jobs whose idempotency key starts with this.
+    pub text: Option<String>,
     /// Page size.
     pub limit: u32,
 }
+
+/// How far submission times may run out of sequence order: submissions of different
+/// hosts stamp their own clocks. Time filters bound the scan by sequence this far beyond
+/// the times asked for, then filter by the times themselves.
+const CLOCK_SKEW_MICROS: i64 = 60_000_000;
 
 /// One entry of a job's history as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,6 +139,27 @@ pub struct HistoryEntry {
     pub at: Timestamp,
     /// What.
     pub event: HistoryEvent,
+}
+
+/// A tenant's open jobs of one kind and priority class, by where each waits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// The kind.
+    pub kind: String,
+    /// The priority class.
+    pub priority: spindle_core::policy::priority::Priority,
+    /// Ready to be claimed.
+    pub ready: u64,
+    /// Waiting for their time (a delay, a retry's backoff, a snooze).
+    pub delayed: u64,
+    /// Waiting for a lease key, a running limit or a breaker.
+    pub blocked: u64,
+    /// Waiting for children or a signal.
+    pub waiting: u64,
+    /// With a step running.
+    pub running: u64,
+    /// Paused.
+    pub paused: u64,
 }
 
 /// A queue's depth per kind and state, for metrics.
@@ -192,6 +226,10 @@ pub trait JobStore: Send + Sync {
     async fn list_jobs(&self, tenant: &TenantId, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError>;
     /// Jobs by tenant, kind and state, for metrics.
     async fn depths(&self) -> Result<Vec<Depth>, StoreError>;
+    /// A tenant's open jobs by kind and priority class, by where each waits.
+    async fn queue_depth(&self, tenant: &TenantId) -> Result<Vec<QueueDepth>, StoreError>;
+    /// Steps running now (claims held), by tenant, through the claimed jobs' index.
+    async fn running_by_tenant(&self) -> Result<Vec<(TenantId, u64)>, StoreError>;
     /// Deletes up to `limit` jobs of `scope` settled before `before`, oldest first, with
     /// their steps, history and queued effects; answers how many.
     async fn prune(&self, before: Timestamp, scope: &PruneScope, limit: u32) -> Result<u64, StoreError>;
@@ -281,6 +319,39 @@ pub(super) async fn insert_new_jobs(
     insert_rows(tx, "INSERT INTO steps (job_id, pass, position, key, state, body, output)", "", 7, steps).await?;
     insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
     Ok(out)
+}
+
+/// The first sequence number of `tenant`'s jobs submitted at or after `micros` (one past
+/// the last when none was), by bisection over the tenant's `(tenant_id, seq)` index: a
+/// few dozen index probes whatever the number of jobs.
+async fn seq_at(tx: &mut Tx, tenant: &TenantId, micros: i64) -> Result<i64, StoreError> {
+    let bounds = tx
+        .fetch(
+            "SELECT min(seq), max(seq) FROM jobs WHERE tenant_id = $1",
+            vec![Value::from(tenant.0.as_str())],
+            &[Ty::OptInt, Ty::OptInt],
+        )
+        .await?;
+    let (Some(mut lo), Some(max)) = (bounds[0].opt_int(0), bounds[0].opt_int(1)) else { return Ok(0) };
+    let mut hi = max + 1;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let rows = tx
+            .fetch(
+                "SELECT seq, created_at FROM jobs WHERE tenant_id = $1 AND seq >= $2 ORDER BY seq LIMIT 1",
+                vec![Value::from(tenant.0.as_str()), Value::from(mid)],
+                &[Ty::Int, Ty::Int],
+            )
+            .await?;
+        // The tenant's first job at or after `mid`: before the time, the answer lies past
+        // it; else (or none) it lies before `mid`, or is `mid` (no job of the tenant's
+        // lies between `mid` and the one found).
+        match rows.first() {
+            Some(row) if row.int(1) < micros => lo = row.int(0) + 1,
+            _ => hi = mid,
+        }
+    }
+    Ok(lo)
 }
 
 /// Most jobs a submission may carry and still go before the group commits waiting for
@@ -511,9 +582,47 @@ impl JobStore for SqlStore {
             args.push(Value::from(before));
             sql.push_str(&format!(" AND seq < ${}", args.len()));
         }
+        if let Some(priority) = filter.priority {
+            args.push(Value::from(i64::from(priority.rank())));
+            sql.push_str(&format!(" AND priority = ${}", args.len()));
+        }
+        if let Some(text) = &filter.text {
+            if let Ok(id) = text.parse::<JobId>() {
+                args.push(Value::from(id.to_string()));
+                sql.push_str(&format!(" AND id = ${}", args.len()));
+            } else {
+                // A prefix of the key, through the tenant's key index.
+                args.push(Value::from(text.as_str()));
+                args.push(Value::from(format!("{text}\u{10ffff}")));
+                sql.push_str(&format!(
+                    " AND idempotency_key >= ${} AND idempotency_key < ${}",
+                    args.len() - 1,
+                    args.len()
+                ));
+            }
+        }
+        let mut tx = self.db.begin().await?;
+        if filter.created_after.is_some() || filter.created_before.is_some() {
+            // Sequence numbers follow submission: bound the scan by the sequence numbers
+            // of the times asked for (found by bisection on the tenant's index), then by
+            // the times themselves.
+            if let Some(after) = filter.created_after {
+                let from = seq_at(&mut tx, tenant, after.as_micros() - CLOCK_SKEW_MICROS).await?;
+                args.push(Value::from(from));
+                sql.push_str(&format!(" AND seq >= ${}", args.len()));
+                args.push(Value::from(after.as_micros()));
+                sql.push_str(&format!(" AND created_at >= ${}", args.len()));
+            }
+            if let Some(before) = filter.created_before {
+                let until = seq_at(&mut tx, tenant, before.as_micros() + CLOCK_SKEW_MICROS).await?;
+                args.push(Value::from(until));
+                sql.push_str(&format!(" AND seq < ${}", args.len()));
+                args.push(Value::from(before.as_micros()));
+                sql.push_str(&format!(" AND created_at < ${}", args.len()));
+            }
+        }
         args.push(Value::from(i64::from(filter.limit.clamp(1, 1000))));
         sql.push_str(&format!(" ORDER BY seq DESC LIMIT ${}", args.len()));
-        let mut tx = self.db.begin().await?;
         let records = fetch_jobs(&mut tx, &sql, args).await?;
         tx.commit().await?;
         Ok(records)
@@ -553,13 +662,65 @@ impl JobStore for SqlStore {
         for chunk in ids.chunks(MAX_PARAMS) {
             let list = super::rows::placeholders(1, chunk.len());
             let args = || chunk.iter().map(|id| Value::from(id.as_str())).collect::<Vec<_>>();
-            for table in ["steps", "history", "outbox", "outbound_calls", "signals"] {
+            for table in
+                ["steps", "history", "outbox", "outbound_calls", "signals", "job_logs", "job_log_totals", "job_traces"]
+            {
                 tx.execute(&format!("DELETE FROM {table} WHERE job_id IN ({list})"), args()).await?;
             }
             tx.execute(&format!("DELETE FROM jobs WHERE id IN ({list})"), args()).await?;
         }
         tx.commit().await?;
         Ok(ids.len() as u64)
+    }
+
+    async fn queue_depth(&self, tenant: &TenantId) -> Result<Vec<QueueDepth>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT kind, priority, SUM(CASE WHEN queue = 1 THEN 1 ELSE 0 END), \
+                 SUM(CASE WHEN queue = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN queue = 3 THEN 1 ELSE 0 END), \
+                 SUM(CASE WHEN state = 'waiting' THEN 1 ELSE 0 END), \
+                 SUM(CASE WHEN claim_expires_at IS NOT NULL THEN 1 ELSE 0 END), \
+                 SUM(CASE WHEN state = 'paused' THEN 1 ELSE 0 END) FROM jobs \
+                 WHERE tenant_id = $1 AND state IN ('pending', 'running', 'paused', 'waiting') \
+                 GROUP BY kind, priority ORDER BY kind, priority",
+                vec![Value::from(tenant.0.as_str())],
+                &[Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Int],
+            )
+            .await?;
+        let count = |r: &super::sql::Row, i| u64::try_from(r.int(i)).unwrap_or(0);
+        rows.iter()
+            .map(|r| {
+                let rank = r.int(1);
+                let priority = spindle_core::policy::priority::Priority::ALL
+                    .iter()
+                    .copied()
+                    .find(|p| i64::from(p.rank()) == rank)
+                    .ok_or_else(|| corrupt(format!("priority rank {rank}")))?;
+                Ok(QueueDepth {
+                    kind: r.text(0),
+                    priority,
+                    ready: count(r, 2),
+                    delayed: count(r, 3),
+                    blocked: count(r, 4),
+                    waiting: count(r, 5),
+                    running: count(r, 6),
+                    paused: count(r, 7),
+                })
+            })
+            .collect()
+    }
+
+    async fn running_by_tenant(&self) -> Result<Vec<(TenantId, u64)>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT tenant_id, COUNT(*) FROM jobs WHERE claim_expires_at IS NOT NULL GROUP BY tenant_id",
+                vec![],
+                &[Ty::Text, Ty::Int],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (TenantId(r.text(0)), u64::try_from(r.int(1)).unwrap_or(0))).collect())
     }
 
     async fn depths(&self) -> Result<Vec<Depth>, StoreError> {

@@ -17,13 +17,16 @@
 //! - [`outbound`]: tenants' outbound rules and sealed secrets, the record of requests.
 //! - [`workflows`]: a parent's children, signals, cron schedules.
 //! - [`capacity`]: tenants' limits and fair tags, submission quotas, running limits, usage.
+//! - [`logs`]: each job's guest lines, capped; [`audit`]: bulk operations and alerts.
 //! - `writes`: the version-checked write path; `rows`: row encoding; [`sql`]: the
 //!   connection pools; `turns`: who goes next at SQLite's one writer; `schema`:
 //!   migrations.
 
+pub mod audit;
 pub mod capacity;
 pub mod jobs;
 pub mod leases;
+pub mod logs;
 pub mod outbound;
 pub mod outbox;
 pub mod queue;
@@ -34,29 +37,35 @@ pub mod sql;
 pub mod tenants;
 #[cfg(test)]
 mod test_db;
+mod traces;
 mod turns;
 pub mod workflows;
 mod writes;
 
 use thiserror::Error;
 
+pub use audit::{Alert, AuditStore, Operation};
 pub use capacity::{CapacityStore, LiveCount, QuotaRefusal, TenantLimits, Usage};
-pub use jobs::{Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobStore, NewJob, PruneScope, Updated};
+pub use jobs::{
+    Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobStore, NewJob, PruneScope, QueueDepth, Updated,
+};
 pub use leases::LeaseStore;
+pub use logs::{JobLogs, LogCaps, LogLine, LogStore};
 pub use outbound::{OutboundStore, RecordedCall, SecretInfo};
 pub use outbox::{OutboxEffect, OutboxItem, OutboxStore};
 pub use queue::{ClaimFilter, Deriver, QueueStore, ReadySignals};
 pub use registry::{DeployRecord, DeployState, KindEntry, KindVersion, RegistryStore};
 pub use sql::{Backend, ConnectOptions};
 pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantId, TenantStore, TokenInfo, token_id};
+pub use traces::TraceStore;
 pub use workflows::{ScheduleRow, WorkflowStore};
 pub use writes::{IndexedColumns, JobWrite, LeaseOp, Relay, WriteOutcome};
 
 /// The storage traits, to call a concrete store's methods (`use spindle::store::prelude::*`).
 pub mod prelude {
     pub use super::{
-        CapacityStore, JobStore, LeaseStore, OutboundStore, OutboxStore, QueueStore, RegistryStore, Storage,
-        TenantStore, WorkflowStore,
+        AuditStore, CapacityStore, JobStore, LeaseStore, LogStore, OutboundStore, OutboxStore, QueueStore,
+        RegistryStore, Storage, TenantStore, TraceStore, WorkflowStore,
     };
 }
 
@@ -72,6 +81,9 @@ pub trait Storage:
     + OutboundStore
     + WorkflowStore
     + CapacityStore
+    + LogStore
+    + AuditStore
+    + TraceStore
     + std::fmt::Debug
 {
     /// Which backend.

@@ -28,6 +28,9 @@ pub struct KindVersion {
     pub deployment: String,
     /// When it was deployed.
     pub created_at: Timestamp,
+    /// The component's size in bytes.
+    #[serde(default)]
+    pub size: Option<i64>,
 }
 
 /// A kind with its versions' summary.
@@ -194,11 +197,15 @@ fn kind_version_from_row(row: &Row) -> KindVersion {
         spec: row.text(4),
         created_at: ts(row, 5),
         deployment: row.text(6),
+        size: row.opt_int(7),
     }
 }
 
-const KIND_VERSION_COLS: &str = "tenant_id, kind, version, digest, spec, created_at, deployment";
-const KIND_VERSION_TYS: &[Ty] = &[Ty::Text, Ty::Text, Ty::Int, Ty::Text, Ty::Text, Ty::Int, Ty::Text];
+/// A version's columns, with its component's size (`v` the version, `c` its component).
+const KIND_VERSION_COLS: &str = "v.tenant_id, v.kind, v.version, v.digest, v.spec, v.created_at, v.deployment, c.size";
+const KIND_VERSION_TYS: &[Ty] = &[Ty::Text, Ty::Text, Ty::Int, Ty::Text, Ty::Text, Ty::Int, Ty::Text, Ty::OptInt];
+/// The tables those columns come from.
+const KIND_VERSION_FROM: &str = "kind_versions v LEFT JOIN components c ON c.digest = v.digest";
 
 #[async_trait]
 impl RegistryStore for SqlStore {
@@ -344,6 +351,7 @@ impl RegistryStore for SqlStore {
             spec: spec.to_owned(),
             deployment: deployment.to_owned(),
             created_at: now,
+            size: None,
         })
     }
 
@@ -351,9 +359,11 @@ impl RegistryStore for SqlStore {
         let rows = self
             .db
             .fetch(
-                "SELECT v.tenant_id, v.kind, v.version, v.digest, v.spec, v.created_at, v.deployment FROM kinds k \
-                 JOIN kind_versions v ON v.tenant_id = k.tenant_id AND v.kind = k.name AND v.version = k.current_version \
-                 WHERE k.tenant_id = $1 AND k.name = $2",
+                &format!(
+                    "SELECT {KIND_VERSION_COLS} FROM kinds k JOIN kind_versions v ON v.tenant_id = k.tenant_id \
+                     AND v.kind = k.name AND v.version = k.current_version LEFT JOIN components c ON c.digest = v.digest \
+                     WHERE k.tenant_id = $1 AND k.name = $2"
+                ),
                 vec![Value::from(tenant.0.as_str()), Value::from(kind)],
                 KIND_VERSION_TYS,
             )
@@ -368,7 +378,7 @@ impl RegistryStore for SqlStore {
         version: i64,
     ) -> Result<Option<KindVersion>, StoreError> {
         let sql = format!(
-            "SELECT {KIND_VERSION_COLS} FROM kind_versions WHERE tenant_id = $1 AND kind = $2 AND version = $3"
+            "SELECT {KIND_VERSION_COLS} FROM {KIND_VERSION_FROM} WHERE v.tenant_id = $1 AND v.kind = $2 AND v.version = $3"
         );
         let rows = self
             .db
@@ -403,7 +413,7 @@ impl RegistryStore for SqlStore {
 
     async fn kind_versions(&self, tenant: &TenantId, kind: &str) -> Result<Vec<KindVersion>, StoreError> {
         let sql = format!(
-            "SELECT {KIND_VERSION_COLS} FROM kind_versions WHERE tenant_id = $1 AND kind = $2 ORDER BY version"
+            "SELECT {KIND_VERSION_COLS} FROM {KIND_VERSION_FROM} WHERE v.tenant_id = $1 AND v.kind = $2 ORDER BY v.version"
         );
         let rows =
             self.db.fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(kind)], KIND_VERSION_TYS).await?;

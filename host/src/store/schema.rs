@@ -15,6 +15,7 @@ const SQLITE: &[(i64, &str)] = &[
     (7, include_str!("../../migrations/sqlite/0007_workflows.sql")),
     (8, include_str!("../../migrations/sqlite/0008_tenant_capacity.sql")),
     (9, include_str!("../../migrations/sqlite/0009_deployments.sql")),
+    (10, include_str!("../../migrations/sqlite/0010_dashboard.sql")),
 ];
 const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_initial.sql")),
@@ -28,6 +29,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (9, include_str!("../../migrations/postgres/0009_workflows.sql")),
     (10, include_str!("../../migrations/postgres/0010_tenant_capacity.sql")),
     (11, include_str!("../../migrations/postgres/0011_deployments.sql")),
+    (12, include_str!("../../migrations/postgres/0012_dashboard.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.

@@ -13,10 +13,18 @@ use super::{job_state_schema, one_of};
 use crate::api::time::rfc3339;
 use crate::store::{HistoryEntry, JobRecord};
 
-/// Bytes shown as JSON when they are JSON, else as a note of their size.
+/// Bytes shown as JSON when they are JSON, else as a note of their size; over
+/// [`SHOWN_BYTES`], a note of their size either way (a job's input and each output may be
+/// megabytes, which a job's page need not carry).
 fn json_or_size(bytes: &[u8]) -> Value {
+    if bytes.len() > SHOWN_BYTES {
+        return serde_json::json!({ "truncated_bytes": bytes.len() });
+    }
     serde_json::from_slice(bytes).unwrap_or_else(|_| serde_json::json!({ "non_json_bytes": bytes.len() }))
 }
+
+/// Largest input or output a job's view shows.
+pub const SHOWN_BYTES: usize = 64 << 10;
 
 fn priority_schema() -> Object {
     one_of("A priority class, most urgent first.", Priority::ALL.iter().map(|priority| priority.as_str()))
@@ -99,6 +107,11 @@ pub struct AttemptView {
     /// Why it did not complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureView>,
+    /// The fencing token of the claim it ran under.
+    pub fence: u64,
+    /// How long it ran, once it ended, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 /// One step of a job.
@@ -155,6 +168,10 @@ impl From<&Step> for StepView {
                         ended_at: a.ended_at.map(rfc3339),
                         outcome: outcome.to_owned(),
                         failure,
+                        fence: a.fence.0,
+                        duration_ms: a
+                            .ended_at
+                            .map(|end| u64::try_from(end.since(a.started_at).as_millis()).unwrap_or(u64::MAX)),
                     }
                 })
                 .collect(),
@@ -181,6 +198,8 @@ pub struct CancelRequestView {
 /// One history entry: when, what, and the event's own fields.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct HistoryEntryView {
+    /// Its order within the store (a follower of the job's events resumes after it).
+    pub id: i64,
     /// When it happened.
     pub at: String,
     /// What happened (`submitted`, `step_started`, `step_retrying`, …).
@@ -206,7 +225,7 @@ impl From<&HistoryEntry> for HistoryEntryView {
         if let HistoryEvent::Snoozed { until, .. } = &entry.event {
             fields.insert("until".into(), Value::String(rfc3339(*until)));
         }
-        Self { at: rfc3339(entry.at), event, fields }
+        Self { id: entry.id, at: rfc3339(entry.at), event, fields }
     }
 }
 
@@ -286,6 +305,93 @@ pub struct JobView {
     /// `GET /v1/jobs/{id}` includes them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outbound: Option<Vec<super::CallView>>,
+    /// The commands its machine would take now, and why not the others (only
+    /// `GET /v1/jobs/{id}` includes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actions: Option<Actions>,
+    /// Whether the job reached its log cap (lines past it are counted, not kept; only
+    /// `GET /v1/jobs/{id}` says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs_capped: Option<bool>,
+}
+
+/// Whether a command would be taken now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Action {
+    /// It would.
+    pub allowed: bool,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The run-control commands, as the job's machine would answer them now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Actions {
+    /// `POST /v1/jobs/{id}/cancel`.
+    pub cancel: Action,
+    /// `POST /v1/jobs/{id}/pause`.
+    pub pause: Action,
+    /// `POST /v1/jobs/{id}/resume`.
+    pub resume: Action,
+    /// `POST /v1/jobs/{id}/restart`.
+    pub restart: Action,
+    /// `POST /v1/jobs/{id}/retry`.
+    pub retry: Action,
+}
+
+/// One line of a job's logs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LogLineView {
+    /// Its order (follow from the last one seen with `after`).
+    pub seq: i64,
+    /// When it was written (a stdout or stderr line: when its call ended).
+    pub at: String,
+    /// The step.
+    pub step: String,
+    /// The attempt.
+    pub attempt: u32,
+    /// `trace`, `debug`, `info`, `warn` or `error` (stdout is `info`, stderr `warn`).
+    pub level: String,
+    /// `log` (the host's `log` function), `stdout`, `stderr`, or `spindle` (the host's
+    /// note of what a cap dropped).
+    pub stream: String,
+    /// The text.
+    pub message: String,
+}
+
+impl From<&crate::store::LogLine> for LogLineView {
+    fn from(l: &crate::store::LogLine) -> Self {
+        Self {
+            seq: l.seq,
+            at: rfc3339(l.at),
+            step: l.step.clone(),
+            attempt: l.attempt,
+            level: l.level.as_str().to_owned(),
+            stream: l.stream.as_str().to_owned(),
+            message: l.message.clone(),
+        }
+    }
+}
+
+/// A job's logs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LogPage {
+    /// The lines, in order.
+    pub lines: Vec<LogLineView>,
+    /// Whether the job reached its log cap.
+    pub capped: bool,
+    /// Lines its cap dropped.
+    pub dropped: u64,
+}
+
+/// A job's state and progress, as its events stream them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobLive {
+    /// Its state.
+    pub state: String,
+    /// Percent done.
+    pub progress: u8,
 }
 
 impl JobView {
@@ -329,6 +435,8 @@ impl JobView {
             steps: job.steps.iter().map(Into::into).collect(),
             history: history.map(|entries| entries.iter().map(Into::into).collect()),
             outbound: None,
+            actions: None,
+            logs_capped: None,
         }
     }
 }
@@ -347,6 +455,12 @@ pub struct JobSummaryView {
     pub state: String,
     /// Percent done.
     pub progress: u8,
+    /// Its priority class.
+    #[schema(schema_with = priority_schema)]
+    pub priority: String,
+    /// Its idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
     /// When it was submitted.
     pub created_at: String,
     /// When it became final.
@@ -365,6 +479,8 @@ impl From<&JobRecord> for JobSummaryView {
             kind_version: r.kind_version,
             state: r.job.state.as_str().to_owned(),
             progress: r.job.progress,
+            priority: r.priority.as_str().to_owned(),
+            idempotency_key: r.idempotency_key.clone(),
             created_at: rfc3339(r.job.created_at),
             settled_at: r.job.settled_at.map(rfc3339),
             failure_code: r.job.failure.as_ref().map(|f| f.code.clone()),
@@ -408,6 +524,7 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({
+                "id": 1,
                 "at": "1970-01-01T00:00:00.000000Z",
                 "event": "step_started",
                 "step": "a",

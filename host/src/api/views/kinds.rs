@@ -87,6 +87,9 @@ pub struct VersionView {
     pub digest: String,
     /// When it was deployed.
     pub created_at: String,
+    /// The component's size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<i64>,
     /// What the component says of itself; `null` if the stored description no longer reads.
     pub spec: Option<SpecView>,
     /// What the deployment allows, declares and sets; `null` if it no longer reads.
@@ -130,6 +133,7 @@ impl From<&KindVersion> for VersionView {
             version: v.version,
             digest: v.digest.clone(),
             created_at: rfc3339(v.created_at),
+            size: v.size,
             spec: spec.as_ref().map(SpecView::from),
             deployment: serde_json::from_str::<Deployment>(&v.deployment).ok().as_ref().map(DeploymentView::from),
         }

@@ -8,6 +8,7 @@ mod error;
 mod jobs;
 mod kinds;
 mod outbound;
+mod queues;
 mod tenants;
 mod tokens;
 
@@ -20,14 +21,18 @@ use utoipa::openapi::{Object, ObjectBuilder, Type};
 pub use capacity::{CapacityView, KindUsageView, LimitsView};
 pub use error::{ErrorBody, ErrorDetail};
 pub use jobs::{
-    AttemptView, CancelBody, CancelRequestView, FailureView, HistoryEntryView, JobPage, JobSummaryView, JobView,
-    LeaseInvalidated, StepView, Submit,
+    Action, Actions, AttemptView, CancelBody, CancelRequestView, FailureView, HistoryEntryView, JobLive, JobPage,
+    JobSummaryView, JobView, LeaseInvalidated, LogLineView, LogPage, SHOWN_BYTES, StepView, Submit,
 };
 pub use kinds::{
     BreakerStateView, DeployView, Deployed, DeploymentView, KindList, KindView, RetryView, Rollback, RolledBack,
     SpecView, StepSpecView, VersionView,
 };
 pub use outbound::{CallView, SecretList, SecretView, TenantOutbound};
+pub use queues::{
+    AlertList, AlertView, DeadLetterRetry, OperationList, OperationStarted, OperationView, QueueDepthView, Queues,
+    RunningSample,
+};
 pub use tenants::{NewTenant, Retention, TenantList, TenantToken, TenantView};
 pub use tokens::{CreatedToken, NewToken, TokenList, TokenView};
 

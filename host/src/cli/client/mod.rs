@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use crate::api::views::{
     CancelBody, CapacityView, CreatedToken, DeployView, Deployed, DeploymentView, ErrorDetail, JobPage, JobView,
-    KindList, KindView, NewTenant, NewToken, Retention, Rollback, RolledBack, SecretList, SecretView, Submit,
-    TenantList, TenantOutbound, TenantToken, TenantView, TokenList,
+    KindList, KindView, LogLineView, LogPage, NewTenant, NewToken, Retention, Rollback, RolledBack, SecretList,
+    SecretView, Submit, TenantList, TenantOutbound, TenantToken, TenantView, TokenList,
 };
 use crate::api::{ScheduleList, ScheduleView};
 use crate::config::parse_duration;
@@ -141,6 +141,17 @@ pub enum ClientCommand {
     Watch {
         /// The job's id.
         id: String,
+    },
+    /// Show a job's logs: what its steps' guests logged and printed, per attempt.
+    Logs {
+        /// The job's id.
+        id: String,
+        /// Follow them live until the job is final.
+        #[arg(long)]
+        follow: bool,
+        /// Only this step's lines.
+        #[arg(long, value_name = "KEY")]
+        step: Option<String>,
     },
     /// Cancel a job.
     Cancel {
@@ -414,6 +425,11 @@ async fn follow_deploy(client: &Client, kind: &str, mut deploy: DeployView, json
     Ok(deploy)
 }
 
+/// One log line as `spindle logs` prints it: time, step and attempt, level, stream, text.
+fn log_line(line: &LogLineView) -> String {
+    format!("{} {}#{} {:<5} {:<7} {}", line.at, line.step, line.attempt, line.level, line.stream, line.message)
+}
+
 /// One deploy as `spindle kinds KIND` lists it.
 fn deploy_line(d: &DeployView) -> String {
     let outcome = match (&d.version, &d.error) {
@@ -685,6 +701,34 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
             }
         }
         ClientCommand::Watch { id } => return watch::watch(&client, &id, json).await,
+        ClientCommand::Logs { id, follow, step } => {
+            let step_query = step.as_deref().map(|s| format!("&step={}", percent_encode(s))).unwrap_or_default();
+            if follow {
+                client
+                    .events(&format!("/v1/jobs/{id}/logs?follow=true{step_query}"), |name, data| {
+                        if name == "line" {
+                            let line: LogLineView = serde_json::from_str(data).context("a log line")?;
+                            if json {
+                                println!("{data}");
+                            } else {
+                                println!("{}", log_line(&line));
+                            }
+                        }
+                        Ok(name != "end")
+                    })
+                    .await?;
+            } else {
+                let page: LogPage = client.get(&format!("/v1/jobs/{id}/logs?follow=false{step_query}")).await?;
+                emit(json, &page, |p| {
+                    for line in &p.lines {
+                        println!("{}", log_line(line));
+                    }
+                    if p.capped {
+                        println!("(the job reached its log cap: {} later lines were counted, not kept)", p.dropped);
+                    }
+                });
+            }
+        }
         ClientCommand::Cancel { id, reason } => {
             let job: JobView = client.post(&format!("/v1/jobs/{id}/cancel"), &CancelBody { reason }).await?;
             emit(json, &job, |j| println!("{} {}", j.id, state_line(j)));

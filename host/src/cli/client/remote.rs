@@ -135,6 +135,53 @@ impl Client {
         self.send(self.http.put(self.url(path)).header("content-type", "text/plain").body(bytes)).await
     }
 
+    /// `GET path` as server-sent events: calls `on_event(name, data)` for each until it
+    /// answers `false` or the host ends the stream.
+    pub(super) async fn events(
+        &self,
+        path: &str,
+        mut on_event: impl FnMut(&str, &str) -> anyhow::Result<bool>,
+    ) -> anyhow::Result<()> {
+        let request = self.http.get(self.url(path)).header("accept", "text/event-stream");
+        let request = match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
+        let mut response = request.send().await.with_context(|| format!("cannot reach the host at {}", self.base))?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = response.bytes().await.unwrap_or_default();
+            return Err(HostRefused::from_answer(status, &body).into());
+        }
+        let mut buffer = String::new();
+        let (mut name, mut data) = (String::new(), String::new());
+        while let Some(chunk) = response.chunk().await.context("reading the host's events")? {
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find('\n') {
+                let line: String = buffer.drain(..=end).collect();
+                let line = line.trim_end_matches(['\n', '\r']);
+                if line.is_empty() {
+                    if !data.is_empty() || !name.is_empty() {
+                        let event = if name.is_empty() { "message" } else { name.as_str() };
+                        if !on_event(event, &data)? {
+                            return Ok(());
+                        }
+                    }
+                    name.clear();
+                    data.clear();
+                } else if let Some(value) = line.strip_prefix("event:") {
+                    name = value.trim_start().to_owned();
+                } else if let Some(value) = line.strip_prefix("data:") {
+                    if !data.is_empty() {
+                        data.push('\n');
+                    }
+                    data.push_str(value.strip_prefix(' ').unwrap_or(value));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `PUT path` with a WebAssembly component: the success's status and JSON body.
     pub(super) async fn put_component(
         &self,

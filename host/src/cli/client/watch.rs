@@ -1,6 +1,5 @@
-//! `spindle watch`: live progress bars for a job's steps, until the job is final.
-
-use std::time::Duration;
+//! `spindle watch`: live progress bars for a job's steps, until the job is final, redrawn
+//! on each of the job's events (`GET /v1/jobs/{id}/events`) rather than by polling.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
@@ -8,7 +7,8 @@ use super::print::{exit_for, is_final, state_line};
 use super::remote::Client;
 use crate::api::views::JobView;
 
-/// Polls the job and redraws its bars until it is final; answers the exit code `wait` would.
+/// Redraws the job's bars on each of its events until it is final; answers the exit code
+/// `wait` would.
 pub(super) async fn watch(client: &Client, id: &str, json: bool) -> anyhow::Result<u8> {
     let bars = MultiProgress::new();
     let style = ProgressStyle::with_template("  {prefix:<16} [{bar:30}] {pos:>3}% {msg}")
@@ -18,6 +18,7 @@ pub(super) async fn watch(client: &Client, id: &str, json: bool) -> anyhow::Resu
     overall.set_style(style.clone());
     overall.set_prefix("job");
     let mut step_bars: Vec<ProgressBar> = Vec::new();
+    let mut events = Box::pin(changes(client, id));
     loop {
         let job: JobView = client.get(&format!("/v1/jobs/{id}")).await?;
         if step_bars.len() != job.steps.len() {
@@ -61,6 +62,50 @@ pub(super) async fn watch(client: &Client, id: &str, json: bool) -> anyhow::Resu
             }
             return Ok(exit_for(&job.state));
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The next event (or the stream's end: the job is then final).
+        events.as_mut().next_change().await?;
+    }
+}
+
+/// The job's events, one wake per batch of them.
+fn changes<'a>(client: &'a Client, id: &'a str) -> Changes<'a> {
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let path = format!("/v1/jobs/{id}/events");
+    let stream = Box::pin(async move {
+        client
+            .events(&path, |name, _| {
+                let _ = sender.send(());
+                Ok(name != "end")
+            })
+            .await
+    });
+    Changes { stream, receiver, ended: None }
+}
+
+/// A job's events, followed.
+struct Changes<'a> {
+    stream: std::pin::Pin<Box<dyn Future<Output = anyhow::Result<()>> + 'a>>,
+    receiver: tokio::sync::mpsc::UnboundedReceiver<()>,
+    ended: Option<()>,
+}
+
+impl Changes<'_> {
+    /// Waits for the next event; after the stream's end, answers at once (the job is final).
+    async fn next_change(self: std::pin::Pin<&mut Self>) -> anyhow::Result<()> {
+        let this = self.get_mut();
+        if this.ended.is_some() {
+            return Ok(());
+        }
+        tokio::select! {
+            Some(()) = this.receiver.recv() => {
+                // Many events at once are one redraw.
+                while this.receiver.try_recv().is_ok() {}
+                Ok(())
+            }
+            ended = &mut this.stream => {
+                this.ended = Some(());
+                ended
+            }
+        }
     }
 }

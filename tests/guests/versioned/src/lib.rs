@@ -35,6 +35,9 @@ impl Kind for Versioned {
         if input.v1_panics && VERSION == 1 {
             panic!("version 1 panics on purpose");
         }
+        if input.spins > 0 {
+            log::info(format!("version {VERSION} heartbeats {} times", input.spins));
+        }
         for spin in 0..input.spins {
             let progress = Checkpoint::new(spin.to_string(), u64::from(spin), u64::from(input.spins));
             if step.heartbeat(Some(progress)).should_stop() {

@@ -1,0 +1,101 @@
+// #/jobs: the tenant's jobs, newest first, filtered by what the hash holds
+// (#/jobs?state=failed&kind=greet), a page at a time by cursor, the first page live.
+
+import { get, qs, kinds } from './api.js';
+import {
+  h, replace, badge, progressBar, timeEl, jobLink, mono, table, empty, every, reportError,
+  field, select, toLocalInput, fromLocalInput, shortId,
+} from './ui.js';
+
+export const STATES = ['pending', 'running', 'paused', 'waiting', 'succeeded', 'failed', 'cancelled'];
+export const PRIORITIES = ['critical', 'scheduled', 'normal', 'background'];
+const PAGE = 50;
+const LIVE_KEY = 'spindle.live';
+const FILTERS = ['state', 'kind', 'priority', 'created_after', 'created_before', 'q', 'parent'];
+
+/** One row of a jobs table (also used for children and dead letters). */
+export function jobRow(job, test = 'job-row') {
+  return h('tr', { 'data-test': test, 'data-id': job.id },
+    h('td', {}, jobLink(job.id), job.idempotency_key ? h('div', { class: 'muted small mono', title: 'idempotency key' }, job.idempotency_key) : null),
+    h('td', {}, h('a', { href: `#/kinds/${encodeURIComponent(job.kind)}`, class: 'mono' }, `${job.kind}@${job.kind_version}`)),
+    h('td', {}, badge(job.state, { 'data-test': 'row-state' })),
+    h('td', {}, progressBar(job.progress)),
+    h('td', {}, job.priority ?? h('span', { class: 'muted' }, '—')),
+    h('td', {}, timeEl(job.created_at)),
+    h('td', {}, job.failure_code ? mono(job.failure_code, { 'data-test': 'row-failure' }) : h('span', { class: 'muted' }, '—')));
+}
+
+export const JOB_HEADERS = ['Job', 'Kind', 'State', 'Progress', 'Priority', 'Created', 'Failure'];
+
+export async function renderJobs(view, ctx) {
+  ctx.title('Jobs');
+  const { signal, query } = ctx;
+  const f = Object.fromEntries(FILTERS.map((k) => [k, query.get(k) || '']));
+  const cursor = query.get('cursor') || '';
+
+  const state = select([['', 'Any state'], ...STATES.map((x) => [x, x])], f.state, { 'data-test': 'filter-state', name: 'state' });
+  const kind = select([['', 'Any kind']], f.kind, { 'data-test': 'filter-kind', name: 'kind' });
+  const priority = select([['', 'Any priority'], ...PRIORITIES.map((x) => [x, x])], f.priority, { 'data-test': 'filter-priority', name: 'priority' });
+  const after = h('input', { type: 'datetime-local', 'data-test': 'filter-after', name: 'created_after', value: toLocalInput(f.created_after) });
+  const before = h('input', { type: 'datetime-local', 'data-test': 'filter-before', name: 'created_before', value: toLocalInput(f.created_before) });
+  const text = h('input', { type: 'search', 'data-test': 'filter-q', name: 'q', value: f.q, placeholder: 'job id or idempotency key prefix', spellcheck: 'false' });
+
+  kinds(signal).then((list) => {
+    for (const k of list.kinds || []) if (k.kind !== f.kind) kind.append(h('option', { value: k.kind }, k.kind));
+  }, reportError);
+
+  const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter jobs', onsubmit: (e) => {
+    e.preventDefault();
+    ctx.go('/jobs', {
+      state: state.value, kind: kind.value, priority: priority.value,
+      created_after: fromLocalInput(after.value), created_before: fromLocalInput(before.value),
+      q: text.value.trim(), parent: f.parent,
+    });
+  } },
+  field('State', state), field('Kind', kind), field('Priority', priority),
+  field('Created after', after), field('Created before', before), field('Id or key', text),
+  h('div', { class: 'filter-buttons' },
+    h('button', { type: 'submit', class: 'button primary', 'data-test': 'filter-apply' }, 'Apply'),
+    h('a', { class: 'button subtle', href: '#/jobs', 'data-test': 'filter-reset' }, 'Reset')));
+
+  const liveBox = h('input', { type: 'checkbox', 'data-test': 'live', id: 'live' });
+  liveBox.checked = sessionStorage.getItem(LIVE_KEY) !== 'off';
+  liveBox.disabled = Boolean(cursor);
+  liveBox.addEventListener('change', () => sessionStorage.setItem(LIVE_KEY, liveBox.checked ? 'on' : 'off'));
+  const updated = h('span', { class: 'muted small', 'aria-live': 'off' });
+  const tbody = h('tbody');
+  const tableEl = h('table', { 'data-test': 'jobs-table' },
+    h('caption', { class: 'sr-only' }, 'Jobs, newest first'),
+    h('thead', {}, h('tr', {}, JOB_HEADERS.map((x) => h('th', { scope: 'col' }, x)))), tbody);
+  const status = h('div', { class: 'table-status', 'aria-live': 'polite' });
+  const next = h('button', { type: 'button', class: 'button', 'data-test': 'next-page', disabled: true }, 'Next page →');
+  let nextCursor = null;
+  next.addEventListener('click', () => { if (nextCursor !== null) ctx.go('/jobs', { ...f, cursor: nextCursor }); });
+
+  const chips = [];
+  if (f.parent) chips.push(h('a', { class: 'chip', href: `#/jobs${qs({ ...f, parent: '' })}`, title: 'Show all jobs, not only these children' }, `children of ${shortId(f.parent)} ×`));
+
+  replace(view,
+    h('div', { class: 'page-head' },
+      h('h1', { tabindex: -1 }, 'Jobs'),
+      h('label', { class: 'toggle', for: 'live', title: cursor ? 'Live refresh is for the first page' : 'Refresh the first page every 5 s' }, liveBox, ' Live'),
+      updated),
+    form,
+    chips.length ? h('p', {}, chips) : null,
+    h('div', { class: 'card flush' }, h('div', { class: 'table-wrap' }, tableEl), status,
+      h('div', { class: 'pager' },
+        cursor ? h('a', { class: 'button subtle', href: `#/jobs${qs(f)}`, 'data-test': 'first-page' }, '← First page') : null,
+        next)));
+
+  async function load() {
+    const page = await get(`/v1/jobs${qs({ ...f, limit: PAGE, cursor })}`, { signal });
+    let jobs = page.jobs || [];
+    replace(tbody, jobs.map((j) => jobRow(j)));
+    nextCursor = page.next_cursor ?? null;
+    next.disabled = nextCursor === null;
+    replace(status, jobs.length ? null : empty('No jobs match these filters.', { 'data-test': 'jobs-empty' }));
+    updated.textContent = `updated ${new Date().toLocaleTimeString()}`;
+  }
+  await load();
+  if (!cursor) every(5000, () => (liveBox.checked && !document.hidden ? load() : null), signal);
+}

@@ -1,0 +1,142 @@
+//! The tenant's queues at a glance — open jobs by kind, priority class and where each
+//! waits, steps running over the last hour — and bulk work on its dead letters: a retry
+//! of every one a filter matches, run in the background and kept as an audit trail.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+
+use super::body::json_body;
+use super::time::{parse_rfc3339, rfc3339};
+use super::views::{
+    DeadLetterRetry, ErrorBody, OperationList, OperationStarted, OperationView, QueueDepthView, Queues, RunningSample,
+};
+use super::{ApiError, ApiState, ErrorCode, TenantAuth};
+use crate::engine::DeadLetterFilter;
+
+/// The tenant's queues
+///
+/// Its open jobs by kind and priority class, by where each waits (`ready`, `delayed`: for a
+/// time, a backoff or a snooze; `blocked`: on a lease key, a running limit or a breaker;
+/// `waiting`: for children or a signal; `running`; `paused`), and the steps it had running over
+/// the last hour, counted every 10 s by the host answering (on every host sharing the
+/// database).
+#[utoipa::path(
+    get,
+    path = "/v1/queues",
+    tag = "jobs",
+    responses(
+        (status = 200, description = "Depth and running steps", body = Queues),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn queues(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+) -> Result<Json<Queues>, ApiError> {
+    let depth = state.host.engine.store().queue_depth(&tenant).await?;
+    let running = state.host.engine.running_over_time(&tenant);
+    Ok(Json(Queues {
+        depth: depth.iter().map(QueueDepthView::from).collect(),
+        running_over_time: running
+            .iter()
+            .map(|(at, running)| RunningSample { at: rfc3339(*at), running: *running })
+            .collect(),
+    }))
+}
+
+/// Retry the dead letters a filter matches
+///
+/// Every failed job of the tenant not yet retried that the filter matches (all of them
+/// without one) is retried as a new, linked job, in the background; the answer is the
+/// operation, whose progress `GET /v1/operations/{id}` follows. Jobs retried meanwhile by
+/// other means are counted as skipped.
+#[utoipa::path(
+    post,
+    path = "/v1/dead-letters/retry",
+    tag = "jobs",
+    request_body = DeadLetterRetry,
+    responses(
+        (status = 202, description = "The operation, started", body = OperationStarted),
+        (status = 400, description = "`invalid-request`: a malformed body or time", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn retry_dead_letters(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<OperationStarted>), ApiError> {
+    let request: DeadLetterRetry = json_body(bytes)?;
+    let failed_before =
+        match request.failed_before.as_deref() {
+            None => None,
+            Some(text) => Some(parse_rfc3339(text).ok_or_else(|| {
+                ApiError::invalid("failed_before: an RFC 3339 date-time such as 2026-11-30T12:00:00Z")
+            })?),
+        };
+    let filter = DeadLetterFilter {
+        kind: request.kind.filter(|k| !k.is_empty()),
+        failure_code: request.failure_code.filter(|c| !c.is_empty()),
+        failed_before,
+    };
+    let operation = state.host.engine.retry_dead_letters(&tenant, filter, &format!("api:{tenant}")).await?;
+    Ok((StatusCode::ACCEPTED, Json(OperationStarted { operation: OperationView::from(&operation) })))
+}
+
+/// The tenant's bulk operations, newest first
+///
+/// What was done in bulk, with what filter, by whom and how it went: the audit trail.
+#[utoipa::path(
+    get,
+    path = "/v1/operations",
+    tag = "jobs",
+    responses(
+        (status = 200, description = "The latest 100", body = OperationList),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn list_operations(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+) -> Result<Json<OperationList>, ApiError> {
+    let operations = state.host.engine.store().operations(&tenant, 100).await?;
+    Ok(Json(OperationList { operations: operations.iter().map(OperationView::from).collect() }))
+}
+
+/// A bulk operation
+#[utoipa::path(
+    get,
+    path = "/v1/operations/{id}",
+    tag = "jobs",
+    params(("id" = String, Path, description = "The operation's id")),
+    responses(
+        (status = 200, description = "The operation", body = OperationView),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 404, description = "`not-found` (also another tenant's)", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn get_operation(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(id): Path<String>,
+) -> Result<Json<OperationView>, ApiError> {
+    let operation = state
+        .host
+        .engine
+        .store()
+        .operation(&tenant, &id)
+        .await?
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no such operation"))?;
+    Ok(Json(OperationView::from(&operation)))
+}

@@ -1,0 +1,209 @@
+//! What operators and tenants look back on: bulk operations (a retry of every dead letter
+//! a filter matches, done in the background, with who asked and how it went) and
+//! operational alerts (a late success after a failure, sandbox faults).
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use spindle_core::Timestamp;
+
+use super::rows::{corrupt, ts};
+use super::sql::{Row, Ty, Value};
+use super::tenants::TenantId;
+use super::{SqlStore, StoreError};
+
+/// A bulk operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    /// Its id (a UUID).
+    pub id: String,
+    /// Whose.
+    pub tenant: TenantId,
+    /// What it does (`retry-dead-letters`).
+    pub action: String,
+    /// What it applies to, as JSON (the filter).
+    pub filter: String,
+    /// `running`, `done` or `failed`.
+    pub state: String,
+    /// Jobs it matched so far.
+    pub matched: u64,
+    /// Jobs it acted on.
+    pub done: u64,
+    /// Jobs it could not act on.
+    pub failed: u64,
+    /// Who asked: the token's id.
+    pub actor: String,
+    /// When.
+    pub created_at: Timestamp,
+    /// When it ended.
+    pub finished_at: Option<Timestamp>,
+}
+
+/// An operational alert.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alert {
+    /// When it was first raised.
+    pub at: Timestamp,
+    /// When it was raised last (alerts of one tenant, kind and code within a minute are
+    /// one, counted).
+    pub last_at: Timestamp,
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The kind.
+    pub kind: String,
+    /// The job that raised it last, if one did.
+    pub job: Option<String>,
+    /// What (`late-success`, `sandbox.deadline`, …).
+    pub code: String,
+    /// What it said.
+    pub message: String,
+    /// How many times it was raised.
+    pub count: u64,
+}
+
+/// Within this long, alerts of one tenant, kind and code are one row, counted.
+const ALERT_WINDOW_MICROS: i64 = 60_000_000;
+
+/// Operations and alerts.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// Records an operation as it starts, or as it stands (by id).
+    async fn save_operation(&self, operation: &Operation) -> Result<(), StoreError>;
+    /// A tenant's operation by id.
+    async fn operation(&self, tenant: &TenantId, id: &str) -> Result<Option<Operation>, StoreError>;
+    /// A tenant's latest operations, newest first.
+    async fn operations(&self, tenant: &TenantId, limit: u32) -> Result<Vec<Operation>, StoreError>;
+    /// Raises an alert (counted into the last one of its tenant, kind and code within a
+    /// minute).
+    async fn raise_alert(&self, alert: &Alert) -> Result<(), StoreError>;
+    /// The latest alerts, newest first.
+    async fn alerts(&self, limit: u32) -> Result<Vec<Alert>, StoreError>;
+}
+
+const OPERATION_COLS: &str =
+    "id, tenant_id, action, filter, state, matched, done, failed, actor, created_at, finished_at";
+const OPERATION_TYS: &[Ty] =
+    &[Ty::Text, Ty::Text, Ty::Text, Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Text, Ty::Int, Ty::OptInt];
+
+fn operation_from_row(r: &Row) -> Operation {
+    Operation {
+        id: r.text(0),
+        tenant: TenantId(r.text(1)),
+        action: r.text(2),
+        filter: r.text(3),
+        state: r.text(4),
+        matched: r.int(5) as u64,
+        done: r.int(6) as u64,
+        failed: r.int(7) as u64,
+        actor: r.text(8),
+        created_at: ts(r, 9),
+        finished_at: r.opt_int(10).map(Timestamp::from_micros),
+    }
+}
+
+const ALERT_COLS: &str = "at, last_at, tenant_id, kind, job_id, code, message, count";
+const ALERT_TYS: &[Ty] = &[Ty::Int, Ty::Int, Ty::Text, Ty::Text, Ty::OptText, Ty::Text, Ty::Text, Ty::Int];
+
+#[async_trait]
+impl AuditStore for SqlStore {
+    async fn save_operation(&self, o: &Operation) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO operations ({OPERATION_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state, matched = excluded.matched, done = excluded.done, \
+             failed = excluded.failed, finished_at = excluded.finished_at"
+        );
+        self.db
+            .execute(
+                &sql,
+                vec![
+                    Value::from(o.id.as_str()),
+                    Value::from(o.tenant.0.as_str()),
+                    Value::from(o.action.as_str()),
+                    Value::from(o.filter.as_str()),
+                    Value::from(o.state.as_str()),
+                    Value::from(o.matched as i64),
+                    Value::from(o.done as i64),
+                    Value::from(o.failed as i64),
+                    Value::from(o.actor.as_str()),
+                    Value::from(o.created_at.as_micros()),
+                    Value::from(o.finished_at.map(Timestamp::as_micros)),
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn operation(&self, tenant: &TenantId, id: &str) -> Result<Option<Operation>, StoreError> {
+        let sql = format!("SELECT {OPERATION_COLS} FROM operations WHERE tenant_id = $1 AND id = $2");
+        let rows = self.db.fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(id)], OPERATION_TYS).await?;
+        Ok(rows.first().map(operation_from_row))
+    }
+
+    async fn operations(&self, tenant: &TenantId, limit: u32) -> Result<Vec<Operation>, StoreError> {
+        let sql = format!(
+            "SELECT {OPERATION_COLS} FROM operations WHERE tenant_id = $1 ORDER BY created_at DESC, id LIMIT $2"
+        );
+        let rows = self
+            .db
+            .fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(i64::from(limit))], OPERATION_TYS)
+            .await?;
+        Ok(rows.iter().map(operation_from_row).collect())
+    }
+
+    async fn raise_alert(&self, a: &Alert) -> Result<(), StoreError> {
+        let mut tx = self.db.begin().await?;
+        let counted = tx
+            .execute(
+                "UPDATE alerts SET count = count + 1, last_at = $1, job_id = $2, message = $3 \
+                 WHERE id = (SELECT id FROM alerts WHERE tenant_id = $4 AND kind = $5 AND code = $6 AND last_at > $7 \
+                 ORDER BY last_at DESC LIMIT 1)",
+                vec![
+                    Value::from(a.last_at.as_micros()),
+                    Value::from(a.job.clone()),
+                    Value::from(a.message.as_str()),
+                    Value::from(a.tenant.0.as_str()),
+                    Value::from(a.kind.as_str()),
+                    Value::from(a.code.as_str()),
+                    Value::from(a.last_at.as_micros() - ALERT_WINDOW_MICROS),
+                ],
+            )
+            .await?;
+        if counted == 0 {
+            let sql = format!("INSERT INTO alerts ({ALERT_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+            tx.execute(
+                &sql,
+                vec![
+                    Value::from(a.at.as_micros()),
+                    Value::from(a.last_at.as_micros()),
+                    Value::from(a.tenant.0.as_str()),
+                    Value::from(a.kind.as_str()),
+                    Value::from(a.job.clone()),
+                    Value::from(a.code.as_str()),
+                    Value::from(a.message.as_str()),
+                    Value::from(a.count.max(1) as i64),
+                ],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn alerts(&self, limit: u32) -> Result<Vec<Alert>, StoreError> {
+        let sql = format!("SELECT {ALERT_COLS} FROM alerts ORDER BY last_at DESC LIMIT $1");
+        let rows = self.db.fetch(&sql, vec![Value::from(i64::from(limit))], ALERT_TYS).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Alert {
+                    at: ts(r, 0),
+                    last_at: ts(r, 1),
+                    tenant: TenantId(r.text(2)),
+                    kind: r.text(3),
+                    job: r.opt_text(4),
+                    code: r.text(5),
+                    message: r.text(6),
+                    count: u64::try_from(r.int(7)).map_err(|_| corrupt("a negative alert count"))?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,341 @@
+//! The dashboard in a real browser: Debian's headless Chromium, driven through its
+//! chromedriver (WebDriver), against a real `spindle serve` with real jobs. A tenant signs
+//! in, finds a failed job by filter, reads its failure code and a log line, retries it
+//! and sees the new linked job succeed, cancels a running job and deploys a second
+//! version of a kind; another tenant's token sees none of it. Each page is saved as a
+//! screenshot under `target/dashboard-screenshots/` for review.
+//!
+//! Waits watch the page for the state a step needs (an element, a text), as the browser
+//! renders what the host answers; none is a fixed sleep.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use spindle::store::Backend;
+use spindle_tests::harness::Scratch;
+use spindle_tests::served::Served;
+
+/// Longest any wait here may take.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Chromium under chromedriver, and where its screenshots go.
+struct Browser {
+    client: Client,
+    driver: Child,
+    shots: PathBuf,
+    _profile: Scratch,
+}
+
+impl Browser {
+    async fn start(name: &str) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (Debian's chromium-driver; `cargo xtask test` installs it)");
+        // It says when it listens.
+        let stdout = driver.stdout.take().unwrap();
+        let started = tokio::task::spawn_blocking(move || {
+            use std::io::BufRead;
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            let ready = lines.by_ref().map_while(Result::ok).any(|line| line.contains("started successfully"));
+            // Keep reading, so that its later lines never fill the pipe.
+            std::thread::spawn(move || lines.for_each(drop));
+            ready
+        });
+        assert!(started.await.unwrap(), "chromedriver did not start");
+        let profile = Scratch::new();
+        let capabilities: serde_json::Map<String, Value> = serde_json::from_value(json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    "--window-size=1360,1000", format!("--user-data-dir={}", profile.path.display()),
+                ],
+            },
+        }))
+        .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(capabilities)
+            .connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("no WebDriver session: {e}"));
+        let target = spindle_tests::guest_path("x").parent().unwrap().parent().unwrap().to_path_buf();
+        let shots = target.join("dashboard-screenshots").join(name);
+        std::fs::create_dir_all(&shots).unwrap();
+        Self { client, driver, shots, _profile: profile }
+    }
+
+    /// Saves the page as `<name>.png`.
+    async fn shot(&self, name: &str) {
+        let png = self.client.screenshot().await.expect("a screenshot");
+        std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
+    }
+
+    /// The element marked `data-test="test"`, once there.
+    async fn find(&self, test: &str) -> fantoccini::elements::Element {
+        let css = format!("[data-test=\"{test}\"]");
+        self.client
+            .wait()
+            .at_most(PATIENCE)
+            .for_element(Locator::Css(&css))
+            .await
+            .unwrap_or_else(|e| panic!("{test}: {e}"))
+    }
+
+    /// Waits until `check` answers `Some`, reading the page again each time.
+    async fn until<T, F, Fut>(&self, what: &str, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(found) = check().await {
+                return found;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let _ = self.shot("timed-out").await;
+                panic!("never: {what}");
+            }
+            // A WebDriver round trip is the pace: each check reads the page anew.
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// The text of the first element marked `test`, if there is one now.
+    async fn text_of(&self, test: &str) -> Option<String> {
+        let css = format!("[data-test=\"{test}\"]");
+        let element = self.client.find(Locator::Css(&css)).await.ok()?;
+        element.text().await.ok()
+    }
+
+    /// Waits until the element marked `test` reads `text`.
+    async fn until_text(&self, test: &str, text: &str) {
+        self.until(&format!("{test} reads {text:?}"), || async {
+            self.text_of(test).await.filter(|t| t.trim() == text).map(|_| ())
+        })
+        .await;
+    }
+
+    async fn goto(&self, url: &str) {
+        self.client.goto(url).await.unwrap_or_else(|e| panic!("goto {url}: {e}"));
+    }
+
+    /// Signs in with `token`.
+    async fn sign_in(&self, base: &str, token: &str) {
+        self.goto(base).await;
+        self.find("signin-token").await.send_keys(token).await.unwrap();
+        self.find("signin-submit").await.click().await.unwrap();
+        self.find("whoami").await;
+    }
+
+    async fn close(mut self) {
+        let _ = self.client.close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// A host on a fresh SQLite file.
+async fn host() -> (Served, Scratch) {
+    let (store, url, scratch) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    (Served::start(&url, &[]), scratch)
+}
+
+/// Submits `input` to `kind` through the CLI; answers the job's id.
+fn submit(host: &Served, token: &str, kind: &str, input: &Value) -> String {
+    let ran = host.cli(Some(token), &["submit", kind, "--input", &input.to_string(), "--json"]);
+    assert_eq!(ran.code, 0, "submit {kind}: {}", ran.stderr);
+    ran.json()["id"].as_str().unwrap().to_owned()
+}
+
+/// Waits (through the CLI's long poll) for job `id` to be final; answers its view.
+fn wait(host: &Served, token: &str, id: &str) -> Value {
+    host.cli(Some(token), &["wait", id, "--timeout", "60", "--json"]).json()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_finds_reads_retries_cancels_and_deploys_through_the_dashboard() {
+    let (host, _data) = host().await;
+    let alice = host.tenant("alice");
+    for (kind, file) in [("versioned", "versioned-v1"), ("scripted", "scripted")] {
+        let path = spindle_tests::guest_path(file);
+        let ran = host.cli(Some(&alice), &["deploy", kind, path.to_str().unwrap()]);
+        assert_eq!(ran.code, 0, "deploy {kind}: {}", ran.stderr);
+    }
+    // A job that fails for a reason its retry will not meet: its tenant's steps may run
+    // 100 ms, and it heartbeats for 300 ms (logging first).
+    let operator = Some(host.operator.as_str());
+    let limited = host.cli(operator, &["tenant", "set", "alice", "--max-step-timeout-ms", "100"]);
+    assert_eq!(limited.code, 0, "{}", limited.stderr);
+    let failed = submit(&host, &alice, "versioned", &json!({ "spins": 60 }));
+    assert_eq!(wait(&host, &alice, &failed)["state"], "failed");
+    for _ in 0..3 {
+        let fine = submit(&host, &alice, "versioned", &json!({}));
+        assert_eq!(wait(&host, &alice, &fine)["state"], "succeeded");
+    }
+
+    let browser = Browser::start("tenant").await;
+    browser.sign_in(&host.url, &alice).await;
+    browser.find("jobs-table").await;
+    browser.shot("jobs").await;
+
+    // Find the failed job by filter.
+    browser.find("filter-state").await.select_by_value("failed").await.unwrap();
+    browser.find("filter-apply").await.click().await.unwrap();
+    let row = format!("[data-test=\"job-row\"][data-id=\"{failed}\"]");
+    browser
+        .until("the failed job alone in the list", || async {
+            let rows = browser.client.find_all(Locator::Css("[data-test=\"job-row\"]")).await.ok()?;
+            let [only] = rows.as_slice() else { return None };
+            (only.attr("data-id").await.ok()??.as_str() == failed).then_some(())
+        })
+        .await;
+    browser.shot("jobs-filtered").await;
+
+    // Open it: its failure code, and a line its guest logged.
+    browser.client.find(Locator::Css(&format!("{row} a"))).await.unwrap().click().await.unwrap();
+    browser.until_text("job-state", "failed").await;
+    assert_eq!(browser.text_of("failure-code").await.as_deref(), Some("sandbox.deadline"));
+    browser
+        .until("a log line of the failed job", || async {
+            let lines = browser.client.find_all(Locator::Css("[data-test=\"log-line\"]")).await.ok()?;
+            for line in lines {
+                if line.text().await.ok()?.contains("version 1 heartbeats 60 times") {
+                    return Some(());
+                }
+            }
+            None
+        })
+        .await;
+    browser.shot("job-failed").await;
+
+    // Retry it, the ceiling lifted: the new, linked job succeeds.
+    let lifted = host.cli(operator, &["tenant", "set", "alice", "--max-step-timeout-ms", "none"]);
+    assert_eq!(lifted.code, 0, "{}", lifted.stderr);
+    // A job that runs until told to stop (now that its steps may run long).
+    let running = submit(&host, &alice, "scripted", &json!({ "first": "wait-for-stop" }));
+    browser.find("action-retry").await.click().await.unwrap();
+    let retried = browser
+        .until("the page of the retry job", || async {
+            let url = browser.client.current_url().await.ok()?;
+            let id = url.fragment()?.strip_prefix("/jobs/")?.to_owned();
+            (id != failed).then_some(id)
+        })
+        .await;
+    browser.until_text("job-state", "succeeded").await;
+    browser.find("predecessor-link").await;
+    browser.shot("job-retried").await;
+    let view = host.cli(Some(&alice), &["job", &retried, "--json"]).json();
+    assert_eq!(view["predecessor"], failed.as_str(), "the retry is linked to the failed job");
+    assert_eq!(view["state"], "succeeded");
+
+    // Cancel the running job, with a reason.
+    browser.goto(&format!("{}/#/jobs/{running}", host.url)).await;
+    browser.until_text("job-state", "running").await;
+    browser.find("action-cancel").await.click().await.unwrap();
+    browser.find("cancel-reason").await.send_keys("started by mistake").await.unwrap();
+    browser.find("cancel-confirm").await.click().await.unwrap();
+    browser.until_text("job-state", "cancelled").await;
+    browser.shot("job-cancelled").await;
+
+    // Deploy a second version of a kind from the kind's page.
+    browser.goto(&format!("{}/#/kinds/versioned", host.url)).await;
+    let v2 = spindle_tests::guest_path("versioned-v2");
+    browser.find("deploy-file").await.send_keys(v2.to_str().unwrap()).await.unwrap();
+    browser.find("deploy-submit").await.click().await.unwrap();
+    browser
+        .until("the deploy to be ready", || async {
+            let result = browser.find("deploy-result").await;
+            (result.attr("data-state").await.ok()?.as_deref() == Some("ready")).then_some(())
+        })
+        .await;
+    browser.shot("kind-deployed").await;
+    let kind = host.cli(Some(&alice), &["kinds", "versioned", "--json"]).json();
+    assert_eq!(kind["current_version"], 2, "the upload is the current version");
+
+    // The other pages, for review.
+    browser.goto(&format!("{}/#/kinds", host.url)).await;
+    browser.find("kinds-table").await;
+    browser.shot("kinds").await;
+    browser.goto(&format!("{}/#/queues", host.url)).await;
+    browser.find("running-chart").await;
+    browser.shot("queues").await;
+    browser.close().await;
+
+    let operator_browser = Browser::start("operator").await;
+    operator_browser.sign_in(&host.url, &host.operator).await;
+    operator_browser.goto(&format!("{}/#/operator", host.url)).await;
+    operator_browser.find("tenants-table").await;
+    operator_browser.find("alerts").await;
+    operator_browser.shot("operator").await;
+    operator_browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_token_sees_nothing_of_another_tenants_jobs_in_the_dashboard() {
+    let (host, _data) = host().await;
+    let alice = host.tenant("alice");
+    let bob = host.tenant("bob");
+    let path = spindle_tests::guest_path("noop");
+    for token in [&alice, &bob] {
+        assert_eq!(host.cli(Some(token), &["deploy", "noop", path.to_str().unwrap()]).code, 0);
+    }
+    let alices = submit(&host, &alice, "noop", &json!({}));
+    assert_eq!(wait(&host, &alice, &alices)["state"], "succeeded");
+    let bobs = submit(&host, &bob, "noop", &json!({}));
+    assert_eq!(wait(&host, &bob, &bobs)["state"], "succeeded");
+
+    let browser = Browser::start("isolation").await;
+    browser.sign_in(&host.url, &bob).await;
+    // Bob's list has his job, and not alice's.
+    let mine = format!("[data-test=\"job-row\"][data-id=\"{bobs}\"]");
+    browser.client.wait().at_most(PATIENCE).for_element(Locator::Css(&mine)).await.expect("bob's job");
+    let ids: Vec<String> = {
+        let mut ids = Vec::new();
+        for row in browser.client.find_all(Locator::Css("[data-test=\"job-row\"]")).await.unwrap() {
+            ids.push(row.attr("data-id").await.unwrap().unwrap_or_default());
+        }
+        ids
+    };
+    assert_eq!(ids, vec![bobs.clone()], "bob sees his job only");
+    // Alice's job by its id, in the address bar: not found, and nothing of it shown.
+    browser.goto(&format!("{}/#/jobs/{alices}", host.url)).await;
+    let error = browser.find("error").await;
+    browser
+        .until("the not-found banner", || async { error.text().await.ok().filter(|t| t.contains("not-found")) })
+        .await;
+    assert!(browser.text_of("job-state").await.is_none(), "no job is shown");
+    assert!(browser.client.find(Locator::Css("[data-test=\"action-cancel\"]")).await.is_err(), "nothing to act on");
+    browser.shot("not-found").await;
+    // Nor can bob cancel it from the browser's own session (the API the page uses).
+    let answer = browser
+        .client
+        .execute_async(
+            "const [id, done] = arguments; const token = sessionStorage.getItem('spindle.token'); \
+             fetch(`/v1/jobs/${id}/cancel`, {method: 'POST', \
+             headers: {'Authorization': `Bearer ${token}`, 'Content-Type': 'application/json'}, \
+             body: JSON.stringify({reason: 'not mine'})}).then(r => done(r.status));",
+            vec![json!(alices)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer, json!(404), "another tenant's job is not found, through the page's own session");
+    assert_eq!(wait(&host, &alice, &alices)["state"], "succeeded", "alice's job is untouched");
+    browser.close().await;
+}
