@@ -98,7 +98,15 @@ async fn await_any_returns_on_the_first_final_child(backend: Backend) {
         assert_eq!(record.job.state, JobState::Succeeded, "{leftover}: {:?}", record.job.failure);
         let out = output(&record);
         assert_eq!(out["children"][0]["state"], "succeeded", "{leftover}: {out}");
-        assert_eq!(out["final"], 1, "{leftover}: the step was called on the first final child");
+        // Called on the first final child: the slow ones are still open then — or, with
+        // `cancel`, already cancelled when the relay's cancels land before the parent's
+        // step is called again (both are the join's doing, in either order).
+        let slow_states: Vec<&str> = (1..3).map(|i| out["children"][i]["state"].as_str().unwrap_or("")).collect();
+        let open_or_cancelled =
+            |s: &&str| !matches!(*s, "succeeded" | "failed") && (leftover == "cancel" || *s != "cancelled");
+        assert!(slow_states.iter().all(open_or_cancelled), "{leftover}: {out}");
+        let cancelled = slow_states.iter().filter(|s| **s == "cancelled").count();
+        assert_eq!(out["final"], 1 + cancelled, "{leftover}: the step was called on the first final child: {out}");
         let slow: Vec<JobId> =
             children_of(&h, parent).await.iter().filter(|c| c.kind == "scripted").map(|c| c.job.id).collect();
         assert_eq!(slow.len(), 2);
