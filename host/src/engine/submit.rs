@@ -123,6 +123,9 @@ impl Engine {
     /// Forgets the kept trace parents of jobs that `inserted` does not hold as created
     /// (an idempotency key found an earlier job, or the insert failed).
     async fn forget_traceparents(&self, parents: &[(spindle_core::JobId, String)], inserted: &[Inserted]) {
+        if parents.is_empty() {
+            return;
+        }
         let created: std::collections::HashSet<_> =
             inserted.iter().filter(|i| matches!(i, Inserted::Created(_))).map(|i| i.record().job.id).collect();
         let unused: Vec<_> = parents.iter().map(|(id, _)| *id).filter(|id| !created.contains(id)).collect();
