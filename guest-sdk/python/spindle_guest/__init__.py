@@ -9,11 +9,13 @@ componentize-py. The SDK turns JSON payloads into dataclasses, exceptions into
     from dataclasses import dataclass
     from spindle_guest import Kind, RetryPolicy, Step, log
 
-    kind = Kind("greeting", retry=RetryPolicy(max_attempts=5, initial_backoff_ms=100, max_backoff_ms=10_000))
-
     @dataclass
     class Greeting:
         name: str
+
+    # `input=` declares the JSON Schema derived from the type (`schema_of`): the host
+    # refuses a submission that does not follow it, before anything is queued.
+    kind = Kind("greeting", input=Greeting, retry=RetryPolicy(max_attempts=5, initial_backoff_ms=100, max_backoff_ms=10_000))
 
     @kind.step("compose")
     def compose(step: Step) -> dict:
@@ -56,6 +58,7 @@ from .outcome import (
     skip,
     snooze,
 )
+from .schema import Schema, schema_of
 from .step import Checkpoint, Heartbeat, Step
 from .workflow import (
     Awaited,
@@ -75,6 +78,8 @@ __all__ = [
     "KindSpec",
     "StepSpec",
     "RetryPolicy",
+    "schema_of",
+    "Schema",
     "Step",
     "Checkpoint",
     "Heartbeat",

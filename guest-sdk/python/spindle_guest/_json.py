@@ -15,7 +15,7 @@ import enum
 import json
 import types
 import typing
-from typing import Any, Dict, Optional, Type, TypeVar, Union, cast
+from typing import Any, Dict, Optional, Tuple, Type, TypeVar, Union, cast
 
 from .errors import InvalidInput, Refused
 
@@ -230,20 +230,30 @@ def _convert_typeddict(value: Any, tp: Any, path: str) -> Any:
     out = {}
     for key, hint in hints.items():
         here = _join(path, key)
+        inner, marked = _unwrap_required(hint)
         if key not in value:
-            if key in required:
+            # The marker wins: under `from __future__ import annotations` Python 3.11
+            # leaves a `NotRequired` key in `__required_keys__`.
+            if marked is True or (marked is None and key in required):
                 raise _Mismatch(here, "missing")
             continue
-        out[key] = _convert(value[key], _unwrap_required(hint), here)
+        out[key] = _convert(value[key], inner, here)
     return out
 
 
-def _unwrap_required(hint: Any) -> Any:
-    """`Required[X]` and `NotRequired[X]` (kept by `include_extras`) as `X`."""
-    wrappers = [getattr(typing, name) for name in ("Required", "NotRequired") if hasattr(typing, name)]
-    while typing.get_origin(hint) in wrappers:
+def _unwrap_required(hint: Any) -> Tuple[Any, Optional[bool]]:
+    """`Required[X]` and `NotRequired[X]` (kept by `include_extras`) as `(X, True/False)`;
+    any other hint as `(hint, None)`."""
+    marked: Optional[bool] = None
+    while True:
+        origin = typing.get_origin(hint)
+        if origin is typing.Required:
+            marked = True
+        elif origin is typing.NotRequired:
+            marked = False
+        else:
+            return hint, marked
         hint = typing.get_args(hint)[0]
-    return hint
 
 
 def _default(value: Any) -> Any:

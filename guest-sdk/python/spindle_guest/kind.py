@@ -1,10 +1,10 @@
 """A job kind: its description, its step functions and its hooks, in one `Kind` object.
 
-    kind = Kind("greet", retry=RetryPolicy(max_attempts=3, initial_backoff_ms=100, max_backoff_ms=1000))
+    kind = Kind("greet", input=Greeting, retry=RetryPolicy(max_attempts=3, initial_backoff_ms=100, max_backoff_ms=1000))
 
-    @kind.step("compose")
-    def compose(step: Step) -> dict:
-        return {"text": f"Hello, {step.input(Greeting).name}!"}
+    @kind.step("compose", output=Composed)
+    def compose(step: Step) -> Composed:
+        return Composed(f"Hello, {step.input(Greeting).name}!")
 
     @kind.on_failure
     def undo(job: JobSummary) -> None: ...
@@ -26,6 +26,7 @@ from .http import HttpError
 from .job import Failure, JobSummary
 from .log import Level
 from .outcome import Outcome, coerce
+from .schema import schema_text
 from .step import Step
 
 __all__ = ["Kind", "KindSpec", "StepSpec", "RetryPolicy", "StepFunction", "Hook"]
@@ -53,6 +54,15 @@ def _schema_text(schema: Union[str, Dict[str, Any], None], what: str) -> Optiona
     if isinstance(schema, dict):
         return json.dumps(schema, separators=(",", ":"))
     raise TypeError(f"{what} must be JSON Schema text or a dict")
+
+
+def _declared_schema(tp: Any, schema: Union[str, Dict[str, Any], None], what: str) -> Optional[str]:
+    """The schema text of `what=T` (derived from the type) or `what_schema=` (as written)."""
+    if tp is not None and schema is not None:
+        raise TypeError(f"give `{what}=` (a type) or `{what}_schema=` (a schema), not both")
+    if tp is not None:
+        return schema_text(tp)
+    return _schema_text(schema, f"{what}_schema")
 
 
 @dataclass(frozen=True)
@@ -100,8 +110,10 @@ class Kind:
 
     `cancellable` (default false, as in the Rust SDK: a kind says when stopping its jobs
     midway is safe) lets callers cancel its jobs; long steps should then heartbeat and
-    stop when told to. `input_schema` (JSON Schema text or a dict) makes the
-    host refuse non-conforming submissions before anything is queued.
+    stop when told to. `input` (a dataclass, TypedDict or other type `schema_of` takes)
+    or `input_schema` (JSON Schema text or a dict) declares the JSON Schema a job's input
+    must follow: the host refuses a submission that breaks it (HTTP 422 `invalid-input`)
+    before anything is queued.
     """
 
     def __init__(
@@ -110,6 +122,7 @@ class Kind:
         *,
         cancellable: bool = False,
         retry: RetryPolicy = RetryPolicy(),
+        input: Any = None,
         input_schema: Union[str, Dict[str, Any], None] = None,
     ) -> None:
         if not isinstance(name, str) or not name:
@@ -117,7 +130,7 @@ class Kind:
         self.name = name
         self.cancellable = cancellable
         self.retry = retry
-        self.input_schema = _schema_text(input_schema, "input_schema")
+        self.input_schema = _declared_schema(input, input_schema, "input")
         self._steps: Dict[str, Tuple[StepSpec, StepFunction]] = {}
         self._on_failure: Optional[Hook] = None
         self._on_success: Optional[Hook] = None
@@ -128,16 +141,23 @@ class Kind:
     # -- declaring ------------------------------------------------------------------
 
     def step(
-        self, key: str, *, weight: int = 1, output_schema: Union[str, Dict[str, Any], None] = None
+        self,
+        key: str,
+        *,
+        weight: int = 1,
+        output: Any = None,
+        output_schema: Union[str, Dict[str, Any], None] = None,
     ) -> Callable[[F], F]:
         """Declares the next step, run by the decorated function. `weight` is its share of
-        the job's progress relative to the other steps (0 counts as 1)."""
+        the job's progress relative to the other steps (0 counts as 1). `output` (a type)
+        or `output_schema` (text or a dict) is the JSON Schema its output follows, shown
+        with the kind."""
         if not isinstance(key, str) or not key:
             raise ValueError("a step's key must be a non-empty string")
         if key in self._steps:
             raise ValueError(f"kind `{self.name}` declares step `{key}` twice")
         _check_u32(weight, f"the weight of step `{key}`")
-        spec = StepSpec(key, weight, _schema_text(output_schema, "output_schema"))
+        spec = StepSpec(key, weight, _declared_schema(output, output_schema, "output"))
 
         def declare(function: F) -> F:
             if key in self._steps:
