@@ -24,7 +24,10 @@ from typing import (
 from spindle_guest import InvalidInput, Kind, Schema, schema_of
 from spindle_guest._json import convert
 
-from ._future_types import Node, Profile
+try:  # `python3 -m unittest` (the package `tests`) or `discover -s tests` (top-level modules)
+    from ._future_types import Node, Profile
+except ImportError:
+    from _future_types import Node, Profile  # type: ignore[no-redef]
 
 try:  # Not a dependency: the agreement tests below run where it is installed.
     import jsonschema
