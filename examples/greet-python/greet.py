@@ -1,25 +1,25 @@
 """The greet kind in Python: compose a greeting, then deliver it once per job.
 
-Its behaviour is the same in every guest language (see the polyglot spec): `compose`
-refuses input without a non-empty `name` and, asked to `explode`, fails with Python's
-natural uncaught error; `deliver` fails its first attempt when asked to be `flaky`.
+Its behaviour is the same in every guest language (see the polyglot spec): its input
+schema (derived from `GreetInput`) has the host refuse a submission without a non-empty
+string `name`; `compose` refuses such input itself too (the local runner, and any caller
+that bypasses the schema) and, asked to `explode`, fails with Python's natural uncaught
+error; `deliver` fails its first attempt when asked to be `flaky`.
 """
 
 from dataclasses import dataclass
-from typing import Dict
+from typing import Annotated, Dict
 
-from spindle_guest import Kind, Retryable, RetryPolicy, Step, log
-
-kind = Kind("greet-python", retry=RetryPolicy(max_attempts=3, initial_backoff_ms=100, max_backoff_ms=1000))
+from spindle_guest import Kind, Retryable, RetryPolicy, Schema, Step, log
 
 
 @dataclass
 class GreetInput:
     """The job's input: who to greet, and the failures to demonstrate."""
 
-    name: str
-    flaky: bool = False
-    explode: bool = False
+    name: Annotated[str, "who to greet", Schema(minLength=1)]
+    flaky: Annotated[bool, "fail deliver's first attempt"] = False
+    explode: Annotated[bool, "fail compose with an uncaught exception"] = False
 
     def __post_init__(self) -> None:
         # Raised while the SDK builds the input, so it is refused `invalid-input`.
@@ -34,7 +34,15 @@ class Composed:
     text: str
 
 
-@kind.step("compose")
+# `input=` declares GreetInput's JSON Schema: the host checks submissions against it.
+kind = Kind(
+    "greet-python",
+    input=GreetInput,
+    retry=RetryPolicy(max_attempts=3, initial_backoff_ms=100, max_backoff_ms=1000),
+)
+
+
+@kind.step("compose", output=Composed)
 def compose(step: Step) -> Composed:
     request = step.input(GreetInput)
     if request.explode:

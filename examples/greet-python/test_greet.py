@@ -1,5 +1,6 @@
 """The greet kind's local test: whole jobs through the SDK's runner, no host, no wasm."""
 
+import json
 import unittest
 
 from greet import compose, kind
@@ -73,6 +74,21 @@ class GreetTest(unittest.TestCase):
             (spec.retry.max_attempts, spec.retry.initial_backoff_ms, spec.retry.max_backoff_ms), (3, 100, 1000)
         )
         self.assertFalse(spec.has_failure_effect or spec.notifies_on_success)
+
+    def test_declares_its_input_schema(self) -> None:
+        spec = kind.spec()
+        assert spec.input_schema is not None
+        schema = json.loads(spec.input_schema)
+        self.assertEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
+        self.assertEqual(schema["type"], "object")
+        self.assertEqual(schema["required"], ["name"])
+        properties = schema["properties"]
+        self.assertEqual((properties["name"]["type"], properties["name"]["minLength"]), ("string", 1))
+        for optional in ("flaky", "explode"):
+            self.assertEqual((properties[optional]["type"], properties[optional]["default"]), ("boolean", False))
+        self.assertNotIn("additionalProperties", schema)
+        assert spec.steps[0].output_schema is not None
+        self.assertEqual(json.loads(spec.steps[0].output_schema)["required"], ["text"])
 
 
 if __name__ == "__main__":
