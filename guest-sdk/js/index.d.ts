@@ -134,13 +134,135 @@ export type Check<T> = Guard<T> | Schema<T>;
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 // ---------------------------------------------------------------------------------------
+// JSON Schema: what a kind declares its input (and its steps' outputs) to be.
+
+export type JSONSchemaType = 'string' | 'number' | 'integer' | 'boolean' | 'null' | 'array' | 'object';
+
+/**
+ * A JSON Schema (draft 2020-12) as an object: the keywords the host's validator reads,
+ * typed where a slip is easy (`type`, `required`, the subschemas); other keywords are
+ * allowed, as JSON Schema allows them. Readonly throughout, so an `as const` schema fits.
+ */
+export interface JSONSchema {
+  $schema?: string;
+  $id?: string;
+  $ref?: string;
+  $defs?: { readonly [name: string]: JSONSchema | boolean };
+  $comment?: string;
+  title?: string;
+  description?: string;
+  default?: unknown;
+  examples?: readonly unknown[];
+  type?: JSONSchemaType | readonly JSONSchemaType[];
+  enum?: readonly unknown[];
+  const?: unknown;
+  allOf?: readonly (JSONSchema | boolean)[];
+  anyOf?: readonly (JSONSchema | boolean)[];
+  oneOf?: readonly (JSONSchema | boolean)[];
+  not?: JSONSchema | boolean;
+  if?: JSONSchema | boolean;
+  then?: JSONSchema | boolean;
+  else?: JSONSchema | boolean;
+  // Objects.
+  properties?: { readonly [name: string]: JSONSchema | boolean };
+  required?: readonly string[];
+  additionalProperties?: JSONSchema | boolean;
+  patternProperties?: { readonly [pattern: string]: JSONSchema | boolean };
+  propertyNames?: JSONSchema | boolean;
+  minProperties?: number;
+  maxProperties?: number;
+  // Arrays.
+  items?: JSONSchema | boolean;
+  prefixItems?: readonly (JSONSchema | boolean)[];
+  contains?: JSONSchema | boolean;
+  minItems?: number;
+  maxItems?: number;
+  uniqueItems?: boolean;
+  // Strings and numbers.
+  minLength?: number;
+  maxLength?: number;
+  pattern?: string;
+  format?: string;
+  minimum?: number;
+  maximum?: number;
+  exclusiveMinimum?: number;
+  exclusiveMaximum?: number;
+  multipleOf?: number;
+  [keyword: string]: unknown;
+}
+
+/**
+ * The TypeScript type of the values a schema written `as const` accepts, for the common
+ * keywords: `type` (one or a list), `const`, `enum`, `anyOf`/`oneOf`, `items`,
+ * `properties` with `required` (the others optional). What it does not follow (`$ref`,
+ * `allOf`, `not`, a schema not written `as const`) is `unknown`, never a guess. Keys a
+ * schema leaves open (`additionalProperties`) are not typed.
+ *
+ *   const greeting = { type: 'object', required: ['name'], properties: {
+ *     name: { type: 'string', minLength: 1 }, shout: { type: 'boolean' } } } as const satisfies JSONSchema;
+ *   type Greeting = FromSchema<typeof greeting>;   // { name: string; shout?: boolean }
+ *
+ * The type holds for a job's input because the host checks every submission against
+ * the kind's `inputSchema`; the local runner (`runJob`) does not, so a test that passes
+ * another input gets what it passed.
+ */
+export type FromSchema<S> = S extends true
+  ? unknown
+  : S extends false
+    ? never
+    : S extends { readonly const: infer C }
+      ? C
+      : S extends { readonly enum: readonly (infer E)[] }
+        ? E
+        : S extends { readonly anyOf: readonly (infer A)[] }
+          ? FromSchema<A>
+          : S extends { readonly oneOf: readonly (infer A)[] }
+            ? FromSchema<A>
+            : S extends { readonly type: readonly (infer T)[] }
+              ? FromSchemaType<T, S>
+              : S extends { readonly type: infer T }
+                ? FromSchemaType<T, S>
+                : unknown;
+
+type FromSchemaType<T, S> = T extends 'string'
+  ? string
+  : T extends 'number' | 'integer'
+    ? number
+    : T extends 'boolean'
+      ? boolean
+      : T extends 'null'
+        ? null
+        : T extends 'array'
+          ? S extends { readonly items: infer I }
+            ? FromSchema<I>[]
+            : unknown[]
+          : T extends 'object'
+            ? FromSchemaObject<S>
+            : unknown;
+
+type RequiredKeys<S> = S extends { readonly required: readonly (infer R)[] } ? R : never;
+
+type FromSchemaObject<S> = S extends { readonly properties: infer P }
+  ? Flatten<
+      { -readonly [K in keyof P as K extends RequiredKeys<S> ? K : never]: FromSchema<P[K]> } & {
+        -readonly [K in keyof P as K extends RequiredKeys<S> ? never : K]?: FromSchema<P[K]>;
+      }
+    >
+  : { [key: string]: unknown };
+
+type Flatten<T> = { [K in keyof T]: T[K] } & {};
+
+// ---------------------------------------------------------------------------------------
 // The spec builder.
 
 export declare const DEFAULT_RETRY: Readonly<RetryPolicy>;
 
 export interface StepOptions {
-  /** JSON Schema (draft 2020-12) of the step's `complete` output, as text or an object. */
-  outputSchema?: string | object;
+  /**
+   * JSON Schema (draft 2020-12) of the step's `complete` output, as a plain object or
+   * its JSON text (anything else throws a TypeError).
+   */
+  outputSchema?: string | JSONSchema;
 }
 
 /** What a kind declares about itself: name, ordered steps, policies. */
@@ -161,8 +283,12 @@ export declare class KindSpec {
   retry(policy: Partial<RetryPolicy>): this;
   failureEffect(enabled?: boolean): this;
   notifyOnSuccess(enabled?: boolean): this;
-  /** The JSON Schema a job's input must follow; the host refuses other submissions. */
-  inputSchema(schema: string | object): this;
+  /**
+   * The JSON Schema (draft 2020-12) a job's input must follow, as a plain object or its
+   * JSON text (anything else throws a TypeError): the host refuses a submission that
+   * breaks it with 422 `invalid-input`, before anything is queued.
+   */
+  inputSchema(schema: string | JSONSchema): this;
   toWit(): WitKindSpec;
 }
 
@@ -412,7 +538,12 @@ export interface KindDefinition<I, O extends object> extends KindOptions<I, O> {
   steps: { [K in Key<O>]: StepFunction<I, O, K> | StepDefinition<I, O, K> } | StepList<I, O>;
   retry?: Partial<RetryPolicy>;
   cancellable?: boolean;
-  inputSchema?: string | object;
+  /**
+   * The JSON Schema (draft 2020-12) a job's input must follow, as a plain object or its
+   * JSON text (anything else throws a TypeError): the host refuses a submission that
+   * breaks it with 422 `invalid-input`. `FromSchema<typeof schema>` is its input type.
+   */
+  inputSchema?: string | JSONSchema;
 }
 
 export interface KindSpecDefinition<I, O extends object> extends KindOptions<I, O> {

@@ -36,7 +36,8 @@ export class KindSpec {
   step(key, weight = 1, { outputSchema } = {}) {
     if (typeof key !== 'string' || key === '') throw new TypeError('a step needs a key');
     if (this.steps.some((step) => step.key === key)) throw new Error(`step \`${key}\` is declared twice`);
-    this.steps.push({ key, weight: u32(weight, `the weight of step \`${key}\``), outputSchema: schemaText(outputSchema) });
+    const weightU32 = u32(weight, `the weight of step \`${key}\``);
+    this.steps.push({ key, weight: weightU32, outputSchema: schemaText(outputSchema, `the output schema of step \`${key}\``) });
     return this;
   }
 
@@ -81,11 +82,12 @@ export class KindSpec {
   }
 
   /**
-   * The JSON Schema (draft 2020-12; text or object) a job's input must follow: the host
-   * refuses a submission that does not, before anything is queued.
+   * The JSON Schema (draft 2020-12) a job's input must follow, as a plain object or the
+   * JSON text of one (anything else throws a TypeError): the host refuses a submission
+   * that does not follow it with 422 `invalid-input`, before anything is queued.
    */
   inputSchema(schema) {
-    this.inputSchemaText = schemaText(schema);
+    this.inputSchemaText = schemaText(schema, 'the input schema');
     return this;
   }
 
@@ -108,7 +110,41 @@ export class KindSpec {
   }
 }
 
-function schemaText(schema) {
+/**
+ * A schema as the WIT record carries it: JSON text of an object. Text is kept as written
+ * once it parses to an object; a plain object (a literal, `JSON.parse`'s, a
+ * null-prototype one) is serialised. Anything else — an array, a number, a Map, a class
+ * instance, text that is not JSON — is a TypeError now rather than a refused deploy.
+ */
+function schemaText(schema, what) {
   if (schema == null) return undefined;
-  return typeof schema === 'string' ? schema : JSON.stringify(schema);
+  if (typeof schema === 'string') {
+    let parsed;
+    try {
+      parsed = JSON.parse(schema);
+    } catch (error) {
+      throw new TypeError(`${what} is not JSON: ${error.message}`);
+    }
+    if (!isPlainObject(parsed)) throw new TypeError(`${what} must be a JSON object, not ${describe(parsed)}`);
+    return schema;
+  }
+  if (!isPlainObject(schema)) throw new TypeError(`${what} must be a plain object or JSON text, not ${describe(schema)}`);
+  try {
+    return JSON.stringify(schema);
+  } catch (error) {
+    throw new TypeError(`${what} cannot be written as JSON: ${error.message}`);
+  }
+}
+
+function isPlainObject(value) {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
+function describe(value) {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return `a ${value.constructor?.name ?? 'non-plain'} object`;
+  return `a ${typeof value}`;
 }

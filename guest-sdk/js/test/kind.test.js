@@ -36,6 +36,16 @@ test('steps keep their declared order, weights and schemas, and hooks set the fl
   assert.ok(isKind(kind) && !isKind({}));
 });
 
+test('defineKind refuses a schema that is not a plain object or JSON text of one', () => {
+  const steps = { only: () => 1 };
+  for (const inputSchema of [['name'], 'not json', '[]', 42, new Date(0)]) {
+    assert.throws(() => defineKind({ name: 'typed', steps, inputSchema }), TypeError, String(inputSchema));
+  }
+  assert.throws(() => defineKind({ name: 'typed', steps: { only: { run: () => 1, outputSchema: '"x"' } } }), /the output schema of step `only`/);
+  const typed = defineKind({ name: 'typed', steps, inputSchema: '{"type":"object","required":["name"]}' });
+  assert.equal(typed.describe().inputSchema, '{"type":"object","required":["name"]}');
+});
+
 test('a list of steps allows any key; an object refuses integer-like keys', () => {
   const kind = defineKind({ name: 'listed', steps: [{ key: '2', run: () => 1 }, { key: '1', run: () => 2 }] });
   assert.deepEqual(kind.spec.stepKeys, ['2', '1']);

@@ -49,3 +49,37 @@ test('numbers the host cannot read are refused where they are written', () => {
   assert.throws(() => new KindSpec(''), TypeError);
   assert.deepEqual(new KindSpec('k').step('a').step('b').stepKeys, ['a', 'b']);
 });
+
+test('a schema is a plain object or the JSON text of one', () => {
+  const greet = { type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1 } } };
+  assert.equal(new KindSpec('k').inputSchema(greet).toWit().inputSchema, JSON.stringify(greet));
+  assert.equal(new KindSpec('k').inputSchema(Object.assign(Object.create(null), { type: 'object' })).toWit().inputSchema, '{"type":"object"}');
+  assert.equal(new KindSpec('k').inputSchema(' {"type": "object"} ').toWit().inputSchema, ' {"type": "object"} ', 'text as written');
+  assert.equal(new KindSpec('k').inputSchema(undefined).toWit().inputSchema, undefined);
+  assert.equal(new KindSpec('k').inputSchema(null).toWit().inputSchema, undefined);
+});
+
+test('anything else is a TypeError where it is declared, naming the schema', () => {
+  const cyclic = { type: 'object' };
+  cyclic.self = cyclic;
+  class Schema {
+    type = 'object';
+  }
+  for (const [schema, message] of [
+    [[{ type: 'string' }], /the input schema must be a plain object or JSON text, not an array/],
+    [true, /not a boolean/],
+    [7, /not a number/],
+    [new Map([['type', 'object']]), /not a Map object/],
+    [new Schema(), /not a Schema object/],
+    ['[1, 2]', /the input schema must be a JSON object, not an array/],
+    ['"object"', /must be a JSON object, not a string/],
+    ['null', /must be a JSON object, not null/],
+    ['{"type": ', /the input schema is not JSON/],
+    [{ default: 1n }, /cannot be written as JSON/],
+    [cyclic, /cannot be written as JSON/],
+  ]) {
+    assert.throws(() => new KindSpec('k').inputSchema(schema), (error) => error instanceof TypeError && message.test(error.message), String(schema));
+  }
+  assert.throws(() => new KindSpec('k').step('a', 1, { outputSchema: '[]' }), /the output schema of step `a` must be a JSON object/);
+  assert.throws(() => new KindSpec('k').step('a', 1, { outputSchema: 'string' }), TypeError);
+});

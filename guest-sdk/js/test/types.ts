@@ -1,7 +1,7 @@
 // Compile-time checks of the declarations (`tsc -p test`); never run.
 
 import { Child, FanOut, InvalidInput, KindSpec, Outcome, Retryable, defineKind, errorForStatus, readJson } from '../index.js';
-import type { Guard, JobSummary, StepContext } from '../index.js';
+import type { FromSchema, Guard, JobSummary, JSONSchema, StepContext } from '../index.js';
 import { ChildOutcome, runJob } from '../testing.js';
 
 interface Order {
@@ -62,3 +62,47 @@ export async function check(): Promise<string | undefined> {
   const charged = run.output('charge');
   return run.succeeded ? charged?.receipt : run.failure?.code;
 }
+
+// A schema object, and the input type read from it.
+const greeting = {
+  type: 'object',
+  required: ['name'],
+  properties: {
+    name: { type: 'string', minLength: 1 },
+    flaky: { type: 'boolean' },
+    tier: { enum: ['free', 'pro'] },
+    tags: { type: 'array', items: { type: 'string' } },
+    note: { type: ['string', 'null'] },
+    count: { type: 'integer', minimum: 0 },
+    either: { anyOf: [{ type: 'string' }, { type: 'number' }] },
+    nested: { type: 'object', required: ['id'], properties: { id: { const: 7 } } },
+    elsewhere: { $ref: '#/$defs/x' },
+  },
+} as const satisfies JSONSchema;
+
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type Greeting = FromSchema<typeof greeting>;
+export const readsTheSchema: Same<
+  Greeting,
+  {
+    name: string;
+    flaky?: boolean;
+    tier?: 'free' | 'pro';
+    tags?: string[];
+    note?: string | null;
+    count?: number;
+    either?: string | number;
+    nested?: { id: 7 };
+    elsewhere?: unknown;
+  }
+> = true;
+export const anUnwrittenSchemaIsUnknown: Same<FromSchema<JSONSchema>, unknown> = true;
+
+export const typed = defineKind<Greeting, { compose: { text: string } }>({
+  name: 'typed',
+  inputSchema: greeting,
+  steps: { compose: (ctx) => ({ text: `Hello, ${ctx.input().name}!` }) },
+});
+export const typedSpec = new KindSpec('typed').inputSchema(greeting).inputSchema('{"type":"object"}').step('a');
+// @ts-expect-error: not a JSON Schema type
+export const misspelt = new KindSpec('typed').inputSchema({ type: 'text' });
