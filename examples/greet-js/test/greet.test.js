@@ -5,7 +5,7 @@ import { test } from 'node:test';
 
 import { runJob } from '@spindle/guest/testing';
 
-import { kind } from '../greet.js';
+import { inputSchema, kind } from '../greet.js';
 
 test('a name is composed, then delivered on the first attempt', async () => {
   const run = await runJob(kind, { name: 'Ada' });
@@ -47,4 +47,16 @@ test('an explosion is an uncaught TypeError, retried until the budget is spent',
   assert.equal(run.attemptsOf('compose'), 3);
   assert.equal(run.stderr.length, 3, 'each attempt prints its stack');
   assert.match(run.stderr[0].text, /TypeError[\s\S]*at compose /, "the stack names the step function");
+});
+
+test('the kind declares its input schema: a non-empty name, two optional flags', () => {
+  const spec = kind.describe();
+  assert.deepEqual(JSON.parse(spec.inputSchema), inputSchema);
+  assert.equal(inputSchema.$schema, 'https://json-schema.org/draft/2020-12/schema');
+  assert.deepEqual(inputSchema.required, ['name']);
+  assert.deepEqual(inputSchema.properties.name, { type: 'string', minLength: 1, description: 'who to greet' });
+  assert.deepEqual([inputSchema.properties.flaky.type, inputSchema.properties.explode.type], ['boolean', 'boolean']);
+  assert.equal(inputSchema.additionalProperties, undefined, 'other keys are allowed');
+  assert.deepEqual(JSON.parse(spec.steps[0].outputSchema).required, ['text']);
+  assert.equal(spec.steps[1].outputSchema, undefined);
 });
