@@ -1,9 +1,10 @@
 /* The greet kind in C: compose a greeting, then deliver it once per job.
  *
- * Its behaviour is the same in every guest language (see the polyglot spec): `compose`
- * refuses input without a non-empty `name` and, asked to `explode`, fails the way a C
- * program naturally does, with abort(); `deliver` fails its first attempt when asked to
- * be `flaky`.
+ * Its behaviour is the same in every guest language (see the polyglot spec): its input
+ * schema has the host refuse a submission without a non-empty string `name`; `compose`
+ * refuses such input itself too (the local runner does not check schemas) and, asked to
+ * `explode`, fails the way a C program naturally does, with abort(); `deliver` fails its
+ * first attempt when asked to be `flaky`.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,14 +46,32 @@ static spindle_outcome deliver(spindle_step *step) {
     return spindle_complete(delivered);
 }
 
+/* The JSON Schema (draft 2020-12) a job's input must follow: the host refuses a
+ * submission that breaks it (422 `invalid-input`) before anything is queued. */
+static const char input_schema[] =
+    "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\","
+    "\"title\":\"GreetInput\","
+    "\"description\":\"Who to greet, and the failures to demonstrate.\","
+    "\"type\":\"object\","
+    "\"required\":[\"name\"],"
+    "\"properties\":{"
+    "\"name\":{\"type\":\"string\",\"minLength\":1,\"description\":\"who to greet\"},"
+    "\"flaky\":{\"type\":\"boolean\",\"default\":false,\"description\":\"fail deliver's first attempt\"},"
+    "\"explode\":{\"type\":\"boolean\",\"default\":false,\"description\":\"fail compose with abort()\"}}}";
+
+/* compose's output, read back by deliver. */
+static const char composed_schema[] =
+    "{\"type\":\"object\",\"required\":[\"text\"],\"properties\":{\"text\":{\"type\":\"string\"}}}";
+
 static const spindle_kind greet = {
     .name = "greet-c",
     .steps = (const spindle_step_def[]){
-        {"compose", 1, compose, NULL},
+        {"compose", 1, compose, composed_schema},
         {"deliver", 1, deliver, NULL},
         {0},
     },
     .retry = {3, 100, 1000},
+    .input_schema = input_schema,
 };
 
 SPINDLE_EXPORT_KIND(greet);

@@ -78,8 +78,51 @@ static void an_explosion_aborts_each_attempt_to_the_end(void) {
     spindle_test_run_free(run);
 }
 
+/* The schema text `key` of `object`, taken out of it and parsed (NULL if absent). */
+static cJSON *take_schema(cJSON *object, const char *key) {
+    cJSON *text = cJSON_DetachItemFromObject(object, key);
+    cJSON *schema = cJSON_IsString(text) ? cJSON_Parse(text->valuestring) : NULL;
+    cJSON_Delete(text);
+    return schema;
+}
+
+static void declares_its_input_and_output_schemas(void) {
+    spindle_test_run *run = spindle_run_job("{\"name\":\"Ada\"}");
+    cJSON *input = take_schema(run->spec, "input_schema");
+    if (SPINDLE_EXPECT(input != NULL)) {
+        char *required = cJSON_PrintUnformatted(cJSON_GetObjectItem(input, "required"));
+        SPINDLE_EXPECT_STR(required, "[\"name\"]");
+        free(required);
+        SPINDLE_EXPECT_STR(cJSON_GetStringValue(cJSON_GetObjectItem(input, "$schema")),
+                           "https://json-schema.org/draft/2020-12/schema");
+        SPINDLE_EXPECT_STR(cJSON_GetStringValue(cJSON_GetObjectItem(input, "type")), "object");
+        cJSON *properties = cJSON_GetObjectItem(input, "properties");
+        cJSON *name = cJSON_GetObjectItem(properties, "name");
+        SPINDLE_EXPECT_STR(cJSON_GetStringValue(cJSON_GetObjectItem(name, "type")), "string");
+        cJSON *min_length = cJSON_GetObjectItem(name, "minLength");
+        SPINDLE_EXPECT(cJSON_IsNumber(min_length) && min_length->valuedouble == 1);
+        cJSON *flaky = cJSON_GetObjectItem(properties, "flaky");
+        cJSON *explode = cJSON_GetObjectItem(properties, "explode");
+        SPINDLE_EXPECT_STR(cJSON_GetStringValue(cJSON_GetObjectItem(flaky, "type")), "boolean");
+        SPINDLE_EXPECT_STR(cJSON_GetStringValue(cJSON_GetObjectItem(explode, "type")), "boolean");
+        SPINDLE_EXPECT(cJSON_GetObjectItem(input, "additionalProperties") == NULL); /* other keys are allowed */
+    }
+    cJSON *composed = take_schema(cJSON_GetArrayItem(cJSON_GetObjectItem(run->spec, "steps"), 0), "output_schema");
+    if (SPINDLE_EXPECT(composed != NULL)) {
+        char *required = cJSON_PrintUnformatted(cJSON_GetObjectItem(composed, "required"));
+        SPINDLE_EXPECT_STR(required, "[\"text\"]");
+        free(required);
+    }
+    cJSON_Delete(input);
+    cJSON_Delete(composed);
+    spindle_test_run_free(run);
+}
+
 static void describes_itself_as_the_spec_says(void) {
     spindle_test_run *run = spindle_run_job("{\"name\":\"Ada\"}");
+    /* The schemas are checked above; here, the rest of the spec. */
+    cJSON_Delete(take_schema(run->spec, "input_schema"));
+    cJSON_Delete(take_schema(cJSON_GetArrayItem(cJSON_GetObjectItem(run->spec, "steps"), 0), "output_schema"));
     char *spec = cJSON_PrintUnformatted(run->spec);
     SPINDLE_EXPECT_STR(spec, "{\"name\":\"greet-c\",\"steps\":[{\"key\":\"compose\",\"weight\":1},"
                              "{\"key\":\"deliver\",\"weight\":1}],\"cancellable\":false,\"max_attempts\":3,"
@@ -95,6 +138,7 @@ int main(void) {
     SPINDLE_TEST(says_what_does_not_fit_without_quoting_the_input);
     SPINDLE_TEST(a_flaky_delivery_succeeds_on_the_second_attempt);
     SPINDLE_TEST(an_explosion_aborts_each_attempt_to_the_end);
+    SPINDLE_TEST(declares_its_input_and_output_schemas);
     SPINDLE_TEST(describes_itself_as_the_spec_says);
     return spindle_test_finish();
 }
