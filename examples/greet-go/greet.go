@@ -1,9 +1,10 @@
 // Package greet is the greet kind in Go: compose a greeting, then deliver it once per job.
 //
-// Its behaviour is the same in every guest language (see the polyglot spec): `compose`
-// refuses input without a non-empty `name` and, asked to `explode`, fails with Go's
-// natural uncaught error, a write to a nil map; `deliver` fails its first attempt when
-// asked to be `flaky`.
+// Its behaviour is the same in every guest language (see the polyglot spec): its input
+// schema has the host refuse a submission without a non-empty string `name`; `compose`
+// refuses such input itself too (the local runner does not check schemas) and, asked to
+// `explode`, fails with Go's natural uncaught error, a write to a nil map; `deliver`
+// fails its first attempt when asked to be `flaky`.
 package greet
 
 import (
@@ -17,11 +18,30 @@ import (
 var Kind = &guest.Kind{
 	Name: "greet-go",
 	Steps: []guest.Step{
-		{Key: "compose", Weight: 1, Run: compose},
+		{Key: "compose", Weight: 1, Run: compose, OutputSchema: composedSchema},
 		{Key: "deliver", Weight: 1, Run: deliver},
 	},
-	Retry: guest.RetryPolicy{MaxAttempts: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second},
+	Retry:       guest.RetryPolicy{MaxAttempts: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second},
+	InputSchema: inputSchema,
 }
+
+// inputSchema is the JSON Schema (draft 2020-12) of [Input]: the host refuses a
+// submission that breaks it (422 `invalid-input`) before anything is queued.
+const inputSchema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "title": "Input",
+  "description": "Who to greet, and the failures to demonstrate.",
+  "type": "object",
+  "required": ["name"],
+  "properties": {
+    "name": {"type": "string", "minLength": 1, "description": "who to greet"},
+    "flaky": {"type": "boolean", "default": false, "description": "fail deliver's first attempt"},
+    "explode": {"type": "boolean", "default": false, "description": "fail compose with a panic"}
+  }
+}`
+
+// composedSchema is the JSON Schema of [Composed], compose's output.
+const composedSchema = `{"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}`
 
 // Input is the job's input: who to greet, and the failures to demonstrate.
 type Input struct {

@@ -1,6 +1,7 @@
 package greet
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -107,7 +108,7 @@ func TestDescribesItselfAsTheSpecSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := Kind.Spec()
-	if spec.Name != "greet-go" || len(spec.Steps) != 2 || spec.Steps[0] != (guest.StepSpec{Key: "compose", Weight: 1}) ||
+	if spec.Name != "greet-go" || len(spec.Steps) != 2 || spec.Steps[0] != (guest.StepSpec{Key: "compose", Weight: 1, OutputSchema: composedSchema}) ||
 		spec.Steps[1] != (guest.StepSpec{Key: "deliver", Weight: 1}) {
 		t.Errorf("spec %+v", spec)
 	}
@@ -116,5 +117,41 @@ func TestDescribesItselfAsTheSpecSays(t *testing.T) {
 	}
 	if spec.Cancellable || spec.HasFailureEffect || spec.NotifiesOnSuccess {
 		t.Errorf("flags %+v", spec)
+	}
+}
+
+func TestDeclaresItsInputSchema(t *testing.T) {
+	type property struct {
+		Type      string `json:"type"`
+		MinLength *int   `json:"minLength"`
+	}
+	var schema struct {
+		Schema               string              `json:"$schema"`
+		Type                 string              `json:"type"`
+		Required             []string            `json:"required"`
+		Properties           map[string]property `json:"properties"`
+		AdditionalProperties any                 `json:"additionalProperties"`
+	}
+	spec := Kind.Spec()
+	if err := json.Unmarshal([]byte(spec.InputSchema), &schema); err != nil {
+		t.Fatalf("the input schema: %v", err)
+	}
+	if schema.Schema != "https://json-schema.org/draft/2020-12/schema" || schema.Type != "object" ||
+		strings.Join(schema.Required, ",") != "name" || schema.AdditionalProperties != nil {
+		t.Errorf("schema %+v", schema)
+	}
+	if name := schema.Properties["name"]; name.Type != "string" || name.MinLength == nil || *name.MinLength != 1 {
+		t.Errorf("name %+v", name)
+	}
+	for _, flag := range []string{"flaky", "explode"} {
+		if p := schema.Properties[flag]; p.Type != "boolean" {
+			t.Errorf("%s %+v", flag, p)
+		}
+	}
+	var composed struct {
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal([]byte(spec.Steps[0].OutputSchema), &composed); err != nil || strings.Join(composed.Required, ",") != "text" {
+		t.Errorf("compose's output schema %q: %v", spec.Steps[0].OutputSchema, err)
 	}
 }
