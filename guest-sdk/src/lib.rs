@@ -97,6 +97,7 @@ pub use step::{Checkpoint, Heartbeat, Step};
 pub use workflow::{Awaited, Child, ChildResult, ChildState, FanOut, Priority};
 
 /// Re-exported so kinds need no direct dependency for `json!` and the like.
+pub use schemars;
 pub use serde;
 pub use serde_json;
 

@@ -20,12 +20,20 @@ use crate::bindings::spindle::job::types as wit;
 #[must_use = "a KindSpec only takes effect when `describe` returns it"]
 pub struct KindSpec {
     name: String,
-    steps: Vec<(String, u32)>,
+    steps: Vec<StepDecl>,
     cancellable: bool,
     retry: RetryPolicy,
     failure_effect: bool,
     notify_on_success: bool,
     input_schema: Option<String>,
+}
+
+/// One declared step: its key, weight and the schema its output follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StepDecl {
+    key: String,
+    weight: u32,
+    output_schema: Option<String>,
 }
 
 /// How the host retries a step that ends `retryable`.
@@ -64,7 +72,29 @@ impl KindSpec {
     /// Appends a step. Steps run in the order they are declared; `weight` is the step's
     /// share of the job's progress relative to the other steps (0 counts as 1).
     pub fn step(mut self, key: impl Into<String>, weight: u32) -> Self {
-        self.steps.push((key.into(), weight));
+        self.steps.push(StepDecl { key: key.into(), weight, output_schema: None });
+        self
+    }
+
+    /// Declares that the step declared last completes with a `T` (as JSON): its JSON
+    /// Schema, derived by `schemars`, is shown with the kind (`spindle kinds KIND`).
+    ///
+    /// ```
+    /// # use spindle_guest::KindSpec;
+    /// #[derive(schemars::JsonSchema)]
+    /// struct Receipt { charge_id: String }
+    ///
+    /// let spec = KindSpec::new("payment-saga").step("capture", 1).output::<Receipt>();
+    /// # let wit = spec.into_wit();
+    /// # assert!(wit.steps[0].output_schema.as_deref().unwrap().contains("charge_id"));
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If no step is declared yet: an output belongs to a step.
+    pub fn output<T: schemars::JsonSchema>(mut self) -> Self {
+        let step = self.steps.last_mut().expect("`output` follows the `step` whose output it describes");
+        step.output_schema = Some(schema_text::<T>());
         self
     }
 
@@ -107,6 +137,30 @@ impl KindSpec {
         self
     }
 
+    /// Declares that a job's input is a `T` (as JSON): its JSON Schema, derived by
+    /// `schemars` from the type (and its `serde` attributes), is what the host checks
+    /// submissions against. Doc comments become descriptions; `#[schemars(example =
+    /// ...)]` gives the example `spindle kinds` prints.
+    ///
+    /// ```
+    /// # use spindle_guest::KindSpec;
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Input {
+    ///     /// Who to greet.
+    ///     name: String,
+    ///     #[serde(default)]
+    ///     shout: bool,
+    /// }
+    ///
+    /// let spec = KindSpec::new("greeting").input::<Input>().step("greet", 1);
+    /// # let wit = spec.into_wit();
+    /// # let schema: serde_json::Value = serde_json::from_str(wit.input_schema.as_deref().unwrap()).unwrap();
+    /// # assert_eq!(schema["required"], serde_json::json!(["name"]));
+    /// ```
+    pub fn input<T: schemars::JsonSchema>(self) -> Self {
+        self.input_schema(schema_text::<T>())
+    }
+
     /// The kind's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -114,7 +168,7 @@ impl KindSpec {
 
     /// The declared step keys, in order.
     pub fn step_keys(&self) -> impl Iterator<Item = &str> {
-        self.steps.iter().map(|(key, _)| key.as_str())
+        self.steps.iter().map(|step| step.key.as_str())
     }
 
     /// The retry policy.
@@ -129,7 +183,7 @@ impl KindSpec {
             steps: self
                 .steps
                 .into_iter()
-                .map(|(key, weight)| wit::StepSpec { key, weight, output_schema: None })
+                .map(|StepDecl { key, weight, output_schema }| wit::StepSpec { key, weight, output_schema })
                 .collect(),
             cancellable: self.cancellable,
             retry: wit::RetryPolicy {
@@ -142,6 +196,11 @@ impl KindSpec {
             input_schema: self.input_schema,
         }
     }
+}
+
+/// `T`'s JSON Schema (draft 2020-12) as compact text.
+fn schema_text<T: schemars::JsonSchema>() -> String {
+    serde_json::to_string(&schemars::schema_for!(T)).unwrap_or_else(|_| "{}".into())
 }
 
 #[cfg(test)]
@@ -169,6 +228,35 @@ mod tests {
         assert_eq!(wit.retry.max_backoff_ms, 50);
         assert_eq!(wit.input_schema.as_deref(), Some(r#"{"type": "object"}"#));
         assert!(wit.steps.iter().all(|step| step.output_schema.is_none()));
+    }
+
+    /// The derived schema is what a host's validator reads: required fields, types,
+    /// serde's renames and defaults.
+    #[test]
+    fn input_and_output_schemas_are_derived_from_types() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Order {
+            #[serde(rename = "order_id")]
+            id: String,
+            amount_cents: u32,
+            #[serde(default)]
+            gift: bool,
+        }
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Shipped {
+            tracking: String,
+        }
+        let wit =
+            KindSpec::new("orders").input::<Order>().step("ship", 1).output::<Shipped>().step("notify", 1).into_wit();
+        let input: serde_json::Value = serde_json::from_str(wit.input_schema.as_deref().unwrap()).unwrap();
+        assert_eq!(input["$schema"], "https://json-schema.org/draft/2020-12/schema");
+        assert_eq!(input["required"], serde_json::json!(["order_id", "amount_cents"]));
+        assert_eq!(input["properties"]["amount_cents"]["type"], "integer");
+        let output: serde_json::Value = serde_json::from_str(wit.steps[0].output_schema.as_deref().unwrap()).unwrap();
+        assert_eq!(output["required"], serde_json::json!(["tracking"]));
+        assert_eq!(wit.steps[1].output_schema, None);
     }
 
     #[test]

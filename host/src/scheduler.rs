@@ -109,9 +109,15 @@ fn check(request: &ScheduleRequest) -> Result<Plan, EngineError> {
 /// Creates a schedule for `tenant`; it first fires at the expression's next time.
 pub async fn create(engine: &Engine, tenant: &TenantId, request: ScheduleRequest) -> Result<ScheduleRow, EngineError> {
     let plan = check(&request)?;
-    match engine.registry().current(tenant, &request.kind).await {
+    let current = match engine.registry().current(tenant, &request.kind).await {
         Err(RegistryError::UnknownKind(kind)) => return Err(EngineError::UnknownKind(kind)),
-        other => drop(other?),
+        other => other?,
+    };
+    // Refused now rather than at every firing: the input is fixed.
+    if let Some(schema) = &current.kind.input_schema
+        && let Err(violations) = schema.check_value(&request.input)
+    {
+        return Err(EngineError::InvalidInput { kind: request.kind, index: None, violations });
     }
     let input = serde_json::to_vec(&request.input).unwrap_or_default();
     if input.len() > engine.config().max_payload_bytes {
@@ -231,6 +237,11 @@ async fn fire(engine: &Engine, schedule: ScheduleRow, now: Timestamp) -> Result<
             }
             Err(EngineError::UnknownKind(kind)) => {
                 tracing::warn!(schedule = %schedule.name, kind, "a schedule's kind is gone; nothing fired");
+            }
+            // A version deployed since the schedule was made may declare a schema its
+            // input breaks: that time fires nothing, and the schedule moves on.
+            Err(e @ EngineError::InvalidInput { .. }) => {
+                tracing::warn!(schedule = %schedule.name, error = %e, "a schedule's input no longer follows its kind's schema; nothing fired");
             }
             Err(e) => return Err(e),
         }

@@ -1,6 +1,7 @@
 //! Job kinds in every language an SDK exists for, on one host: the `greet` example in
 //! Rust, Python, JavaScript, C and Go (built by `cargo xtask guests`) runs a good job, a
-//! bad input and a first attempt that fails; an uncaught Python and JavaScript exception
+//! bad input (refused at submission by the schema each declares in its own idiom) and a
+//! first attempt that fails; an uncaught Python and JavaScript exception
 //! shows its message in the attempt's record. And `spindle new` in each language writes a
 //! project whose own local test passes and whose build deploys and runs as it is.
 
@@ -59,10 +60,13 @@ async fn the_greet_kind_behaves_alike_in_every_language_on_one_host() {
         assert_eq!(good["state"], "succeeded", "{kind}: {good}");
         assert_eq!(step(&good, "deliver")["output"], json!({ "delivered": "Hello, Ada!", "attempt": 1 }), "{kind}");
 
-        let bad = run(&host, &token, &kind, &json!({}));
-        assert_eq!(bad["state"], "failed", "{kind}: {bad}");
-        assert_eq!(bad["failure"]["code"], "invalid-input", "{kind}: {bad}");
-        assert_eq!(step(&bad, "compose")["attempts"].as_array().unwrap().len(), 1, "{kind}: a refusal is final");
+        // Each declares its input's schema in its own idiom; the host enforces it alike.
+        for bad in [json!({}), json!({ "name": "" }), json!({ "name": 7 })] {
+            let refused = host.cli(Some(&token), &["submit", &kind, "--input", &bad.to_string()]);
+            assert_ne!(refused.code, 0, "{kind} took {bad}: {}", refused.stdout);
+            assert!(refused.stderr.contains("invalid-input"), "{kind} {bad}: {}", refused.stderr);
+            assert!(refused.stderr.contains("name"), "{kind} {bad}: the field is named: {}", refused.stderr);
+        }
 
         let flaky = run(&host, &token, &kind, &json!({ "name": "Ada", "flaky": true }));
         assert_eq!(flaky["state"], "succeeded", "{kind}: {flaky}");

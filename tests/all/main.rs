@@ -39,4 +39,5 @@ mod reconciler;
 mod run_control;
 mod sandbox;
 mod traces;
+mod typed_inputs;
 mod workflows;

@@ -22,7 +22,8 @@ struct CsvImport;
 const REQUIRED_COLUMNS: [&str; 3] = ["id", "name", "amount"];
 const DEFAULT_SLICE: u64 = 1_000;
 
-#[derive(Debug, Deserialize)]
+/// The job's input: the CSV text, or a number of rows to generate.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct Input {
     csv: Option<String>,
     generate_rows: Option<u64>,
@@ -90,6 +91,7 @@ struct Imported {
 impl Kind for CsvImport {
     fn describe() -> KindSpec {
         KindSpec::new("csv-import")
+            .input::<Input>()
             .step("validate", 1)
             .step("import", 8)
             .step("summarise", 1)

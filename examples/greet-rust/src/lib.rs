@@ -14,8 +14,10 @@ use spindle_guest::prelude::*;
 struct Greet;
 
 /// The job's input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct Input {
+    /// Who to greet: a host refuses an empty name at submission, and so does `compose`.
+    #[schemars(length(min = 1))]
     name: String,
     #[serde(default)]
     flaky: bool,
@@ -24,14 +26,19 @@ struct Input {
 }
 
 /// `compose`'s output, read back by `deliver`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct Composed {
     text: String,
 }
 
 impl Kind for Greet {
     fn describe() -> KindSpec {
-        KindSpec::new("greet-rust").step("compose", 1).step("deliver", 1).retry(3, 100, 1_000)
+        KindSpec::new("greet-rust")
+            .input::<Input>()
+            .step("compose", 1)
+            .output::<Composed>()
+            .step("deliver", 1)
+            .retry(3, 100, 1_000)
     }
 
     fn run_step(step: &mut Step) -> Result<Outcome, StepError> {

@@ -27,7 +27,7 @@ const MAX_REPORT_NAME: usize = 64;
 const MS_PER_DAY: u64 = 86_400_000;
 
 /// Fields it does not know are ignored, so a schedule may label its jobs.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct Input {
     report: String,
     #[serde(default = "default_buckets")]
@@ -59,7 +59,7 @@ struct Report {
 
 impl Kind for NightlyReport {
     fn describe() -> KindSpec {
-        KindSpec::new("nightly-report").step("tally", 2).step("publish", 1)
+        KindSpec::new("nightly-report").input::<Input>().step("tally", 2).step("publish", 1)
     }
 
     fn run_step(step: &mut Step) -> Result<Outcome, StepError> {

@@ -36,7 +36,8 @@ const THUMBNAIL_EDGE: u32 = 128;
 /// An image given inline, handed to `thumbnail` as it is.
 const PNG_DATA_URL: &str = "data:image/png;base64,";
 
-#[derive(Debug, Serialize, Deserialize)]
+/// The job's input: the order and its images (URLs or inline PNGs).
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct Order {
     order_id: String,
     images: Vec<String>,
@@ -71,6 +72,7 @@ struct Thumbnails {
 impl Kind for OrderFulfilment {
     fn describe() -> KindSpec {
         KindSpec::new("order-fulfilment")
+            .input::<Order>()
             .step("reserve", 1)
             .step("thumbnails", 3)
             .step("await-shipping", 1)

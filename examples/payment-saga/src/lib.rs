@@ -1,9 +1,12 @@
 //! Kind `payment-saga`: authorise a card payment with a payment service, capture it,
 //! issue a receipt; if the job fails once authorised, void the authorisation.
 //!
-//! Input: `{"account": "acct-1", "amount_cents": 1200, "card": "4242424242424242"}`.
-//! Malformed input is refused `invalid-input`, a zero amount `invalid-amount`, a card
-//! that is not 12 to 19 digits `invalid-card`, all before any request. The
+//! Input: `{"account": "acct-1", "amount_cents": 1200, "card": "4242424242424242"}`,
+//! declared as a schema: a host refuses a submission without an account, with an
+//! amount below 1 or a card that is not 12 to 19 digits (`422 invalid-input`, nothing
+//! queued). The steps check again (the schema is the host's gate, not the kind's
+//! guarantee): malformed input is refused `invalid-input`, a zero amount
+//! `invalid-amount`, a bad card `invalid-card`, all before any request. The
 //! `fail_capture_times` field of earlier versions is accepted and ignored: the service
 //! now decides when a capture fails.
 //!
@@ -54,13 +57,22 @@ const PAYMENTS_KEY_SECRET: &str = "payments-key";
 /// kept in the job's record and shown to the tenant, so a chatty upstream is cut short.
 const MAX_SERVICE_MESSAGE_CHARS: usize = 200;
 
-#[derive(Debug, Deserialize)]
+/// A card payment to take: the job's input. Its schema (derived, declared in
+/// `describe`) lets the host refuse a malformed one at submission, before a job exists.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(example = serde_json::json!({"account": "acct-1", "amount_cents": 1200, "card": "4242424242424242"}))]
 struct Payment {
+    /// The customer's account.
+    #[schemars(length(min = 1))]
     account: String,
+    /// The amount to take, in cents (at least 1).
+    #[schemars(range(min = 1))]
     amount_cents: u64,
+    /// The card number: 12 to 19 digits.
+    #[schemars(regex(pattern = r"^[0-9]{12,19}$"))]
     card: String,
     // `fail_capture_times` (the simulated outage of earlier versions) is an unknown
-    // field now, which serde skips: old inputs keep being accepted.
+    // field now, which serde skips and the schema allows: old inputs keep being accepted.
 }
 
 impl Payment {
@@ -109,21 +121,21 @@ struct ServiceError {
 
 /// `authorise`'s output. Carries the card's last four digits only: outputs are kept
 /// in the job's record.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct Authorisation {
     authorisation: String,
     last4: String,
     amount_cents: u64,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct Capture {
     capture: String,
     authorisation: String,
     amount_cents: u64,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct Receipt {
     receipt: String,
     account: String,
@@ -133,9 +145,13 @@ struct Receipt {
 impl Kind for PaymentSaga {
     fn describe() -> KindSpec {
         KindSpec::new("payment-saga")
+            .input::<Payment>()
             .step("authorise", 1)
+            .output::<Authorisation>()
             .step("capture", 1)
+            .output::<Capture>()
             .step("receipt", 1)
+            .output::<Receipt>()
             .retry(4, 10, 200)
             .failure_effect()
             .notify_on_success()

@@ -33,7 +33,7 @@ use spindle_guest::prelude::*;
 struct Scripted;
 
 /// One step's script: an action, or one per attempt with the last repeating.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum Script {
     Always(String),
@@ -107,6 +107,8 @@ const WAIT_FOR_STOP_BEATS: u32 = 4_000;
 impl Kind for Scripted {
     fn describe() -> KindSpec {
         KindSpec::new("scripted")
+            // Step key → its script.
+            .input::<BTreeMap<String, Script>>()
             .step("first", 1)
             .step("second", 1)
             .step("third", 1)

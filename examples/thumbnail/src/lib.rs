@@ -31,7 +31,8 @@ const MAX_DIMENSION: u32 = 4_096;
 const MAX_DECODE_BYTES: u64 = 80 * 1024 * 1024;
 const DEFAULT_MAX_EDGE: u32 = 64;
 
-#[derive(Debug, Deserialize)]
+/// The job's input: an image given inline, or one to draw of this size.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct Input {
     width: Option<u32>,
     height: Option<u32>,
@@ -46,7 +47,7 @@ fn default_max_edge() -> u32 {
     DEFAULT_MAX_EDGE
 }
 
-#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 enum Filter {
     Nearest,
@@ -96,7 +97,12 @@ struct Encoded {
 
 impl Kind for Thumbnail {
     fn describe() -> KindSpec {
-        KindSpec::new("thumbnail").step("render", 1).step("resize", 2).step("encode", 1).retry(2, 100, 1_000)
+        KindSpec::new("thumbnail")
+            .input::<Input>()
+            .step("render", 1)
+            .step("resize", 2)
+            .step("encode", 1)
+            .retry(2, 100, 1_000)
     }
 
     fn run_step(step: &mut Step) -> Result<Outcome, StepError> {

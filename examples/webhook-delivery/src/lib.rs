@@ -52,7 +52,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// connection this long is treated as down and retried.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
 
-#[derive(Debug, Deserialize)]
+/// The job's input: where to deliver which event.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct Input {
     url: String,
     event: String,
@@ -77,7 +78,7 @@ struct Delivered {
 
 impl Kind for WebhookDelivery {
     fn describe() -> KindSpec {
-        KindSpec::new("webhook-delivery").step("deliver", 1).cancellable().retry(6, 200, 5_000)
+        KindSpec::new("webhook-delivery").input::<Input>().step("deliver", 1).cancellable().retry(6, 200, 5_000)
     }
 
     fn run_step(step: &mut Step) -> Result<Outcome, StepError> {

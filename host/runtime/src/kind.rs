@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::schema::InputSchema;
+
 /// Longest kind name or step key.
 pub const MAX_NAME_LEN: usize = 64;
 /// Most steps a kind may declare.
@@ -86,9 +88,14 @@ pub enum SpecError {
     /// The retry policy's backoff ceiling is longer than allowed.
     #[error("max-backoff-ms must be at most {MAX_BACKOFF_MS} (one day), not {0}")]
     MaxBackoff(u32),
-    /// A declared schema is not a JSON object or is too large.
-    #[error("the {0} schema must be a JSON object of at most {MAX_SCHEMA_BYTES} bytes")]
-    Schema(String),
+    /// A declared schema is too large, or is not a JSON Schema the host can enforce.
+    #[error("the {what} schema {reason}")]
+    Schema {
+        /// Which schema: `input`, or a step's output.
+        what: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Whether `name` is a valid kind name or step key.
@@ -141,11 +148,15 @@ impl KindSpec {
         let schemas = std::iter::once(("input".to_owned(), &self.input_schema))
             .chain(self.steps.iter().map(|s| (format!("`{}` output", s.key), &s.output_schema)));
         for (what, schema) in schemas {
-            if let Some(schema) = schema
-                && (schema.len() > MAX_SCHEMA_BYTES
-                    || !serde_json::from_str::<serde_json::Value>(schema).is_ok_and(|v| v.is_object()))
-            {
-                return Err(SpecError::Schema(what));
+            let Some(schema) = schema else { continue };
+            if schema.len() > MAX_SCHEMA_BYTES {
+                return Err(SpecError::Schema { what, reason: format!("is over {MAX_SCHEMA_BYTES} bytes") });
+            }
+            if let Err(reason) = InputSchema::compile(schema) {
+                return Err(SpecError::Schema {
+                    what,
+                    reason: format!("is not a JSON Schema the host can enforce: {reason}"),
+                });
             }
         }
         if self.retry.max_attempts == 0 || self.retry.max_attempts > MAX_ATTEMPTS {

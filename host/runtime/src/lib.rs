@@ -26,6 +26,7 @@ pub mod outbound;
 mod outcome;
 mod output;
 mod sandbox;
+mod schema;
 mod state;
 
 pub use compile::{COMPILE_CONFIG_ENV, compile_in_this_process};
@@ -40,3 +41,4 @@ pub use outcome::{
     StepInput, StepRun,
 };
 pub use sandbox::{Hook, LoadedKind, Runtime, STDERR_TAIL_BYTES, STDERR_TAIL_LINES, SetupError, content_digest};
+pub use schema::{InputSchema, MAX_VIOLATIONS, Violation, example as schema_example};

@@ -20,6 +20,7 @@ use crate::kind::KindSpec;
 use crate::load::{LoadError, check_contract, check_header};
 use crate::outbound::{Capabilities, MetricKey, Outbound, Shared};
 use crate::outcome::{Ceilings, GuestOutcome, HookRun, JobSummary, SandboxFault, StepCall, StepInput, StepRun};
+use crate::schema::InputSchema;
 use crate::state::{GuestState, Tags};
 
 /// Why the sandbox itself could not be set up.
@@ -57,6 +58,8 @@ pub struct LoadedKind {
     pub from_cache: bool,
     /// How long loading took (compile or cache load, link, describe).
     pub load_time: Duration,
+    /// Its input schema, compiled once for every submission (none: any input).
+    pub input_schema: Option<Arc<InputSchema>>,
     pre: KindPre,
 }
 
@@ -167,7 +170,14 @@ impl Runtime {
             tracing::warn!(digest, error = %e, "could not cache a compiled component");
         }
         let spec = self.describe(&pre).await?;
-        Ok(LoadedKind { digest, spec, from_cache, load_time: started.elapsed(), pre })
+        let input_schema = match spec.input_schema.as_deref().map(InputSchema::compile).transpose() {
+            Ok(schema) => schema.map(Arc::new),
+            // `describe` validated it: only a schema that compiled once gets here.
+            Err(reason) => {
+                return Err(LoadError::InvalidSpec(crate::kind::SpecError::Schema { what: "input".into(), reason }));
+            }
+        };
+        Ok(LoadedKind { digest, spec, from_cache, load_time: started.elapsed(), input_schema, pre })
     }
 
     async fn compile(&self, bytes: &[u8]) -> Result<Component, LoadError> {

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use spindle_core::{JobState, Refusal};
 use spindle_runtime::LoadError;
 
-use super::views::{ErrorBody, ErrorDetail};
+use super::views::{ErrorBody, ErrorDetail, ViolationView};
 use crate::engine::EngineError;
 use crate::registry::RegistryError;
 use crate::store::StoreError;
@@ -30,6 +30,9 @@ pub enum ErrorCode {
     UnknownVersion,
     /// A body, a job input or a component over its cap.
     PayloadTooLarge,
+    /// The job's input does not follow its kind's schema: `violations` lists each
+    /// offending value's JSON pointer and what is wrong there. Nothing was written.
+    InvalidInput,
     /// The upload is not a valid job-kind component; the message names the `component.*` reason.
     InvalidComponent,
     /// The job's machine refused the command: `reason` says which refusal, `state` where the job was.
@@ -51,7 +54,7 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// Every code. A code added to the enum must be added here: [`API_CODES`] and the
     /// document's enum for `error.code` are read from this list.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 15] = [
         Self::InvalidRequest,
         Self::Unauthorised,
         Self::Forbidden,
@@ -59,6 +62,7 @@ impl ErrorCode {
         Self::UnknownKind,
         Self::UnknownVersion,
         Self::PayloadTooLarge,
+        Self::InvalidInput,
         Self::InvalidComponent,
         Self::IllegalTransition,
         Self::AlreadyExists,
@@ -78,6 +82,7 @@ impl ErrorCode {
             Self::UnknownKind => "unknown-kind",
             Self::UnknownVersion => "unknown-version",
             Self::PayloadTooLarge => "payload-too-large",
+            Self::InvalidInput => "invalid-input",
             Self::InvalidComponent => "invalid-component",
             Self::IllegalTransition => "illegal-transition",
             Self::AlreadyExists => "already-exists",
@@ -96,7 +101,7 @@ impl ErrorCode {
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound | Self::UnknownKind | Self::UnknownVersion => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::InvalidComponent => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::InvalidComponent | Self::InvalidInput => StatusCode::UNPROCESSABLE_ENTITY,
             Self::IllegalTransition | Self::AlreadyExists => StatusCode::CONFLICT,
             Self::Contention | Self::Busy => StatusCode::SERVICE_UNAVAILABLE,
             Self::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
@@ -126,12 +131,14 @@ pub struct ApiError {
     reason: Option<&'static str>,
     state: Option<JobState>,
     retry_after: Option<u64>,
+    /// With `invalid-input`: which submission of a bulk request, and what is wrong.
+    input: Option<(Option<usize>, Vec<spindle_runtime::Violation>)>,
 }
 
 impl ApiError {
     /// An error with this code and message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), reason: None, state: None, retry_after: None }
+        Self { code, message: message.into(), reason: None, state: None, retry_after: None, input: None }
     }
 
     /// `invalid-request`.
@@ -169,6 +176,7 @@ impl ApiError {
             reason: Some(refusal.code()),
             state: Some(state),
             retry_after: None,
+            input: None,
         }
     }
 
@@ -181,6 +189,7 @@ impl ApiError {
             reason: Some(quota),
             state: None,
             retry_after: retry_after.map(|d| d.as_micros().div_ceil(1_000_000).max(1) as u64),
+            input: None,
         }
     }
 
@@ -197,6 +206,13 @@ impl ApiError {
                 message: self.message.clone(),
                 reason: self.reason.map(str::to_owned),
                 state: self.state.map(|state| state.as_str().to_owned()),
+                index: self.input.as_ref().and_then(|(index, _)| *index),
+                violations: self.input.as_ref().map(|(_, violations)| {
+                    violations
+                        .iter()
+                        .map(|v| ViolationView { pointer: v.pointer.clone(), message: v.message.clone() })
+                        .collect()
+                }),
             },
         }
     }
@@ -223,6 +239,17 @@ impl From<EngineError> for ApiError {
             EngineError::NotFound => Self::not_found(),
             EngineError::PayloadTooLarge { .. } => Self::new(ErrorCode::PayloadTooLarge, e.to_string()),
             EngineError::Invalid(message) => Self::invalid(message),
+            EngineError::InvalidInput { ref kind, index, ref violations } => {
+                let at = index.map(|i| format!(" (submission {i})")).unwrap_or_default();
+                let message = format!(
+                    "the input{at} does not follow {kind:?}'s input schema ({} violation{}); nothing was queued",
+                    violations.len(),
+                    if violations.len() == 1 { "" } else { "s" }
+                );
+                let mut error = Self::new(ErrorCode::InvalidInput, message);
+                error.input = Some((index, violations.clone()));
+                error
+            }
             EngineError::Refused { refusal, state } => Self::refused(&refusal, state),
             EngineError::Contention => Self::new(ErrorCode::Contention, e.to_string()),
             EngineError::Registry(e) => e.into(),

@@ -53,6 +53,7 @@ fn seconds(field: &str, value: f64, max: Duration) -> Result<Duration, ApiError>
         (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
         (status = 404, description = "`unknown-kind`", body = ErrorBody),
         (status = 413, description = "`payload-too-large`: the body or the input is over its cap", body = ErrorBody),
+        (status = 422, description = "`invalid-input`: the input does not follow the kind's input schema (`GET /v1/kinds/{kind}` shows it); `violations` lists each offending value's JSON pointer and message; nothing was queued", body = ErrorBody),
         (status = 429, description = "`quota-exceeded`: the tenant's jobs queued or submission rate is at its limit (`reason` says which); nothing was queued; try again after `Retry-After` seconds", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody)
     )

@@ -150,6 +150,7 @@ pub struct ScheduleList {
         (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
         (status = 404, description = "`unknown-kind`", body = ErrorBody),
         (status = 409, description = "`already-exists`", body = ErrorBody),
+        (status = 422, description = "`invalid-input`: the input does not follow the kind's input schema; `violations` says where", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody)
     )
 )]

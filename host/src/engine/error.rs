@@ -26,6 +26,16 @@ pub enum EngineError {
         /// The cap.
         cap: usize,
     },
+    /// The input does not follow the kind's declared schema; nothing was written.
+    #[error("the input does not follow {kind:?}'s schema: {}", .violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    InvalidInput {
+        /// The kind.
+        kind: String,
+        /// Which submission of a bulk request (0-based); none for a single one.
+        index: Option<usize>,
+        /// What is wrong, each at its JSON pointer.
+        violations: Vec<spindle_runtime::Violation>,
+    },
     /// The request is malformed (a lease key, a priority).
     #[error("invalid request: {0}")]
     Invalid(String),

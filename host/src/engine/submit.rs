@@ -69,7 +69,8 @@ impl Engine {
         let mut jobs = Vec::with_capacity(requests.len());
         let mut parents = Vec::new();
         let mut resolved = std::collections::HashMap::new();
-        for request in requests {
+        let bulk = requests.len() > 1;
+        for (index, request) in requests.into_iter().enumerate() {
             self.check_request(&request)?;
             if !resolved.contains_key(&request.kind) {
                 let current = match self.registry.current(tenant, &request.kind).await {
@@ -79,6 +80,12 @@ impl Engine {
                 resolved.insert(request.kind.clone(), current);
             }
             let current = &resolved[&request.kind];
+            if let Some(schema) = &current.kind.input_schema
+                && let Err(violations) = schema.check(&request.input)
+            {
+                let index = bulk.then_some(index);
+                return Err(EngineError::InvalidInput { kind: request.kind, index, violations });
+            }
             let spec = &current.kind.spec;
             let rules = kind_rules(spec);
             let submission = Submission {

@@ -17,7 +17,7 @@ pub struct ErrorBody {
 
 /// A stable code, an operator-safe message and, when the job's machine refused a command,
 /// the refusal's own code and the job's state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
     /// The stable code callers branch on; it fixes the HTTP status.
     #[schema(schema_with = code_schema)]
@@ -32,6 +32,22 @@ pub struct ErrorDetail {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = job_state_schema)]
     pub state: Option<String>,
+    /// With `invalid-input` from a bulk submission: which submission (0-based) broke
+    /// its kind's schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    /// With `invalid-input`: each way the input breaks its kind's schema (at most 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub violations: Option<Vec<ViolationView>>,
+}
+
+/// One way a job's input breaks its kind's schema.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ViolationView {
+    /// JSON Pointer (RFC 6901) to the offending value; `""` is the whole input.
+    pub pointer: String,
+    /// What is wrong there.
+    pub message: String,
 }
 
 fn code_schema() -> Object {

@@ -51,6 +51,11 @@ pub struct SpecView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub input_schema: Option<serde_json::Value>,
+    /// An input that follows `input_schema`: its first `examples` entry, or one built
+    /// from its types and required properties.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub input_example: Option<serde_json::Value>,
 }
 
 impl From<&KindSpec> for SpecView {
@@ -59,6 +64,7 @@ impl From<&KindSpec> for SpecView {
         let KindSpec { name, steps, cancellable, retry, has_failure_effect, notifies_on_success, input_schema } = spec;
         let schema = |text: &Option<String>| text.as_deref().and_then(|t| serde_json::from_str(t).ok());
         let RetrySpec { max_attempts, initial_backoff_ms, max_backoff_ms } = *retry;
+        let input_schema = schema(input_schema);
         Self {
             name: name.clone(),
             steps: steps
@@ -73,7 +79,8 @@ impl From<&KindSpec> for SpecView {
             retry: RetryView { max_attempts, initial_backoff_ms, max_backoff_ms },
             has_failure_effect: *has_failure_effect,
             notifies_on_success: *notifies_on_success,
-            input_schema: schema(input_schema),
+            input_example: input_schema.as_ref().map(spindle_runtime::schema_example),
+            input_schema,
         }
     }
 }
@@ -277,8 +284,7 @@ impl DeployView {
                 Some(super::ErrorDetail {
                     code: "deploy.interrupted".into(),
                     message: "the host compiling the component stopped before it was done; deploy it again".into(),
-                    reason: None,
-                    state: None,
+                    ..Default::default()
                 }),
             ),
             (DeployState::Compiling, false) => ("compiling", None),
@@ -288,8 +294,7 @@ impl DeployView {
                 Some(super::ErrorDetail {
                     code: record.error_code.clone().unwrap_or_else(|| "internal".into()),
                     message: record.error_message.clone().unwrap_or_default(),
-                    reason: None,
-                    state: None,
+                    ..Default::default()
                 }),
             ),
         };

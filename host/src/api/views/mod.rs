@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 use utoipa::openapi::{Object, ObjectBuilder, Type};
 
 pub use capacity::{CapacityView, KindUsageView, LimitsView};
-pub use error::{ErrorBody, ErrorDetail};
+pub use error::{ErrorBody, ErrorDetail, ViolationView};
 pub use jobs::{
     Action, Actions, AttemptView, CancelBody, CancelRequestView, FailureView, HistoryEntryView, JobLive, JobPage,
     JobSummaryView, JobView, LeaseInvalidated, LogLineView, LogPage, SHOWN_BYTES, StepView, Submit,

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::api::views::{
     CancelBody, CapacityView, CreatedToken, DeployView, Deployed, DeploymentView, ErrorDetail, JobPage, JobView,
     KindList, KindView, LogLineView, LogPage, NewTenant, NewToken, Retention, Rollback, RolledBack, SecretList,
-    SecretView, Submit, TenantList, TenantOutbound, TenantToken, TenantView, TokenList,
+    SecretView, SpecView, Submit, TenantList, TenantOutbound, TenantToken, TenantView, TokenList,
 };
 use crate::api::{ScheduleList, ScheduleView};
 use crate::config::parse_duration;
@@ -89,9 +89,10 @@ pub enum ClientCommand {
     Submit {
         /// The kind.
         kind: String,
-        /// The job's input (JSON).
-        #[arg(long, default_value = "{}")]
-        input: String,
+        /// The job's input (JSON). Without it: `{}` if the kind's input schema allows
+        /// it, else the command says what the kind expects and submits nothing.
+        #[arg(long)]
+        input: Option<String>,
         /// forced, critical, scheduled, normal or background.
         #[arg(long)]
         priority: Option<String>,
@@ -425,6 +426,30 @@ async fn follow_deploy(client: &Client, kind: &str, mut deploy: DeployView, json
     Ok(deploy)
 }
 
+/// The description of `kind`'s current version, if it still reads.
+fn current_spec(kind: &KindView) -> Option<&SpecView> {
+    kind.versions.iter().flatten().find(|v| v.version == kind.current_version).and_then(|v| v.spec.as_ref())
+}
+
+/// The input `spindle submit KIND` sends without `--input`: `{}` when the kind's current
+/// version accepts it; otherwise an error that shows the schema and an example, and
+/// nothing is submitted.
+async fn default_input(client: &Client, kind: &str) -> anyhow::Result<Value> {
+    let empty = Value::Object(Default::default());
+    let found: KindView = client.get(&format!("/v1/kinds/{kind}")).await?;
+    let Some(schema) = current_spec(&found).and_then(|spec| spec.input_schema.as_ref()) else { return Ok(empty) };
+    let accepts_empty =
+        spindle_runtime::InputSchema::compile_value(schema).is_ok_and(|compiled| compiled.check_value(&empty).is_ok());
+    if accepts_empty {
+        return Ok(empty);
+    }
+    let example = spindle_runtime::schema_example(schema);
+    anyhow::bail!(
+        "{kind} expects an input that follows its schema; pass one with --input, for example\n  spindle submit {kind} --input '{example}'\nthe schema (`spindle kinds {kind}` shows it too):\n{}",
+        serde_json::to_string_pretty(schema).unwrap_or_default()
+    )
+}
+
 /// One log line as `spindle logs` prints it: time, step and attempt, level, stream, text.
 fn log_line(line: &LogLineView) -> String {
     format!("{} {}#{} {:<5} {:<7} {}", line.at, line.step, line.attempt, line.level, line.stream, line.message)
@@ -551,8 +576,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                     let error = deploy.error.unwrap_or_else(|| ErrorDetail {
                         code: "internal".into(),
                         message: "the deploy failed".into(),
-                        reason: None,
-                        state: None,
+                        ..Default::default()
                     });
                     return Err(anyhow::Error::new(remote::HostRefused::deploy_failed(error)));
                 }
@@ -584,6 +608,9 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                         breaker.map_or("closed", |b| b.state.as_str()),
                         steps(version.spec.as_ref())
                     );
+                }
+                if let Some(spec) = current_spec(k) {
+                    print::input_schema(&k.kind, k.current_version, spec);
                 }
                 if !k.deploys.is_empty() {
                     println!("  latest deploys:");
@@ -619,7 +646,10 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
             emit(json, &done, |r| println!("{} now runs version {} for new jobs", r.kind, r.current_version));
         }
         ClientCommand::Submit { kind, input, priority, key, lease_keys, delay } => {
-            let input: Value = serde_json::from_str(&input).context("--input is not valid JSON")?;
+            let input: Value = match input {
+                Some(input) => serde_json::from_str(&input).context("--input is not valid JSON")?,
+                None => default_input(&client, &kind).await?,
+            };
             let submit =
                 Submit { kind, input, priority, run_at: None, delay_secs: delay, idempotency_key: key, lease_keys };
             let job: JobView = client.post("/v1/jobs", &submit).await?;

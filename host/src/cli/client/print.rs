@@ -37,6 +37,22 @@ pub(super) fn state_line(job: &JobView) -> String {
     line
 }
 
+/// What a kind's current version expects as input: its schema and an example to submit.
+pub(super) fn input_schema(kind: &str, version: i64, spec: &SpecView) {
+    match (&spec.input_schema, &spec.input_example) {
+        (Some(schema), example) => {
+            println!("  input schema (version {version}):");
+            for line in serde_json::to_string_pretty(schema).unwrap_or_default().lines() {
+                println!("    {line}");
+            }
+            if let Some(example) = example {
+                println!("  example: spindle submit {kind} --input '{example}'");
+            }
+        }
+        (None, _) => println!("  input: any JSON (version {version} declares no schema)"),
+    }
+}
+
 /// A kind's steps, in order.
 pub(super) fn steps(spec: Option<&SpecView>) -> String {
     spec.map(|spec| spec.steps.iter().map(|step| step.key.as_str()).collect::<Vec<_>>().join(" → ")).unwrap_or_default()

@@ -36,6 +36,11 @@ impl HostRefused {
                 if message.is_empty() {
                     message = status.to_string();
                 }
+                // One line per violation: where in the input, and what is wrong there.
+                for violation in error.violations.iter().flatten() {
+                    let at = if violation.pointer.is_empty() { "(the input)" } else { &violation.pointer };
+                    message.push_str(&format!("\n  {at}: {}", violation.message));
+                }
                 Self { code: error.code, reason: error.reason, message }
             }
             Err(_) => Self { code: "error".to_owned(), reason: None, message: status.to_string() },
