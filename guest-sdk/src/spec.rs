@@ -233,6 +233,7 @@ mod tests {
     /// The derived schema is what a host's validator reads: required fields, types,
     /// serde's renames and defaults.
     #[test]
+    #[allow(clippy::unwrap_used)]
     fn input_and_output_schemas_are_derived_from_types() {
         #[derive(schemars::JsonSchema)]
         #[allow(dead_code)]

@@ -188,6 +188,7 @@ fn example_at(root: &Value, schema: &Value, depth: usize) -> Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use serde_json::json;
 
