@@ -124,6 +124,11 @@ class Schema:
         return f"Schema({self.keywords!r})"
 
 
+
+# Python's own types and the JSON Schema type each stands for (bare `list` and `dict`
+# say nothing of their items).
+_PLAIN_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+
 def schema_of(tp: Any) -> Dict[str, Any]:
     """The JSON Schema (draft 2020-12, as a dict) of the JSON that `tp` decodes from.
 
@@ -227,18 +232,8 @@ class _Builder:
             return _with({"type": "object"}, additionalProperties=values if values else None)
         if tp is None or tp is _NoneType:
             return {"type": "null"}
-        if tp is bool:
-            return {"type": "boolean"}
-        if tp is int:
-            return {"type": "integer"}
-        if tp is float:
-            return {"type": "number"}
-        if tp is str:
-            return {"type": "string"}
-        if tp is list:
-            return {"type": "array"}
-        if tp is dict:
-            return {"type": "object"}
+        if isinstance(tp, type) and tp in _PLAIN_TYPES:
+            return {"type": _PLAIN_TYPES[tp]}
         if _is_named(tp):
             return self.named(tp, where, root=root)
         raise TypeError(f"cannot describe `{where}` ({_describe(tp)}) as JSON Schema: it is not a JSON type")
