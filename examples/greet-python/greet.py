@@ -35,11 +35,7 @@ class Composed:
 
 
 # `input=` declares GreetInput's JSON Schema: the host checks submissions against it.
-kind = Kind(
-    "greet-python",
-    input=GreetInput,
-    retry=RetryPolicy(max_attempts=3, initial_backoff_ms=100, max_backoff_ms=1000),
-)
+kind = Kind("greet-python", input=GreetInput, retry=RetryPolicy(max_attempts=3, initial_backoff_ms=100, max_backoff_ms=1000))
 
 
 @kind.step("compose", output=Composed)
