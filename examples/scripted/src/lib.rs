@@ -107,8 +107,8 @@ const WAIT_FOR_STOP_BEATS: u32 = 4_000;
 impl Kind for Scripted {
     fn describe() -> KindSpec {
         KindSpec::new("scripted")
-            // Step key → its script.
-            .input::<BTreeMap<String, Script>>()
+            // Step key → its script; none at all (`null`) is allowed.
+            .input::<Option<BTreeMap<String, Script>>>()
             .step("first", 1)
             .step("second", 1)
             .step("third", 1)
@@ -119,7 +119,8 @@ impl Kind for Scripted {
     }
 
     fn run_step(step: &mut Step) -> Result<Outcome, StepError> {
-        let scripts: BTreeMap<String, Script> = step.input()?;
+        // No input (`null`): every step completes.
+        let scripts: BTreeMap<String, Script> = step.input::<Option<_>>()?.unwrap_or_default();
         let action: Action =
             scripts.get(step.key()).map_or("complete", |script| script.for_attempt(step.attempt())).parse()?;
         let completed = |step: &Step| Outcome::complete(&Completed { step: step.key(), attempt: step.attempt() });
