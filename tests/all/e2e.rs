@@ -151,7 +151,7 @@ async fn tenants_cannot_reach_each_others_work(backend: Backend) {
 }
 
 async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
-    let (host, _db) = serve(backend, &["--max-component-bytes", "200000"]).await;
+    let (host, _db) = serve(backend, &["--max-component-bytes", "300000"]).await;
     let token = host.tenant("acme");
     let http = reqwest::Client::new();
     let url = |path: &str| format!("{}{path}", host.url);
