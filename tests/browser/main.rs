@@ -88,12 +88,13 @@ impl Browser {
     /// The element marked `data-test="test"`, once there.
     async fn find(&self, test: &str) -> fantoccini::elements::Element {
         let css = format!("[data-test=\"{test}\"]");
-        self.client
-            .wait()
-            .at_most(PATIENCE)
-            .for_element(Locator::Css(&css))
-            .await
-            .unwrap_or_else(|e| panic!("{test}: {e}"))
+        match self.client.wait().at_most(PATIENCE).for_element(Locator::Css(&css)).await {
+            Ok(found) => found,
+            Err(e) => {
+                self.shot("timed-out").await;
+                panic!("{test}: {e}")
+            }
+        }
     }
 
     /// Waits until `check` answers `Some`, reading the page again each time.
@@ -268,6 +269,49 @@ async fn a_tenant_finds_reads_retries_cancels_and_deploys_through_the_dashboard(
     browser.shot("kind-deployed").await;
     let kind = host.cli(Some(&alice), &["kinds", "versioned", "--json"]).json();
     assert_eq!(kind["current_version"], 2, "the upload is the current version");
+
+    // Submit from a kind's page: a bad input is refused with each violation's pointer and
+    // queues nothing; the example the page starts with is accepted.
+    let saga = spindle_tests::guest_path("payment-saga");
+    assert_eq!(host.cli(Some(&alice), &["deploy", "payment-saga", saga.to_str().unwrap()]).code, 0);
+    let jobs_before = host.cli(Some(&alice), &["jobs", "--json"]).json()["jobs"].as_array().unwrap().len();
+    browser.goto(&format!("{}/#/kinds/payment-saga", host.url)).await;
+    browser.find("current-input-schema").await;
+    let input = browser.find("submit-input").await;
+    let example: Value = serde_json::from_str(&input.prop("value").await.unwrap().unwrap()).expect("the example is JSON");
+    assert!(example["account"].is_string(), "the example follows the schema: {example}");
+    input.clear().await.unwrap();
+    input.send_keys(r#"{"amount_cents": 1200, "card": "4242"}"#).await.unwrap();
+    browser.find("submit-job").await.click().await.unwrap();
+    let pointers = browser
+        .until("the refusal's violations", || async {
+            let items = browser.client.find_all(Locator::Css("[data-test=\"violation\"]")).await.ok()?;
+            let mut pointers = Vec::new();
+            for item in items {
+                pointers.push(item.attr("data-pointer").await.ok()??);
+            }
+            (!pointers.is_empty()).then_some(pointers)
+        })
+        .await;
+    assert!(pointers.contains(&String::new()), "the missing account is the input's own violation: {pointers:?}");
+    assert!(pointers.contains(&"/card".to_owned()), "the short card: {pointers:?}");
+    browser.shot("kind-submit-refused").await;
+    let jobs_after = host.cli(Some(&alice), &["jobs", "--json"]).json()["jobs"].as_array().unwrap().len();
+    assert_eq!(jobs_before, jobs_after, "the refused input queued nothing");
+    input.clear().await.unwrap();
+    input.send_keys(&example.to_string()).await.unwrap();
+    browser.find("submit-job").await.click().await.unwrap();
+    browser.find("submitted-job").await.click().await.unwrap();
+    browser.find("job-state").await;
+    let submitted = browser
+        .until("the submitted job's page", || async {
+            let url = browser.client.current_url().await.ok()?;
+            url.fragment()?.strip_prefix("/jobs/").map(str::to_owned)
+        })
+        .await;
+    let view = host.cli(Some(&alice), &["job", &submitted, "--json"]).json();
+    assert_eq!(view["kind"], "payment-saga");
+    assert_eq!(view["input"], example, "the job carries the example as its input");
 
     // The other pages, for review.
     browser.goto(&format!("{}/#/kinds", host.url)).await;

@@ -30,6 +30,8 @@ export class ApiError extends Error {
     this.code = detail.code;
     this.reason = detail.reason;
     this.state = detail.state;
+    /** For `invalid-input`: `[{pointer, message}]`, the input's violations of the kind's schema. */
+    this.violations = detail.violations || [];
   }
 }
 

@@ -95,6 +95,7 @@ export async function renderKind(view, ctx, name) {
     h('a', { href: `#/jobs?kind=${enc(name)}`, class: 'button subtle' }, 'Its jobs →')),
   body, deployCard(ctx, name, () => load()));
   const open = new Set();
+  let submitBox = null;
 
   async function load() {
     const kind = await get(`/v1/kinds/${enc(name)}`, { signal });
@@ -136,11 +137,18 @@ export async function renderKind(view, ctx, name) {
           v.deployment ? deploymentDetails(v.deployment, v.version, open) : null)) : null,
       ];
     });
+    const currentSpec = versions.find((v) => v.version === kind.current_version)?.spec;
+    // The submit card is built once, so a reload (after a rollback) keeps what was typed
+    // unless the current version, and with it the expected input, changed.
+    if (!submitBox || submitBox.dataset.version !== String(kind.current_version)) {
+      submitBox = submitCard(ctx, name, kind.current_version, currentSpec);
+    }
     replace(body,
       h('div', { class: 'card' }, h('dl', { class: 'facts' },
         h('div', {}, h('dt', {}, 'Current version'), h('dd', { 'data-test': 'kind-current' }, `v${kind.current_version}`)),
         h('div', {}, h('dt', {}, 'Latest version'), h('dd', {}, `v${kind.latest_version}`)),
         h('div', {}, h('dt', {}, 'Updated'), h('dd', {}, timeEl(kind.updated_at, { both: true }))))),
+      submitBox,
       section('Versions', { 'data-test': 'versions' }, note,
         table(['Version', 'Digest', 'Size', 'Deployed', 'Steps', 'Policy', 'Breaker', ''], rows, { 'data-test': 'versions-table' })),
       section('Latest deploys', { 'data-test': 'deploys' }, (kind.deploys || []).length ? deploysTable(kind.deploys) : empty('No deploys recorded.')));
@@ -162,6 +170,67 @@ function deploymentDetails(d, version, open) {
     h('dl', { class: 'facts compact' }, items.map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))));
   el.addEventListener('toggle', () => (el.open ? open.add(key) : open.delete(key)));
   return el;
+}
+
+// ---- submitting a job ---------------------------------------------------------------------
+
+/**
+ * A job of this kind from a JSON input. The input starts as the current version's example
+ * (what `spindle kinds KIND` prints), and a refusal lists each violation of the kind's input
+ * schema by its JSON pointer: the host checks the input before anything is queued.
+ */
+function submitCard(ctx, kind, version, spec) {
+  const { signal } = ctx;
+  const schema = spec && spec.input_schema;
+  const example = spec && spec.input_example !== undefined && spec.input_example !== null ? spec.input_example : {};
+  const input = h('textarea', { 'data-test': 'submit-input', name: 'input', rows: 6, spellcheck: 'false', class: 'mono' },
+    JSON.stringify(example, null, 2));
+  const submit = h('button', { type: 'submit', class: 'button primary', 'data-test': 'submit-job' }, 'Submit');
+  const result = h('div', { class: 'deploy-result', 'data-test': 'submit-result', 'aria-live': 'polite', hidden: true });
+  const say = (state, ...text) => {
+    result.hidden = false;
+    result.dataset.state = state;
+    result.className = `deploy-result ${state}`;
+    replace(result, ...text);
+  };
+
+  async function send(e) {
+    e.preventDefault();
+    let value;
+    try {
+      value = JSON.parse(input.value);
+    } catch (err) {
+      return say('failed', `The input is not JSON: ${err.message}`);
+    }
+    submit.disabled = true;
+    try {
+      const job = await post('/v1/jobs', { kind, input: value }, { signal });
+      say('ready', 'Submitted ', h('a', { href: `#/jobs/${enc(job.id)}`, 'data-test': 'submitted-job' }, mono(shortId(job.id), { title: job.id })),
+        ` (${job.state}).`);
+    } catch (err) {
+      if (err.name === 'AbortError') return;
+      if (err.code === 'invalid-input') {
+        say('failed', h('div', {}, `Refused, nothing was queued: the input does not follow ${kind}'s schema.`,
+          h('ul', { class: 'violations', 'data-test': 'violations' }, err.violations.map((v) => h('li', { 'data-test': 'violation', 'data-pointer': v.pointer },
+            mono(v.pointer || '(the input)', { class: 'mono failure-code' }), ' ', v.message)))));
+      } else {
+        say('failed', 'Refused: ', describeError(err));
+      }
+    } finally {
+      submit.disabled = false;
+    }
+  }
+
+  const card = section('Submit a job', { 'data-test': 'submit' },
+    schema
+      ? jsonBlock(schema, `Input schema of v${version}`, { attrs: { 'data-test': 'current-input-schema' } })
+      : h('p', { class: 'muted small' }, `v${version} declares no input schema: any JSON input is accepted.`),
+    h('form', { class: 'submit-form', onsubmit: send },
+      field('Input (JSON)', input, schema ? 'Starts as an example that follows the schema.' : null),
+      h('div', { class: 'filter-buttons' }, submit)),
+    result);
+  card.dataset.version = String(version);
+  return card;
 }
 
 // ---- deploying a new version -------------------------------------------------------------
