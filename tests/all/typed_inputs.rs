@@ -136,3 +136,30 @@ async fn kinds_without_a_schema_accept_any_json(backend: Backend) {
 }
 
 on_both_backends!(a_bad_payment_is_refused_before_anything_is_queued, kinds_without_a_schema_accept_any_json);
+
+/// `spindle bench --only validation` runs both kinds' submissions and the bare check and
+/// reports them (the figures themselves are the benchmark's business, not the test's).
+#[test]
+fn the_bench_submits_without_and_with_a_schema() {
+    let scratch = Scratch::new();
+    let guests = guest_path("typed-noop").parent().expect("the guests directory").to_owned();
+    let ran = std::process::Command::new(spindle_tests::spindle_bin())
+        .args(["bench", "--only", "validation", "--jobs", "200", "--submit-batch", "50", "--json", "--guests"])
+        .arg(&guests)
+        .arg("--work-dir")
+        .arg(&scratch.path)
+        .output()
+        .expect("spindle bench runs");
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let report: Value = serde_json::from_slice(&ran.stdout).expect("a JSON report");
+    let validation = &report["validation"];
+    assert_eq!(validation["jobs"], 200, "{validation}");
+    assert_eq!(validation["rounds"].as_array().map(Vec::len), Some(5), "{validation}");
+    for figure in ["untyped_jobs_per_sec", "typed_jobs_per_sec", "check_us", "check_share"] {
+        assert!(validation[figure].as_f64().is_some_and(|f| f > 0.0), "{figure}: {validation}");
+    }
+    let target = report["targets"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["what"].as_str().unwrap().contains("input schema")));
+    assert!(target.is_some(), "the 10 % target is checked: {}", report["targets"]);
+}

@@ -9,6 +9,7 @@
 //! | section | what it measures |
 //! |---|---|
 //! | [`throughput`] | jobs/s of one-step (`throughput1`) and three-step (`throughput3`) no-op jobs |
+//! | [`validation`] | bulk submission to a kind without and with an input schema |
 //! | [`latency`] | enqueue→start p50/p99 at a steady rate, from the stored `created_at` and `started_at` |
 //! | [`sandbox`] | instantiate + call of a no-op step, pooling on and off |
 //! | [`compile`] | compile time and cache-load time of each example component |
@@ -35,6 +36,7 @@ pub mod retention;
 pub mod sandbox;
 pub mod stats;
 pub mod throughput;
+pub mod validation;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -71,6 +73,8 @@ pub enum Section {
     Throughput1,
     /// Throughput of three-step no-op jobs.
     Throughput3,
+    /// Bulk submission (host stopped) to a kind without and with an input schema.
+    Validation,
     /// Enqueue→start latency at a steady rate.
     Latency,
     /// Claim latency with few and many queued jobs.
@@ -101,6 +105,7 @@ impl Section {
             Self::Phases,
             Self::Throughput1,
             Self::Throughput3,
+            Self::Validation,
             Self::Latency,
             Self::Claim,
             Self::Outbound,
@@ -335,6 +340,7 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Phases => report.phases = Some(phases::measure(ctx).await?),
             Section::Throughput1 => report.throughput1 = Some(throughput::measure(ctx, "noop", 1).await?),
             Section::Throughput3 => report.throughput3 = Some(throughput::measure(ctx, "noop3", 3).await?),
+            Section::Validation => report.validation = Some(validation::measure(ctx).await?),
             Section::Latency => report.latency = Some(latency::measure(ctx).await?),
             Section::Claim => report.claim = claim::measure(ctx).await?,
             Section::Outbound => report.outbound = Some(outbound::measure(ctx).await?),

@@ -32,6 +32,8 @@ pub struct Report {
     pub throughput1: Option<Throughput>,
     /// `throughput3`.
     pub throughput3: Option<Throughput>,
+    /// `validation`.
+    pub validation: Option<super::validation::Validation>,
     /// `latency`.
     pub latency: Option<Latency>,
     /// `sandbox`: pooling on, then off.
@@ -106,6 +108,7 @@ impl Report {
             durability: String::new(),
             throughput1: None,
             throughput3: None,
+            validation: None,
             latency: None,
             sandbox: Vec::new(),
             compile: Vec::new(),
@@ -141,6 +144,20 @@ impl Report {
                 target: format!("≥ {goal:.0} jobs/s"),
                 measured: format!("{:.0} jobs/s", t.live.jobs_per_sec),
                 met: t.live.jobs_per_sec >= goal,
+            });
+        }
+        if let Some(v) = &self.validation {
+            out.push(TargetCheck {
+                what: "bulk submission with an input schema vs without".into(),
+                target: "within 10 %".into(),
+                measured: format!(
+                    "{:+.1} % ({:.0} vs {:.0} jobs/s); the check alone {:.1} %",
+                    (v.ratio - 1.0) * 100.0,
+                    v.typed_jobs_per_sec,
+                    v.untyped_jobs_per_sec,
+                    v.check_share * 100.0
+                ),
+                met: v.ratio >= 0.9 && v.check_share <= 0.1,
             });
         }
         if let Some(l) = &self.latency {
@@ -270,6 +287,22 @@ impl Report {
                     "{:.0} jobs/s  (end to end {:.0} jobs/s)",
                     r.drain.drain_jobs_per_sec, r.drain.end_to_end_jobs_per_sec
                 ),
+            );
+        }
+        if let Some(v) = &self.validation {
+            t.section(&format!(
+                "Typed inputs: {} bulk submissions, host stopped, median of {} rounds",
+                v.jobs,
+                v.rounds.len()
+            ));
+            t.row("noop (no input schema)", &format!("{:.0} jobs/s", v.untyped_jobs_per_sec));
+            t.row(
+                "typed-noop (payment-saga's schema)",
+                &format!("{:.0} jobs/s ({:+.1} %)", v.typed_jobs_per_sec, (v.ratio - 1.0) * 100.0),
+            );
+            t.row(
+                "  one check, in-process",
+                &format!("{:.2} µs ({:.1} % of an untyped submission's time)", v.check_us, v.check_share * 100.0),
             );
         }
         if let Some(l) = &self.latency {
