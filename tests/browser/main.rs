@@ -278,7 +278,8 @@ async fn a_tenant_finds_reads_retries_cancels_and_deploys_through_the_dashboard(
     browser.goto(&format!("{}/#/kinds/payment-saga", host.url)).await;
     browser.find("current-input-schema").await;
     let input = browser.find("submit-input").await;
-    let example: Value = serde_json::from_str(&input.prop("value").await.unwrap().unwrap()).expect("the example is JSON");
+    let example: Value =
+        serde_json::from_str(&input.prop("value").await.unwrap().unwrap()).expect("the example is JSON");
     assert!(example["account"].is_string(), "the example follows the schema: {example}");
     input.clear().await.unwrap();
     input.send_keys(r#"{"amount_cents": 1200, "card": "4242"}"#).await.unwrap();
