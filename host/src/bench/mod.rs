@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`throughput`] | jobs/s of one-step (`throughput1`) and three-step (`throughput3`) no-op jobs |
 //! | [`validation`] | bulk submission to a kind without and with an input schema |
+//! | [`wal`] | PostgreSQL: WAL bytes, index entries and heap writes per one-step job (`pg_walinspect`) |
 //! | [`latency`] | enqueue→start p50/p99 at a steady rate, from the stored `created_at` and `started_at` |
 //! | [`sandbox`] | instantiate + call of a no-op step, pooling on and off |
 //! | [`compile`] | compile time and cache-load time of each example component |
@@ -37,6 +38,7 @@ pub mod sandbox;
 pub mod stats;
 pub mod throughput;
 pub mod validation;
+pub mod wal;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -75,6 +77,8 @@ pub enum Section {
     Throughput3,
     /// Bulk submission (host stopped) to a kind without and with an input schema.
     Validation,
+    /// PostgreSQL: what one-step jobs write to the WAL, by record type, per job.
+    Wal,
     /// Enqueue→start latency at a steady rate.
     Latency,
     /// Claim latency with few and many queued jobs.
@@ -106,6 +110,7 @@ impl Section {
             Self::Throughput1,
             Self::Throughput3,
             Self::Validation,
+            Self::Wal,
             Self::Latency,
             Self::Claim,
             Self::Outbound,
@@ -341,6 +346,7 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Throughput1 => report.throughput1 = Some(throughput::measure(ctx, "noop", 1).await?),
             Section::Throughput3 => report.throughput3 = Some(throughput::measure(ctx, "noop3", 3).await?),
             Section::Validation => report.validation = Some(validation::measure(ctx).await?),
+            Section::Wal => report.wal = wal::measure(ctx).await?,
             Section::Latency => report.latency = Some(latency::measure(ctx).await?),
             Section::Claim => report.claim = claim::measure(ctx).await?,
             Section::Outbound => report.outbound = Some(outbound::measure(ctx).await?),

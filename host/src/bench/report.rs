@@ -34,6 +34,8 @@ pub struct Report {
     pub throughput3: Option<Throughput>,
     /// `validation`.
     pub validation: Option<super::validation::Validation>,
+    /// `wal` (PostgreSQL only).
+    pub wal: Option<super::wal::WalBench>,
     /// `latency`.
     pub latency: Option<Latency>,
     /// `sandbox`: pooling on, then off.
@@ -109,6 +111,7 @@ impl Report {
             throughput1: None,
             throughput3: None,
             validation: None,
+            wal: None,
             latency: None,
             sandbox: Vec::new(),
             compile: Vec::new(),
@@ -304,6 +307,32 @@ impl Report {
                 "  one check, in-process",
                 &format!("{:.2} µs ({:.1} % of an untyped submission's time)", v.check_us, v.check_share * 100.0),
             );
+        }
+        if let Some(w) = &self.wal {
+            t.section(&format!("WAL per one-step job (pg_walinspect), {} noop jobs", w.jobs));
+            for (label, p) in [("submit (bulk, host stopped)", &w.submit), ("run (claim, step, settle)", &w.run)] {
+                t.row(
+                    label,
+                    &format!(
+                        "{:.0} B ({:.0} B of page images); {:.1} B-tree inserts, {:.1} heap inserts",
+                        p.bytes_per_job, p.fpi_bytes_per_job, p.btree_inserts_per_job, p.heap_inserts_per_job
+                    ),
+                );
+                t.row(
+                    "  updates: non-HOT, HOT; locks; commits",
+                    &format!(
+                        "{:.2}, {:.2}; {:.2}; {:.3}",
+                        p.updates_per_job, p.hot_updates_per_job, p.locks_per_job, p.commits_per_job
+                    ),
+                );
+                for (record, count, bytes) in &p.top {
+                    t.row(&format!("    {record}"), &format!("{count:.2} records, {bytes:.0} B"));
+                }
+                t.row("  by table or index", "records per job");
+                for (relation, record, count) in &p.by_relation {
+                    t.row(&format!("    {relation}"), &format!("{record} {count:.2}"));
+                }
+            }
         }
         if let Some(l) = &self.latency {
             t.section(&format!(
