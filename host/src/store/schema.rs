@@ -30,6 +30,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (10, include_str!("../../migrations/postgres/0010_tenant_capacity.sql")),
     (11, include_str!("../../migrations/postgres/0011_deployments.sql")),
     (12, include_str!("../../migrations/postgres/0012_dashboard.sql")),
+    (13, include_str!("../../migrations/postgres/0013_room_for_rewrites.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.
