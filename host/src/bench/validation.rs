@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde::Serialize;
 
-use super::{Context, stats};
+use super::progress::Task;
+use super::{Context, stats, submit_bulk};
 
 /// The input both kinds are given, valid for `typed-noop`'s schema.
 const INPUT: &[u8] = br#"{"account": "acct-1", "amount_cents": 1200, "card": "4242424242424242"}"#;
@@ -50,11 +51,11 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Validation> {
     let mut check_us = f64::NAN;
     for round in 0..ROUNDS {
         let (untyped, typed) = if round % 2 == 0 {
-            let untyped = enqueue(ctx, "noop", jobs).await?;
-            (untyped, enqueue(ctx, "typed-noop", jobs).await?)
+            let untyped = enqueue(ctx, "noop", jobs, &task).await?;
+            (untyped, enqueue(ctx, "typed-noop", jobs, &task).await?)
         } else {
-            let typed = enqueue(ctx, "typed-noop", jobs).await?;
-            (enqueue(ctx, "noop", jobs).await?, typed)
+            let typed = enqueue(ctx, "typed-noop", jobs, &task).await?;
+            (enqueue(ctx, "noop", jobs, &task).await?, typed)
         };
         if round == 0 {
             check_us = bare_check(ctx).await?;
@@ -79,17 +80,12 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Validation> {
 }
 
 /// Jobs per second submitting `jobs` of `kind` in bulk, host stopped, on a fresh database.
-async fn enqueue(ctx: &Context, kind: &str, jobs: usize) -> anyhow::Result<f64> {
+async fn enqueue(ctx: &Context, kind: &str, jobs: usize, task: &Task) -> anyhow::Result<f64> {
     let scenario = ctx.open(&format!("{kind}-enqueue"), ctx.settings.concurrency).await?;
     ctx.deploy(&scenario, kind).await?;
     let engine = scenario.host.engine.clone();
     let started = Instant::now();
-    let mut left = jobs;
-    while left > 0 {
-        let take = left.min(ctx.settings.submit_batch.max(1));
-        engine.submit_many(&ctx.tenant, super::requests(kind, INPUT, take)).await.context("submitting")?;
-        left -= take;
-    }
+    submit_bulk(ctx, &engine, kind, INPUT, jobs, task, || 0).await?;
     let rate = jobs as f64 / started.elapsed().as_secs_f64();
     ctx.close(scenario, Duration::ZERO).await;
     Ok(rate)

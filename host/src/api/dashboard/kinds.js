@@ -172,6 +172,21 @@ function deploymentDetails(d, version, open) {
   return el;
 }
 
+/**
+ * A card's result line, hidden until `say(state, ...content)` shows it; `data-state`
+ * carries the state for the browser tests.
+ */
+function resultBox(test) {
+  const result = h('div', { class: 'deploy-result', 'data-test': test, 'aria-live': 'polite', hidden: true });
+  const say = (state, ...text) => {
+    result.hidden = false;
+    result.dataset.state = state;
+    result.className = `deploy-result ${state}`;
+    replace(result, ...text);
+  };
+  return [result, say];
+}
+
 // ---- submitting a job ---------------------------------------------------------------------
 
 /**
@@ -186,13 +201,7 @@ function submitCard(ctx, kind, version, spec) {
   const input = h('textarea', { 'data-test': 'submit-input', name: 'input', rows: 6, spellcheck: 'false', class: 'mono' },
     JSON.stringify(example, null, 2));
   const submit = h('button', { type: 'submit', class: 'button primary', 'data-test': 'submit-job' }, 'Submit');
-  const result = h('div', { class: 'deploy-result', 'data-test': 'submit-result', 'aria-live': 'polite', hidden: true });
-  const say = (state, ...text) => {
-    result.hidden = false;
-    result.dataset.state = state;
-    result.className = `deploy-result ${state}`;
-    replace(result, ...text);
-  };
+  const [result, say] = resultBox('submit-result');
 
   async function send(e) {
     e.preventDefault();
@@ -240,14 +249,7 @@ function deployCard(ctx, kind, onDone) {
   const nameInput = h('input', { type: 'text', 'data-test': 'deploy-kind', name: 'kind', value: kind, required: true, pattern: '[a-z0-9._\\-]{1,64}', spellcheck: 'false', placeholder: 'e.g. thumbnail' });
   const file = h('input', { type: 'file', 'data-test': 'deploy-file', name: 'component', accept: '.wasm,application/wasm', required: true });
   const submit = h('button', { type: 'submit', class: 'button primary', 'data-test': 'deploy-submit' }, 'Deploy');
-  const result = h('div', { class: 'deploy-result', 'data-test': 'deploy-result', 'aria-live': 'polite', hidden: true });
-
-  const say = (state, ...text) => {
-    result.hidden = false;
-    result.dataset.state = state;
-    result.className = `deploy-result ${state}`;
-    replace(result, ...text);
-  };
+  const [result, say] = resultBox('deploy-result');
 
   async function deploy(e) {
     e.preventDefault();
