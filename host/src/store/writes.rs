@@ -346,15 +346,7 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
         }
         outcomes[i] = Some(WriteOutcome::Written { version: w.expected_version + 1 });
     }
-    insert_rows(
-        tx,
-        "INSERT INTO steps (job_id, pass, position, key, state, body, output)",
-        "ON CONFLICT (job_id, pass, position) DO UPDATE SET state = excluded.state, body = excluded.body, \
-         output = excluded.output",
-        7,
-        steps,
-    )
-    .await?;
+    write_steps(tx, steps).await?;
     insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
     insert_rows(tx, "INSERT INTO outbox (job_id, effect, run_at, attempts, created_at, detail)", "", 6, outbox).await?;
     if !spawns.is_empty() {
@@ -378,6 +370,60 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
     }
     let outcomes = outcomes.into_iter().map(|o| o.unwrap_or(WriteOutcome::Conflict)).collect();
     Ok(Applied { outcomes, released, ready, freed })
+}
+
+/// Writes step rows (from [`step_row`]): an update of the ones stored, an insert of the
+/// rest. Every step is stored with its job, so a settlement's steps are all updates; a
+/// new pass's (a restart) are inserts.
+///
+/// On PostgreSQL an `INSERT … ON CONFLICT DO UPDATE` locks each row it finds before it
+/// rewrites it, a `Heap/LOCK` WAL record per step written; a plain `UPDATE` of rows
+/// whose job row this transaction already holds locked needs none. What it did not
+/// find goes through the upsert still, so the result is the upsert's whatever was
+/// stored. SQLite's upsert has no such cost (its writer holds the database).
+async fn write_steps(tx: &mut Tx, steps: Vec<Vec<Value>>) -> Result<(), StoreError> {
+    const INSERT: &str = "INSERT INTO steps (job_id, pass, position, key, state, body, output)";
+    const UPSERT: &str = "ON CONFLICT (job_id, pass, position) DO UPDATE SET state = excluded.state, \
+                          body = excluded.body, output = excluded.output";
+    if steps.is_empty() {
+        return Ok(());
+    }
+    let key = |row: &[Value]| match (&row[0], &row[1], &row[2]) {
+        (Value::Text(Some(job)), Value::Int(Some(pass)), Value::Int(Some(position))) => {
+            Some((job.clone(), *pass, *position))
+        }
+        _ => None,
+    };
+    // A job written twice in one batch (a chain) may write a step twice: the later
+    // write, derived from the earlier, is the one that stays. One statement may not
+    // touch a row twice (PostgreSQL's upsert refuses to, its UPDATE would pick either).
+    let mut seen = HashSet::with_capacity(steps.len());
+    let mut steps: Vec<Vec<Value>> =
+        steps.into_iter().rev().filter(|row| key(row).is_none_or(|k| seen.insert(k))).collect();
+    steps.reverse();
+    if tx.backend() == Backend::Sqlite {
+        return insert_rows(tx, INSERT, UPSERT, 7, steps).await;
+    }
+    let updated = over_rows(
+        tx,
+        steps.clone(),
+        7,
+        |source| {
+            format!(
+                "UPDATE steps SET state = v.column5, body = v.column6, output = v.column7 FROM {source} \
+                 WHERE steps.job_id = v.column1 AND steps.pass = v.column2 AND steps.position = v.column3 \
+                 RETURNING steps.job_id, steps.pass, steps.position"
+            )
+        },
+        &[Ty::Text, Ty::Int, Ty::Int],
+    )
+    .await?;
+    let found: HashSet<(String, i64, i64)> = updated.iter().map(|r| (r.text(0), r.int(1), r.int(2))).collect();
+    let rest: Vec<Vec<Value>> = steps.into_iter().filter(|row| key(row).is_none_or(|k| !found.contains(&k))).collect();
+    if rest.is_empty() {
+        return Ok(());
+    }
+    insert_rows(tx, INSERT, UPSERT, 7, rest).await
 }
 
 /// Locks the job rows of `writes` in id order (PostgreSQL; SQLite's writer holds the
@@ -524,4 +570,89 @@ async fn update_jobs(tx: &mut Tx, writes: &[&JobWrite], pending: &[usize]) -> Re
         }
     }
     Ok(landed)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::store::test_db::fresh;
+
+    /// A stored step as the test reads it back: pass, position, state, body, output.
+    type Stored = (i64, i64, String, String, Option<Vec<u8>>);
+
+    fn row(job: &str, pass: i64, position: i64, state: &str) -> Vec<Value> {
+        vec![
+            Value::from(job),
+            Value::from(pass),
+            Value::from(position),
+            Value::from(format!("s{position}")),
+            Value::from(state),
+            Value::from(format!("{{\"state\":\"{state}\"}}")),
+            Value::from(Some(state.as_bytes().to_vec())),
+        ]
+    }
+
+    /// Step rows are updated where stored and inserted where not, the later of two
+    /// writes of one step in a batch staying, with few rows (a `VALUES` list) and many
+    /// (arrays on PostgreSQL), on both backends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn step_rows_are_updated_or_inserted_and_the_later_write_stays() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let Some(test) = fresh(backend).await else { continue };
+            crate::store::schema::migrate(&test.db).await.unwrap();
+            for jobs in [2usize, 20] {
+                let ids: Vec<String> = (0..jobs).map(|j| format!("job-{jobs}-{j}")).collect();
+                let mut tx = test.db.begin().await.unwrap();
+                let stored = ids.iter().flat_map(|id| [row(id, 1, 0, "pending"), row(id, 1, 1, "pending")]).collect();
+                insert_rows(
+                    &mut tx,
+                    "INSERT INTO steps (job_id, pass, position, key, state, body, output)",
+                    "",
+                    7,
+                    stored,
+                )
+                .await
+                .unwrap();
+                tx.commit().await.unwrap();
+
+                let mut tx = test.db.begin().await.unwrap();
+                let writes = ids
+                    .iter()
+                    .flat_map(|id| [row(id, 1, 0, "running"), row(id, 2, 0, "pending"), row(id, 1, 0, "succeeded")])
+                    .collect();
+                write_steps(&mut tx, writes).await.unwrap();
+                tx.commit().await.unwrap();
+
+                for id in &ids {
+                    let rows = test
+                        .db
+                        .fetch(
+                            "SELECT pass, position, state, body, output FROM steps WHERE job_id = $1 ORDER BY pass, position",
+                            vec![Value::from(id.as_str())],
+                            &[Ty::Int, Ty::Int, Ty::Text, Ty::Text, Ty::OptBlob],
+                        )
+                        .await
+                        .unwrap();
+                    let got: Vec<Stored> =
+                        rows.iter().map(|r| (r.int(0), r.int(1), r.text(2), r.text(3), r.opt_blob(4))).collect();
+                    let want = |pass, position, state: &str| -> Stored {
+                        (
+                            pass,
+                            position,
+                            state.to_owned(),
+                            format!("{{\"state\":\"{state}\"}}"),
+                            Some(state.as_bytes().to_vec()),
+                        )
+                    };
+                    assert_eq!(
+                        got,
+                        vec![want(1, 0, "succeeded"), want(1, 1, "pending"), want(2, 0, "pending")],
+                        "{backend:?}, {jobs} jobs, {id}"
+                    );
+                }
+            }
+            test.drop().await;
+        }
+    }
 }
