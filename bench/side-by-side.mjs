@@ -1,5 +1,6 @@
 // Prints graphile-worker's and Spindle's figures side by side, with the ratio
-// Spindle / graphile-worker (defaults). Usage: node side-by-side.mjs GW.json PG.json [SQLITE.json]
+// Spindle / graphile-worker, against its defaults and against its batching mode (the
+// figure its own performance page publishes). Usage: node side-by-side.mjs GW.json PG.json [SQLITE.json]
 import { readFileSync } from "node:fs";
 
 const [gwPath, pgPath, sqlitePath] = process.argv.slice(2);
@@ -24,8 +25,8 @@ const rows = [
   ["enqueue→settled p99, ms (Spindle)", () => null, (s) => s.latency?.settled_ms.p99, 2],
 ];
 
-const head = ["", "graphile-worker", "graphile-worker", "Spindle", "Spindle ÷ gw", "Spindle"];
-const sub = ["", "defaults", "batching", "PostgreSQL", "(defaults)", "SQLite"];
+const head = ["", "graphile-worker", "graphile-worker", "Spindle", "Spindle ÷ gw", "Spindle ÷ gw", "Spindle"];
+const sub = ["", "defaults", "batching", "PostgreSQL", "(defaults)", "(batching)", "SQLite"];
 const table = [head, sub];
 for (const [label, g, s, digits] of rows) {
   const gd = gw ? g(gw.default) : null;
@@ -33,7 +34,8 @@ for (const [label, g, s, digits] of rows) {
   const sp = pg ? s(pg) : null;
   const lower = label.includes(", ms");
   // For latencies a ratio below 1 is better; for rates above 1 is.
-  table.push([label, n(gd, digits), n(gb, digits), n(sp, digits), ratio(sp, gd) + (lower ? " (lower is better)" : ""), n(sqlite ? s(sqlite) : null, digits)]);
+  const better = lower ? " (lower is better)" : "";
+  table.push([label, n(gd, digits), n(gb, digits), n(sp, digits), ratio(sp, gd) + better, ratio(sp, gb) + better, n(sqlite ? s(sqlite) : null, digits)]);
 }
 const widths = head.map((_, i) => Math.max(...table.map((r) => String(r[i]).length)));
 const line = (r) => r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join("  ");
@@ -42,3 +44,8 @@ console.log(`${gw?.jobs ?? pg?.settings.jobs} no-op jobs, concurrency ${gw?.conc
 console.log("");
 for (const r of table) console.log(line(r));
 if (sqlite) console.log(`\nSQLite: ${sqlite.server}, ${sqlite.durability}`);
+const scale = pg?.scale_out?.runs;
+if (scale?.length) {
+  console.log(`\nScale-out on PostgreSQL (${pg.scale_out.jobs} jobs, concurrency ${pg.scale_out.concurrency_per_host} per host):`);
+  for (const r of scale) console.log(`  ${r.hosts} host(s): ${n(r.jobs_per_sec)} jobs/s (${r.vs_one_host.toFixed(2)}× one host)`);
+}

@@ -11,6 +11,7 @@
 //! | [`throughput`] | jobs/s of one-step (`throughput1`) and three-step (`throughput3`) no-op jobs |
 //! | [`validation`] | bulk submission to a kind without and with an input schema |
 //! | [`wal`] | PostgreSQL: WAL bytes, index entries and heap writes per one-step job (`pg_walinspect`) |
+//! | [`scale_out`] | PostgreSQL: one-step jobs/s with 1, 2 and 3 `spindle serve` hosts on one database |
 //! | [`latency`] | enqueue→start p50/p99 at a steady rate, from the stored `created_at` and `started_at` |
 //! | [`sandbox`] | instantiate + call of a no-op step, pooling on and off |
 //! | [`compile`] | compile time and cache-load time of each example component |
@@ -35,6 +36,7 @@ pub mod progress;
 pub mod report;
 pub mod retention;
 pub mod sandbox;
+pub mod scale_out;
 pub mod stats;
 pub mod throughput;
 pub mod validation;
@@ -79,6 +81,8 @@ pub enum Section {
     Validation,
     /// PostgreSQL: what one-step jobs write to the WAL, by record type, per job.
     Wal,
+    /// PostgreSQL: aggregate throughput of 1, 2 and 3 host processes on one database.
+    ScaleOut,
     /// Enqueue→start latency at a steady rate.
     Latency,
     /// Claim latency with few and many queued jobs.
@@ -111,6 +115,7 @@ impl Section {
             Self::Throughput3,
             Self::Validation,
             Self::Wal,
+            Self::ScaleOut,
             Self::Latency,
             Self::Claim,
             Self::Outbound,
@@ -347,6 +352,7 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Throughput3 => report.throughput3 = Some(throughput::measure(ctx, "noop3", 3).await?),
             Section::Validation => report.validation = Some(validation::measure(ctx).await?),
             Section::Wal => report.wal = wal::measure(ctx).await?,
+            Section::ScaleOut => report.scale_out = scale_out::measure(ctx).await?,
             Section::Latency => report.latency = Some(latency::measure(ctx).await?),
             Section::Claim => report.claim = claim::measure(ctx).await?,
             Section::Outbound => report.outbound = Some(outbound::measure(ctx).await?),
