@@ -38,6 +38,7 @@ mod outbound;
 mod reconciler;
 mod run_control;
 mod sandbox;
+mod scale_out;
 mod traces;
 mod typed_inputs;
 mod workflows;
