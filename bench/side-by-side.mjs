@@ -44,6 +44,8 @@ console.log(`${gw?.jobs ?? pg?.settings.jobs} no-op jobs, concurrency ${gw?.conc
 console.log("");
 for (const r of table) console.log(line(r));
 if (sqlite) console.log(`\nSQLite: ${sqlite.server}, ${sqlite.durability}`);
+const full = sqlite?.throughput1?.live_full;
+if (full) console.log(`SQLite one-step jobs at synchronous=FULL (a commit survives an OS crash too): ${n(full.jobs_per_sec)} jobs/s`);
 const scale = pg?.scale_out?.runs;
 if (scale?.length) {
   console.log(`\nScale-out on PostgreSQL (${pg.scale_out.jobs} jobs, concurrency ${pg.scale_out.concurrency_per_host} per host):`);

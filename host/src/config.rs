@@ -37,6 +37,10 @@ pub struct ServeArgs {
     /// Most PostgreSQL connections (default: 16).
     #[arg(long, env = "SPINDLE_MAX_CONNECTIONS")]
     pub max_connections: Option<u32>,
+    /// SQLite: `normal` (a commit survives a process crash) or `full` (an OS crash or
+    /// power loss too, one fsync per commit) (default: normal).
+    #[arg(long, env = "SPINDLE_SQLITE_SYNCHRONOUS")]
+    pub sqlite_synchronous: Option<String>,
     /// How long a claim lasts without renewal, e.g. `60s` (default: 60s).
     #[arg(long, env = "SPINDLE_LEASE_TTL")]
     pub lease_ttl: Option<String>,
@@ -104,6 +108,7 @@ struct FileConfig {
     listen: Option<String>,
     concurrency: Option<usize>,
     max_connections: Option<u32>,
+    sqlite_synchronous: Option<String>,
     lease_ttl: Option<String>,
     heartbeat_interval: Option<String>,
     step_timeout: Option<String>,
@@ -176,6 +181,9 @@ impl ServeConfig {
         host.database_url = args.database_url.or(file.database_url);
         if let Some(n) = args.max_connections.or(file.max_connections) {
             host.max_connections = n;
+        }
+        if let Some(text) = args.sqlite_synchronous.or(file.sqlite_synchronous) {
+            host.sqlite_sync = text.parse().map_err(anyhow::Error::msg)?;
         }
         if let Some(n) = args.concurrency.or(file.concurrency) {
             if n == 0 {
@@ -301,6 +309,17 @@ mod tests {
         let bad = ServeArgs { lease_ttl: Some("5s".into()), step_timeout: Some("10s".into()), ..ServeArgs::default() };
         assert!(ServeConfig::resolve(bad).is_err(), "a lease shorter than a step is refused");
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn sqlite_durability_is_normal_unless_full_is_asked_for() {
+        let resolve = |value: Option<&str>| {
+            ServeConfig::resolve(ServeArgs { sqlite_synchronous: value.map(Into::into), ..ServeArgs::default() })
+        };
+        assert_eq!(resolve(None).expect("resolves").host.sqlite_sync, crate::store::SqliteSync::Normal);
+        assert_eq!(resolve(Some("FULL")).expect("resolves").host.sqlite_sync, crate::store::SqliteSync::Full);
+        let error = resolve(Some("off")).expect_err("off would lose committed jobs");
+        assert!(error.to_string().contains("use normal or full"), "{error}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::engine::{Engine, EngineConfig};
 use crate::pruner::{Pruner, RetentionPolicy};
 use crate::reconciler::Reconciler;
 use crate::registry::{Registry, RegistryLimits};
-use crate::store::{ConnectOptions, SqlStore, StoreError, TenantId, TenantStore};
+use crate::store::{ConnectOptions, SqlStore, SqliteSync, StoreError, TenantId, TenantStore};
 
 /// Everything a host needs to know.
 #[derive(Clone, Debug)]
@@ -27,6 +27,9 @@ pub struct HostConfig {
     pub database_url: Option<String>,
     /// Most PostgreSQL connections.
     pub max_connections: u32,
+    /// SQLite: whether a commit must survive an OS crash too (`Full`) or a process
+    /// crash (`Normal`, the default).
+    pub sqlite_sync: SqliteSync,
     /// The sandbox's limits.
     pub sandbox: SandboxConfig,
     /// The engine's settings.
@@ -54,6 +57,7 @@ impl HostConfig {
             data_dir: data_dir.into(),
             database_url: None,
             max_connections: 16,
+            sqlite_sync: SqliteSync::Normal,
             sandbox: SandboxConfig::default(),
             engine: EngineConfig::default(),
             dispatcher: DispatcherConfig::default(),
@@ -138,9 +142,13 @@ impl Host {
             config.sandbox.cache_dir = Some(config.data_dir.join("artifacts"));
         }
         let store = Arc::new(
-            SqlStore::connect(&ConnectOptions { url: config.database_url(), max_connections: config.max_connections })
-                .await?
-                .with_fairness(config.fair_claims),
+            SqlStore::connect(&ConnectOptions {
+                url: config.database_url(),
+                max_connections: config.max_connections,
+                sqlite_sync: config.sqlite_sync,
+            })
+            .await?
+            .with_fairness(config.fair_claims),
         );
         if store.tenant(&TenantId::default_tenant()).await?.is_none() {
             match store.create_tenant(&TenantId::default_tenant().0, clock.now()).await {

@@ -29,9 +29,8 @@ pub async fn fresh_store(backend: Backend) -> (Arc<SqlStore>, String, Scratch) {
         Backend::Sqlite => format!("sqlite://{}", scratch.path.join("spindle.db").display()),
         Backend::Postgres => crate::postgres::fresh_database().await,
     };
-    let store = SqlStore::connect(&ConnectOptions { url: url.clone(), max_connections: 24 })
-        .await
-        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    let store =
+        SqlStore::connect(&ConnectOptions::new(url.clone(), 24)).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
     (Arc::new(store), url, scratch)
 }
 

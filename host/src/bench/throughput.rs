@@ -10,6 +10,10 @@
 //!   then the host starts and the clock runs until all have settled (the drain rate,
 //!   the figure graphile-worker's own performance test reports).
 //!
+//! On SQLite the one-step kind runs live a second time at `synchronous=FULL` (a commit
+//! also survives an OS crash), so the price of that durability is printed beside the
+//! default's figure.
+//!
 //! "Settled" is read from the engine's `steps_settled` counter, which it bumps after each
 //! outcome commits; the run then checks in the database that every job succeeded.
 
@@ -21,6 +25,7 @@ use serde::Serialize;
 use spindle_core::JobState;
 
 use super::{Context, count_in_state, stats, submit_bulk, wait_settled};
+use crate::store::{Backend, SqliteSync};
 
 /// One throughput measurement.
 #[derive(Clone, Debug, Serialize)]
@@ -35,6 +40,8 @@ pub struct Throughput {
     pub concurrency: usize,
     /// Submission while the host runs.
     pub live: LiveRun,
+    /// SQLite, one-step jobs: the live run again at `synchronous=FULL`.
+    pub live_full: Option<LiveRun>,
     /// Submission first, then drain.
     pub drain: DrainRun,
 }
@@ -103,7 +110,12 @@ pub struct DrainRun {
 
 /// Measures `kind`, whose jobs have `steps_per_job` steps.
 pub async fn measure(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::Result<Throughput> {
-    let live = live(ctx, kind, steps_per_job).await?;
+    let live_full = if ctx.databases.backend() == Backend::Sqlite && steps_per_job == 1 {
+        Some(live(ctx, kind, steps_per_job, SqliteSync::Full).await?)
+    } else {
+        None
+    };
+    let live = live(ctx, kind, steps_per_job, SqliteSync::Normal).await?;
     let drain = drain(ctx, kind, steps_per_job).await?;
     Ok(Throughput {
         kind: kind.into(),
@@ -111,6 +123,7 @@ pub async fn measure(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::R
         jobs: ctx.settings.jobs,
         concurrency: ctx.settings.concurrency,
         live,
+        live_full,
         drain,
     })
 }
@@ -120,14 +133,19 @@ fn timeout(steps: u64) -> Duration {
     Duration::from_secs(60 + steps / 100)
 }
 
-async fn live(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::Result<LiveRun> {
+async fn live(ctx: &Context, kind: &str, steps_per_job: u64, sync: SqliteSync) -> anyhow::Result<LiveRun> {
     let jobs = ctx.settings.jobs;
     let target = jobs as u64 * steps_per_job;
-    let mut scenario = ctx.open(&format!("{kind}-live"), ctx.settings.concurrency).await?;
+    let label = match sync {
+        SqliteSync::Normal => "live",
+        SqliteSync::Full => "live, synchronous=FULL",
+    };
+    let mut scenario =
+        ctx.open_with(&format!("{kind}-{label}"), ctx.settings.concurrency, |c| c.sqlite_sync = sync).await?;
     ctx.deploy(&scenario, kind).await?;
     scenario.start();
     let engine = scenario.host.engine.clone();
-    let task = ctx.progress.task(format!("{kind} × {jobs}: live"), Some(target));
+    let task = ctx.progress.task(format!("{kind} × {jobs}: {label}"), Some(target));
     let cpu_before = stats::process_cpu_secs();
     let started = Instant::now();
     let settled = || engine.counters().steps_settled.load(Ordering::Relaxed);

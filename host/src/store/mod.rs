@@ -55,7 +55,7 @@ pub use outbound::{OutboundStore, RecordedCall, SecretInfo};
 pub use outbox::{OutboxEffect, OutboxItem, OutboxStore};
 pub use queue::{ClaimFilter, Deriver, QueueStore, ReadySignals};
 pub use registry::{DeployRecord, DeployState, KindEntry, KindVersion, RegistryStore};
-pub use sql::{Backend, ConnectOptions};
+pub use sql::{Backend, ConnectOptions, SqliteSync};
 pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantId, TenantStore, TokenInfo, token_id};
 pub use traces::TraceStore;
 pub use workflows::{ScheduleRow, WorkflowStore};

@@ -289,6 +289,49 @@ pub struct ConnectOptions {
     pub url: String,
     /// Most connections to PostgreSQL (default 16).
     pub max_connections: u32,
+    /// SQLite: when a commit reaches the disk.
+    pub sqlite_sync: SqliteSync,
+}
+
+impl ConnectOptions {
+    /// `url` with `max_connections` and SQLite's default durability.
+    pub fn new(url: impl Into<String>, max_connections: u32) -> Self {
+        Self { url: url.into(), max_connections, sqlite_sync: SqliteSync::default() }
+    }
+}
+
+/// SQLite's `synchronous` setting, in WAL mode: what a commit survives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SqliteSync {
+    /// The log is synced at checkpoints only: a commit survives a process crash; an OS
+    /// crash or power loss can lose the last commits (never the database's integrity).
+    #[default]
+    Normal,
+    /// The log is synced at every commit: a commit also survives an OS crash or power
+    /// loss, for one `fsync` per transaction.
+    Full,
+}
+
+impl SqliteSync {
+    /// Its name in configuration: `normal` or `full`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::Full => "full",
+        }
+    }
+}
+
+impl FromStr for SqliteSync {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "normal" => Ok(Self::Normal),
+            "full" => Ok(Self::Full),
+            other => Err(format!("invalid SQLite synchronous setting {other:?} (use normal or full)")),
+        }
+    }
 }
 
 /// How long a PostgreSQL session may sit inside a transaction waiting for its host
@@ -315,13 +358,18 @@ impl Db {
             return Ok(Self::Postgres(pool));
         }
         let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
-        // WAL with synchronous=NORMAL: a commit survives a process crash; an OS crash or
-        // power loss can lose the last commits (documented in docs/benchmarks.md).
+        // WAL with synchronous=NORMAL by default: a commit survives a process crash; an OS
+        // crash or power loss can lose the last commits (docs/configuration.md). FULL
+        // syncs the log at every commit.
+        let synchronous = match options.sqlite_sync {
+            SqliteSync::Normal => SqliteSynchronous::Normal,
+            SqliteSync::Full => SqliteSynchronous::Full,
+        };
         let connect = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(synchronous)
             .busy_timeout(Duration::from_secs(30))
             .foreign_keys(false)
             .pragma("temp_store", "memory")
@@ -635,6 +683,26 @@ mod tests {
             assert_eq!(rows[0].opt_int(0), None, "a column that may be NULL reads as None");
             test.drop().await;
         }
+    }
+
+    /// The durability asked for is what both of SQLite's pools run with.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_commits_sync_as_configured() {
+        let dir = std::env::temp_dir().join(format!("spindle-sync-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        for (sync, pragma) in [(SqliteSync::Normal, 1), (SqliteSync::Full, 2)] {
+            let url = format!("sqlite://{}", dir.join(format!("{}.db", sync.as_str())).display());
+            let db =
+                Db::connect(&ConnectOptions { sqlite_sync: sync, ..ConnectOptions::new(url, 2) }).await.expect("opens");
+            let read = db.fetch("PRAGMA synchronous", vec![], &[Ty::Int]).await.expect("reads");
+            assert_eq!(read[0].int(0), pragma, "{sync:?}: the readers");
+            let mut tx = db.begin().await.expect("a write transaction");
+            let written = tx.fetch("PRAGMA synchronous", vec![], &[Ty::Int]).await.expect("reads");
+            assert_eq!(written[0].int(0), pragma, "{sync:?}: the writer");
+            tx.commit().await.expect("commits");
+            db.close().await;
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub(crate) async fn fresh(backend: Backend) -> Option<TestDb> {
         Backend::Sqlite => {
             let path = std::env::temp_dir().join(format!("spindle-{name}.db"));
             let _ = std::fs::remove_file(&path);
-            let options = ConnectOptions { url: format!("sqlite://{}", path.display()), max_connections: 2 };
+            let options = ConnectOptions::new(format!("sqlite://{}", path.display()), 2);
             let db = Db::connect(&options).await.expect("open SQLite");
             Some(TestDb { db, cleanup: Cleanup::File(path) })
         }
@@ -36,12 +36,12 @@ pub(crate) async fn fresh(backend: Backend) -> Option<TestDb> {
                 eprintln!("SPINDLE_TEST_DATABASE_URL is not set: run through `cargo xtask test`");
                 return None;
             };
-            let admin = Db::connect(&ConnectOptions { url: url.clone(), max_connections: 2 }).await.expect("connect");
+            let admin = Db::connect(&ConnectOptions::new(url.clone(), 2)).await.expect("connect");
             // Outside a transaction: PostgreSQL creates and drops databases in none.
             admin.fetch(&format!("DROP DATABASE IF EXISTS {name}"), vec![], &[]).await.expect("drop database");
             admin.fetch(&format!("CREATE DATABASE {name}"), vec![], &[]).await.expect("create database");
             let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
-            let options = ConnectOptions { url: format!("{base}/{name}"), max_connections: 2 };
+            let options = ConnectOptions::new(format!("{base}/{name}"), 2);
             let db = Db::connect(&options).await.expect("connect");
             Some(TestDb { db, cleanup: Cleanup::Database { admin, name } })
         }
