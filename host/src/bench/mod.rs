@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`throughput`] | jobs/s of one-step (`throughput1`) and three-step (`throughput3`) no-op jobs |
 //! | [`validation`] | bulk submission to a kind without and with an input schema |
+//! | [`submit`] | 64 clients submitting one job per call to one tenant |
 //! | [`wal`] | PostgreSQL: WAL bytes, index entries and heap writes per one-step job (`pg_walinspect`) |
 //! | [`scale_out`] | PostgreSQL: one-step jobs/s with 1, 2 and 3 `spindle serve` hosts on one database |
 //! | [`latency`] | enqueue→start p50/p99 at a steady rate, from the stored `created_at` and `started_at` |
@@ -38,6 +39,7 @@ pub mod retention;
 pub mod sandbox;
 pub mod scale_out;
 pub mod stats;
+pub mod submit;
 pub mod throughput;
 pub mod validation;
 pub mod wal;
@@ -79,6 +81,8 @@ pub enum Section {
     Throughput3,
     /// Bulk submission (host stopped) to a kind without and with an input schema.
     Validation,
+    /// 64 clients submitting one job per call to one tenant (host stopped).
+    ConcurrentSubmit,
     /// PostgreSQL: what one-step jobs write to the WAL, by record type, per job.
     Wal,
     /// PostgreSQL: aggregate throughput of 1, 2 and 3 host processes on one database.
@@ -114,6 +118,7 @@ impl Section {
             Self::Throughput1,
             Self::Throughput3,
             Self::Validation,
+            Self::ConcurrentSubmit,
             Self::Wal,
             Self::ScaleOut,
             Self::Latency,
@@ -351,6 +356,7 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Throughput1 => report.throughput1 = Some(throughput::measure(ctx, "noop", 1).await?),
             Section::Throughput3 => report.throughput3 = Some(throughput::measure(ctx, "noop3", 3).await?),
             Section::Validation => report.validation = Some(validation::measure(ctx).await?),
+            Section::ConcurrentSubmit => report.concurrent_submit = Some(submit::measure(ctx).await?),
             Section::Wal => report.wal = wal::measure(ctx).await?,
             Section::ScaleOut => report.scale_out = scale_out::measure(ctx).await?,
             Section::Latency => report.latency = Some(latency::measure(ctx).await?),

@@ -34,6 +34,8 @@ pub struct Report {
     pub throughput3: Option<Throughput>,
     /// `validation`.
     pub validation: Option<super::validation::Validation>,
+    /// `concurrent-submit`.
+    pub concurrent_submit: Option<super::submit::ConcurrentSubmit>,
     /// `wal` (PostgreSQL only).
     pub wal: Option<super::wal::WalBench>,
     /// `scale-out` (PostgreSQL only).
@@ -113,6 +115,7 @@ impl Report {
             throughput1: None,
             throughput3: None,
             validation: None,
+            concurrent_submit: None,
             wal: None,
             scale_out: None,
             latency: None,
@@ -330,6 +333,16 @@ impl Report {
                 &format!(
                     "{:.0} jobs/s  (end to end {:.0} jobs/s)",
                     r.drain.drain_jobs_per_sec, r.drain.end_to_end_jobs_per_sec
+                ),
+            );
+        }
+        if let Some(c) = &self.concurrent_submit {
+            t.section(&format!("Concurrent submissions: {} clients, one job per call, host stopped", c.clients));
+            t.row(
+                &format!("{} jobs to one tenant", c.jobs),
+                &format!(
+                    "{:.0} jobs/s; a call p50 {:.2} ms, p99 {:.2} ms",
+                    c.jobs_per_sec, c.call_ms.p50, c.call_ms.p99
                 ),
             );
         }
