@@ -365,10 +365,14 @@ fn tenant_filter(tenant: Option<&TenantId>) -> (&'static str, Vec<Value>) {
 // --- inside transactions ------------------------------------------------------------
 
 /// The fair tags of jobs about to be inserted, in order (all 0 when fairness is off: then
-/// claims take jobs in submission order within a priority layer). Records each tenant's
-/// last tag per layer.
-pub(super) async fn fair_tags(tx: &mut Tx, jobs: &[&NewJob], fair: bool) -> Result<Vec<i64>, StoreError> {
-    let mut tags = vec![0; jobs.len()];
+/// claims take jobs in submission order within a priority layer), and each tenant's last
+/// tag per layer for [`record_fair_tags`].
+///
+/// Only reads: the `fair_tags` row is written last in the submission, so the row lock
+/// that write takes is held from there to the commit, not across the job, step and
+/// history inserts (concurrent submissions of one tenant wait on that lock).
+pub(super) async fn fair_tags(tx: &mut Tx, jobs: &[&NewJob], fair: bool) -> Result<FairTags, StoreError> {
+    let mut tags = FairTags { tags: vec![0; jobs.len()], last: Vec::new() };
     if !fair || jobs.is_empty() {
         return Ok(tags);
     }
@@ -379,45 +383,46 @@ pub(super) async fn fair_tags(tx: &mut Tx, jobs: &[&NewJob], fair: bool) -> Resu
     }
     let tenants: BTreeSet<&str> = groups.keys().map(|(t, _)| *t).collect();
     let weights = weights(tx, &tenants).await?;
-    let mut clocks: HashMap<i64, i64> = HashMap::new();
     for ((tenant, priority), members) in groups {
-        let clock = match clocks.get(&priority) {
-            Some(clock) => *clock,
-            None => {
-                let clock = layer_clock(tx, priority).await?;
-                clocks.insert(priority, clock);
-                clock
-            }
-        };
-        let last = tx
-            .fetch(
-                "SELECT last_tag FROM fair_tags WHERE tenant_id = $1 AND priority = $2",
-                vec![Value::from(tenant), Value::from(priority)],
-                &[Ty::Int],
-            )
-            .await?
-            .first()
-            .map_or(i64::MIN, |r| r.int(0));
+        let (clock, last) = clock_and_last_tag(tx, tenant, priority).await?;
         let step = TAG_UNIT / i64::from(weights.get(tenant).copied().unwrap_or(1));
-        let mut tag = last.max(clock);
+        let mut tag = last.map_or(clock, |last| last.max(clock));
         for i in members {
             tag = tag.saturating_add(step);
-            tags[i] = tag;
+            tags.tags[i] = tag;
         }
-        let greatest = match tx.backend() {
-            Backend::Sqlite => "max",
-            Backend::Postgres => "GREATEST",
-        };
+        tags.last.push((tenant.to_owned(), priority, tag));
+    }
+    Ok(tags)
+}
+
+/// The tags [`fair_tags`] gave, and what [`record_fair_tags`] keeps of them.
+#[derive(Debug)]
+pub(super) struct FairTags {
+    /// Each job's tag, in the order the jobs were given.
+    pub tags: Vec<i64>,
+    /// (tenant, layer, the last tag given in it).
+    last: Vec<(String, i64, i64)>,
+}
+
+/// Records each tenant's last tag per layer (never lowering it: a concurrent submission
+/// may have recorded a later one).
+pub(super) async fn record_fair_tags(tx: &mut Tx, tags: &FairTags) -> Result<(), StoreError> {
+    let greatest = match tx.backend() {
+        Backend::Sqlite => "max",
+        Backend::Postgres => "GREATEST",
+    };
+    for (tenant, priority, tag) in &tags.last {
         tx.execute(
             &format!(
                 "INSERT INTO fair_tags (tenant_id, priority, last_tag) VALUES ($1, $2, $3) \
                  ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = {greatest}(fair_tags.last_tag, $3)"
             ),
-            vec![Value::from(tenant), Value::from(priority), Value::from(tag)],
+            vec![Value::from(tenant.as_str()), Value::from(*priority), Value::from(*tag)],
         )
         .await?;
     }
-    Ok(tags)
+    Ok(())
 }
 
 async fn weights(tx: &mut Tx, tenants: &BTreeSet<&str>) -> Result<HashMap<String, u32>, StoreError> {
@@ -427,23 +432,22 @@ async fn weights(tx: &mut Tx, tenants: &BTreeSet<&str>) -> Result<HashMap<String
     Ok(rows.iter().map(|r| (r.text(0), u32::try_from(r.int(1)).unwrap_or(1).clamp(1, MAX_WEIGHT))).collect())
 }
 
-/// A layer's virtual time: the smallest tag ready in it (the head of the claim index), or
-/// when nothing is ready, the largest tag any tenant was given in it.
-async fn layer_clock(tx: &mut Tx, priority: i64) -> Result<i64, StoreError> {
-    let head = tx
+/// A layer's virtual time (the smallest tag ready in it, the head of the claim index, or
+/// when nothing is ready the largest tag any tenant was given in it) and the tenant's
+/// last tag in the layer, in one round trip.
+async fn clock_and_last_tag(tx: &mut Tx, tenant: &str, priority: i64) -> Result<(i64, Option<i64>), StoreError> {
+    let rows = tx
         .fetch(
-            "SELECT fair_tag FROM jobs WHERE queue = 1 AND priority = $1 ORDER BY fair_tag, seq LIMIT 1",
-            vec![Value::from(priority)],
-            &[Ty::Int],
+            "SELECT (SELECT fair_tag FROM jobs WHERE queue = 1 AND priority = $1 ORDER BY fair_tag, seq LIMIT 1), \
+             (SELECT MAX(last_tag) FROM fair_tags WHERE priority = $1), \
+             (SELECT last_tag FROM fair_tags WHERE tenant_id = $2 AND priority = $1)",
+            vec![Value::from(priority), Value::from(tenant)],
+            &[Ty::OptInt, Ty::OptInt, Ty::OptInt],
         )
         .await?;
-    if let Some(row) = head.first() {
-        return Ok(row.int(0));
-    }
-    let top = tx
-        .fetch("SELECT MAX(last_tag) FROM fair_tags WHERE priority = $1", vec![Value::from(priority)], &[Ty::OptInt])
-        .await?;
-    Ok(top.first().and_then(|r| r.opt_int(0)).unwrap_or(0))
+    let row = rows.first();
+    let clock = row.and_then(|r| r.opt_int(0).or(r.opt_int(1))).unwrap_or(0);
+    Ok((clock, row.and_then(|r| r.opt_int(2))))
 }
 
 /// Admits a submission of `counts` new jobs per tenant, or refuses it whole: the tenant's

@@ -261,8 +261,8 @@ pub(super) async fn insert_new_jobs(
     fair: bool,
 ) -> Result<Vec<Option<i64>>, StoreError> {
     let mut seqs: HashMap<String, i64> = HashMap::with_capacity(jobs.len());
-    let tags = super::capacity::fair_tags(tx, jobs, fair).await?;
-    for (chunk, tags) in jobs.chunks(MAX_PARAMS / INSERT_COLS).zip(tags.chunks(MAX_PARAMS / INSERT_COLS)) {
+    let fair_tags = super::capacity::fair_tags(tx, jobs, fair).await?;
+    for (chunk, tags) in jobs.chunks(MAX_PARAMS / INSERT_COLS).zip(fair_tags.tags.chunks(MAX_PARAMS / INSERT_COLS)) {
         let mut args = Vec::with_capacity(chunk.len() * INSERT_COLS);
         for (new, tag) in chunk.iter().zip(tags) {
             let job = &new.job;
@@ -318,6 +318,7 @@ pub(super) async fn insert_new_jobs(
     }
     insert_rows(tx, "INSERT INTO steps (job_id, pass, position, key, state, body, output)", "", 7, steps).await?;
     insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
+    super::capacity::record_fair_tags(tx, &fair_tags).await?;
     Ok(out)
 }
 
