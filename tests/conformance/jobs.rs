@@ -15,7 +15,39 @@ on_both_backends!(
     a_write_from_a_stale_version_conflicts_and_lands_nothing,
     a_large_batch_checks_every_write_against_its_own_version,
     a_damaged_row_reads_as_corrupt_data_not_a_default,
+    a_submission_writes_steps_and_history_of_the_jobs_it_creates_only,
 );
+
+/// A submission writes each job it creates with its steps and its history, in the order
+/// that history was given, and nothing of a job whose idempotency key was taken (on
+/// PostgreSQL all of it is one statement, whose joins must keep both).
+async fn a_submission_writes_steps_and_history_of_the_jobs_it_creates_only(backend: Backend) {
+    let db = Db::new(backend).await;
+    let keyed = NewJob { idempotency_key: Some("order-9".into()), ..new_job("charge", 2, at(0)) };
+    let mut storied = Vec::new();
+    for misses in 0..20u32 {
+        let mut job = new_job("charge", 1 + misses as usize % 3, at(0));
+        job.history.extend((1..=3).map(|n| HistoryEvent::ProbeMissed { misses: misses * 10 + n }));
+        storied.push(job);
+    }
+    let repeat = NewJob { idempotency_key: Some("order-9".into()), ..new_job("charge", 3, at(0)) };
+    let mut batch = vec![keyed.clone()];
+    batch.extend(storied.iter().cloned());
+    batch.push(repeat.clone());
+    let out = db.insert_jobs(batch, at(0)).await.unwrap();
+    assert!(matches!(out[0], Inserted::Created(_)), "{:?}", out[0]);
+    assert_eq!(out[out.len() - 1], Inserted::Existing(load(&db, keyed.job.id).await), "the key's first job");
+
+    for job in std::iter::once(&keyed).chain(&storied) {
+        let id = job.job.id;
+        assert_eq!(db.pass_steps(id, 1).await, job.job.steps, "job {id}'s steps");
+        let history: Vec<HistoryEvent> = db.history(id).await.unwrap().into_iter().map(|e| e.event).collect();
+        assert_eq!(history, job.history, "job {id}'s history, in the order given");
+    }
+    assert_eq!(db.job(repeat.job.id).await.unwrap(), None, "the repeat created no job");
+    assert!(db.pass_steps(repeat.job.id, 1).await.is_empty(), "nor any step");
+    assert!(db.history(repeat.job.id).await.unwrap().is_empty(), "nor any history");
+}
 
 /// An unknown priority rank was read as `normal`: it is corrupt data.
 async fn a_damaged_row_reads_as_corrupt_data_not_a_default(backend: Backend) {

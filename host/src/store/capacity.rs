@@ -368,10 +368,19 @@ fn tenant_filter(tenant: Option<&TenantId>) -> (&'static str, Vec<Value>) {
 /// claims take jobs in submission order within a priority layer), and each tenant's last
 /// tag per layer for [`record_fair_tags`].
 ///
-/// Only reads: the `fair_tags` row is written last in the submission, so the row lock
-/// that write takes is held from there to the commit, not across the job, step and
-/// history inserts (concurrent submissions of one tenant wait on that lock).
-pub(super) async fn fair_tags(tx: &mut Tx, jobs: &[&NewJob], fair: bool) -> Result<FairTags, StoreError> {
+/// Only reads: the `fair_tags` row is written with the jobs, at the end of the
+/// submission (on PostgreSQL in the one statement that inserts them), so the row lock
+/// that write takes is held from there to the commit, not across the submission's reads
+/// (concurrent submissions of one tenant wait on that lock).
+///
+/// `weights`, when the caller has read them already (a submission's admission reads
+/// every limit of its tenants), saves reading them again.
+pub(super) async fn fair_tags(
+    tx: &mut Tx,
+    jobs: &[&NewJob],
+    fair: bool,
+    weights: Option<&Weights>,
+) -> Result<FairTags, StoreError> {
     let mut tags = FairTags { tags: vec![0; jobs.len()], last: Vec::new() };
     if !fair || jobs.is_empty() {
         return Ok(tags);
@@ -381,8 +390,15 @@ pub(super) async fn fair_tags(tx: &mut Tx, jobs: &[&NewJob], fair: bool) -> Resu
     for (i, job) in jobs.iter().enumerate() {
         groups.entry((job.tenant.0.as_str(), i64::from(job.priority.rank()))).or_default().push(i);
     }
-    let tenants: BTreeSet<&str> = groups.keys().map(|(t, _)| *t).collect();
-    let weights = weights(tx, &tenants).await?;
+    let read;
+    let weights = match weights {
+        Some(known) => known,
+        None => {
+            let tenants: BTreeSet<&str> = groups.keys().map(|(t, _)| *t).collect();
+            read = weights_of(tx, &tenants).await?;
+            &read
+        }
+    };
     for ((tenant, priority), members) in groups {
         let (clock, last) = clock_and_last_tag(tx, tenant, priority).await?;
         let step = TAG_UNIT / i64::from(weights.get(tenant).copied().unwrap_or(1));
@@ -405,6 +421,18 @@ pub(super) struct FairTags {
     last: Vec<(String, i64, i64)>,
 }
 
+impl FairTags {
+    /// (tenant, layer, last tag) rows, as [`record_fair_tags`] writes them.
+    pub(super) fn last_rows(&self) -> Vec<Vec<Value>> {
+        self.last
+            .iter()
+            .map(|(tenant, priority, tag)| {
+                vec![Value::from(tenant.as_str()), Value::from(*priority), Value::from(*tag)]
+            })
+            .collect()
+    }
+}
+
 /// Records each tenant's last tag per layer (never lowering it: a concurrent submission
 /// may have recorded a later one).
 pub(super) async fn record_fair_tags(tx: &mut Tx, tags: &FairTags) -> Result<(), StoreError> {
@@ -425,7 +453,10 @@ pub(super) async fn record_fair_tags(tx: &mut Tx, tags: &FairTags) -> Result<(),
     Ok(())
 }
 
-async fn weights(tx: &mut Tx, tenants: &BTreeSet<&str>) -> Result<HashMap<String, u32>, StoreError> {
+/// Tenants' fair-share weights, by tenant id; a tenant without limits weighs 1.
+pub(super) type Weights = HashMap<String, u32>;
+
+async fn weights_of(tx: &mut Tx, tenants: &BTreeSet<&str>) -> Result<Weights, StoreError> {
     let sql =
         format!("SELECT tenant_id, weight FROM tenant_limits WHERE tenant_id IN ({})", placeholders(1, tenants.len()));
     let rows = tx.fetch(&sql, tenants.iter().map(|t| Value::from(*t)).collect(), &[Ty::Text, Ty::Int]).await?;
@@ -452,19 +483,20 @@ async fn clock_and_last_tag(tx: &mut Tx, tenant: &str, priority: i64) -> Result<
 
 /// Admits a submission of `counts` new jobs per tenant, or refuses it whole: the tenant's
 /// admission row is locked (concurrent submissions count one at a time), its queued jobs
-/// counted against `max_queued`, and its rate metered (GCRA).
+/// counted against `max_queued`, and its rate metered (GCRA). Answers, when admitted,
+/// the tenants' weights, read with their limits (the submission's fair tags need them).
 pub(super) async fn admit(
     tx: &mut Tx,
     counts: &BTreeMap<&TenantId, u64>,
     now: Timestamp,
-) -> Result<Result<(), QuotaRefusal>, StoreError> {
+) -> Result<Result<Weights, QuotaRefusal>, StoreError> {
+    let mut weights = Weights::with_capacity(counts.len());
     if counts.is_empty() {
-        return Ok(Ok(()));
+        return Ok(Ok(weights));
     }
     let tenants: Vec<&TenantId> = counts.keys().copied().collect();
     let sql = format!(
-        "SELECT tenant_id, {LIMIT_COLS} FROM tenant_limits WHERE tenant_id IN ({}) \
-         AND (max_queued IS NOT NULL OR rate_per_sec IS NOT NULL) ORDER BY tenant_id",
+        "SELECT tenant_id, {LIMIT_COLS} FROM tenant_limits WHERE tenant_id IN ({}) ORDER BY tenant_id",
         placeholders(1, tenants.len())
     );
     let mut tys = vec![Ty::Text];
@@ -473,6 +505,10 @@ pub(super) async fn admit(
     for row in rows {
         let tenant = row.text(0);
         let limits = limits_of(&row, 1);
+        weights.insert(tenant.clone(), limits.weight);
+        if limits.max_queued.is_none() && limits.rate_per_sec.is_none() {
+            continue;
+        }
         let n = counts.get(&TenantId(tenant.clone())).copied().unwrap_or(0);
         tx.execute(
             "INSERT INTO tenant_admission (tenant_id, rate_tat) VALUES ($1, 0) ON CONFLICT (tenant_id) DO NOTHING",
@@ -532,7 +568,7 @@ pub(super) async fn admit(
             }
         }
     }
-    Ok(Ok(()))
+    Ok(Ok(weights))
 }
 
 /// The generic cell rate algorithm: a tenant whose theoretical arrival time is `tat` asks

@@ -106,17 +106,40 @@ impl Column {
             .collect();
         for row in rows {
             for (column, value) in columns.iter_mut().zip(row) {
-                match (column, value) {
-                    (Self::Int(c), Value::Int(v)) => c.push(v),
-                    (Self::Text(c), Value::Text(v)) => c.push(v),
-                    (Self::Blob(c), Value::Blob(v)) => c.push(v),
-                    (Self::Int(c), _) => c.push(None),
-                    (Self::Text(c), _) => c.push(None),
-                    (Self::Blob(c), _) => c.push(None),
-                }
+                column.push(value);
             }
         }
         columns
+    }
+
+    /// The columns of `rows`, typed as `types` says: unlike [`transpose`](Self::transpose)
+    /// this holds for no rows too (a statement's arrays keep their types when empty).
+    pub fn of_rows(rows: Vec<Vec<Value>>, types: &[Ty]) -> Vec<Self> {
+        let mut columns: Vec<Self> = types
+            .iter()
+            .map(|ty| match ty {
+                Ty::Int | Ty::OptInt => Self::Int(Vec::with_capacity(rows.len())),
+                Ty::Text | Ty::OptText => Self::Text(Vec::with_capacity(rows.len())),
+                Ty::Blob | Ty::OptBlob => Self::Blob(Vec::with_capacity(rows.len())),
+            })
+            .collect();
+        for row in rows {
+            for (column, value) in columns.iter_mut().zip(row) {
+                column.push(value);
+            }
+        }
+        columns
+    }
+
+    fn push(&mut self, value: Value) {
+        match (self, value) {
+            (Self::Int(c), Value::Int(v)) => c.push(v),
+            (Self::Text(c), Value::Text(v)) => c.push(v),
+            (Self::Blob(c), Value::Blob(v)) => c.push(v),
+            (Self::Int(c), _) => c.push(None),
+            (Self::Text(c), _) => c.push(None),
+            (Self::Blob(c), _) => c.push(None),
+        }
     }
 
     fn array_type(&self) -> &'static str {
@@ -131,9 +154,21 @@ impl Column {
 /// `UNNEST($1::bigint[], $2::text[], …) AS alias(column1, column2, …)` over `columns`:
 /// the same column names a `VALUES` list has.
 pub fn unnest(columns: &[Column], alias: &str) -> String {
-    let arrays = columns.iter().enumerate().map(|(i, c)| format!("${}::{}", i + 1, c.array_type()));
-    let names = (1..=columns.len()).map(|i| format!("column{i}"));
-    format!("UNNEST({}) AS {alias}({})", arrays.collect::<Vec<_>>().join(", "), names.collect::<Vec<_>>().join(", "))
+    unnest_from(columns, alias, 1, false)
+}
+
+/// [`unnest`] with the arrays bound from parameter `$first` on (several sources in one
+/// statement); `ordinality` adds each row's position as column `ordinality`.
+pub fn unnest_from(columns: &[Column], alias: &str, first: usize, ordinality: bool) -> String {
+    let arrays = columns.iter().enumerate().map(|(i, c)| format!("${}::{}", first + i, c.array_type()));
+    let mut names: Vec<String> = (1..=columns.len()).map(|i| format!("column{i}")).collect();
+    let with = if ordinality {
+        names.push("ordinality".into());
+        " WITH ORDINALITY"
+    } else {
+        ""
+    };
+    format!("UNNEST({}){with} AS {alias}({})", arrays.collect::<Vec<_>>().join(", "), names.join(", "))
 }
 
 /// The type a column is decoded as. A column decoded as a non-optional type that holds
