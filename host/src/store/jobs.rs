@@ -251,13 +251,18 @@ pub enum PruneScope {
 /// columns, the machine, the workflow parent, the fair tag.
 const INSERT_COLS: usize = 23;
 
-/// The columns [`job_insert_row`] fills, in its order (`version` is 1 for every new job).
-const INSERT_INTO_JOBS: &str = "INSERT INTO jobs (id, tenant_id, kind, kind_version, priority, created_at, payload, \
-                                idempotency_key, lease_keys, state, queue, run_at, blocked_on, claim_expires_at, \
-                                last_activity_at, settled_at, progress, successor, machine, parent_id, parent_slot, \
-                                parent_index, fair_tag, version)";
+/// `INSERT INTO jobs (…)` with the columns [`job_insert_row`] fills, in its order, and
+/// `version` (1 for every new job).
+fn insert_into_jobs() -> String {
+    format!(
+        "INSERT INTO jobs (id, tenant_id, kind, kind_version, priority, created_at, payload, idempotency_key, \
+         lease_keys, {}, machine, parent_id, parent_slot, parent_index, fair_tag, version)",
+        IndexedColumns::COLUMNS
+    )
+}
 
-/// The types of [`job_insert_row`]'s values, in its order.
+/// The types of [`job_insert_row`]'s values, in its order (the indexed columns' in
+/// [`IndexedColumns::COLUMNS`] order).
 const INSERT_TYS: [Ty; INSERT_COLS] = [
     Ty::Text,
     Ty::Text,
@@ -292,7 +297,7 @@ const HISTORY_TYS: [Ty; 4] = [Ty::Text, Ty::Int, Ty::Text, Ty::Text];
 const UNLESS_KEY_TAKEN: &str =
     "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq, id";
 
-/// One new job's row for [`INSERT_INTO_JOBS`].
+/// One new job's row for [`insert_into_jobs`].
 fn job_insert_row(new: &NewJob, tag: i64) -> Result<Vec<Value>, StoreError> {
     let job = &new.job;
     let mut row = Vec::with_capacity(INSERT_COLS);
@@ -372,7 +377,7 @@ async fn insert_in_one_statement(
     // History rows go in the order they were given (their ids are the job's history
     // order), whatever order the join would produce them in.
     let sql = format!(
-        "WITH j AS ({INSERT_INTO_JOBS} SELECT {job_cols}, 1 FROM {jobs_source} {UNLESS_KEY_TAKEN}), \
+        "WITH j AS ({insert_into_jobs} SELECT {job_cols}, 1 FROM {jobs_source} {UNLESS_KEY_TAKEN}), \
          s AS (INSERT INTO steps (job_id, pass, position, key, state, body, output) \
                SELECT s.column1, s.column2, s.column3, s.column4, s.column5, s.column6, s.column7 \
                FROM {steps_source} JOIN j ON j.id = s.column1), \
@@ -383,6 +388,7 @@ async fn insert_in_one_statement(
                ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = GREATEST(fair_tags.last_tag, excluded.last_tag)), \
          n AS MATERIALIZED (SELECT {notify_ready}) \
          SELECT j.seq, j.id FROM j LEFT JOIN n ON true",
+        insert_into_jobs = insert_into_jobs(),
         notify_ready = if notify { "pg_notify('spindle_ready', '')::text" } else { "NULL::text" },
     );
     let inserted = tx.fetch_columns(&sql, columns, &[Ty::Int, Ty::Text]).await?;
@@ -404,7 +410,8 @@ async fn insert_table_by_table(
     while rows.peek().is_some() {
         let chunk: Vec<Vec<Value>> = rows.by_ref().take(MAX_PARAMS / INSERT_COLS).collect();
         let sql = format!(
-            "{INSERT_INTO_JOBS} SELECT {job_cols}, 1 FROM (VALUES {}) AS v WHERE true {UNLESS_KEY_TAKEN}",
+            "{} SELECT {job_cols}, 1 FROM (VALUES {}) AS v WHERE true {UNLESS_KEY_TAKEN}",
+            insert_into_jobs(),
             values_list(chunk.len(), INSERT_COLS, 1)
         );
         for row in tx.fetch(&sql, chunk.into_iter().flatten().collect(), &[Ty::Int, Ty::Text]).await? {
