@@ -187,20 +187,12 @@ impl Db {
     /// The indexed columns of job `id`'s row, as stored.
     pub async fn indexed_columns(&self, id: JobId) -> spindle::store::IndexedColumns {
         let sql = format!("SELECT {} FROM jobs WHERE id = $1", spindle::store::IndexedColumns::COLUMNS);
-        let tys = [Ty::Text, Ty::Int, Ty::Int, Ty::OptText, Ty::OptInt, Ty::Int, Ty::OptInt, Ty::Int, Ty::OptText];
-        let rows = self.sql().fetch(&sql, vec![Value::from(id.to_string())], &tys).await.expect("read the job row");
-        let r = rows.first().unwrap_or_else(|| panic!("job {id} has no row"));
-        spindle::store::IndexedColumns {
-            state: r.text(0),
-            queue: r.int(1),
-            run_at: r.int(2),
-            blocked_on: r.opt_text(3),
-            claim_expires_at: r.opt_int(4),
-            last_activity_at: r.int(5),
-            settled_at: r.opt_int(6),
-            progress: r.int(7),
-            successor: r.opt_text(8),
-        }
+        let rows = self
+            .sql()
+            .fetch(&sql, vec![Value::from(id.to_string())], &spindle::store::IndexedColumns::TYPES)
+            .await
+            .expect("read the job row");
+        spindle::store::IndexedColumns::from_row(rows.first().unwrap_or_else(|| panic!("job {id} has no row")), 0)
     }
 }
 

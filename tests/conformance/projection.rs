@@ -56,32 +56,10 @@ fn command(rng: &mut StdRng) -> JobEvent {
 /// Every row's indexed columns against the projection of the machine it stores.
 async fn check_every_row(db: &Db, step: usize, what: &str) {
     let sql = format!("SELECT id, machine, {} FROM jobs", IndexedColumns::COLUMNS);
-    let tys = [
-        Ty::Text,
-        Ty::Text,
-        Ty::Text,
-        Ty::Int,
-        Ty::Int,
-        Ty::OptText,
-        Ty::OptInt,
-        Ty::Int,
-        Ty::OptInt,
-        Ty::Int,
-        Ty::OptText,
-    ];
+    let tys = [&[Ty::Text, Ty::Text][..], &IndexedColumns::TYPES].concat();
     for r in db.sql().fetch(&sql, vec![], &tys).await.expect("read the jobs") {
         let job: Job = serde_json::from_str(&r.text(1)).expect("a stored machine");
-        let stored = IndexedColumns {
-            state: r.text(2),
-            queue: r.int(3),
-            run_at: r.int(4),
-            blocked_on: r.opt_text(5),
-            claim_expires_at: r.opt_int(6),
-            last_activity_at: r.int(7),
-            settled_at: r.opt_int(8),
-            progress: r.int(9),
-            successor: r.opt_text(10),
-        };
+        let stored = IndexedColumns::from_row(&r, 2);
         assert_eq!(stored, IndexedColumns::of(&job), "after operation {step} ({what}), job {}", r.text(0));
     }
 }

@@ -261,33 +261,14 @@ fn insert_into_jobs() -> String {
     )
 }
 
-/// The types of [`job_insert_row`]'s values, in its order (the indexed columns' in
-/// [`IndexedColumns::COLUMNS`] order).
-const INSERT_TYS: [Ty; INSERT_COLS] = [
-    Ty::Text,
-    Ty::Text,
-    Ty::Text,
-    Ty::Int,
-    Ty::Int,
-    Ty::Int,
-    Ty::Blob,
-    Ty::OptText,
-    Ty::Text,
-    Ty::Text,
-    Ty::Int,
-    Ty::Int,
-    Ty::OptText,
-    Ty::OptInt,
-    Ty::Int,
-    Ty::OptInt,
-    Ty::Int,
-    Ty::OptText,
-    Ty::Text,
-    Ty::OptText,
-    Ty::OptText,
-    Ty::OptInt,
-    Ty::Int,
-];
+/// The types of [`job_insert_row`]'s values, in its order.
+fn insert_types() -> Vec<Ty> {
+    let head = [Ty::Text, Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Blob, Ty::OptText, Ty::Text];
+    let tail = [Ty::Text, Ty::OptText, Ty::OptText, Ty::OptInt, Ty::Int];
+    let types = [&head[..], &IndexedColumns::TYPES, &tail].concat();
+    debug_assert_eq!(types.len(), INSERT_COLS);
+    types
+}
 
 /// The types of a step row's values ([`step_row`]) and a history row's ([`history_rows`]).
 const STEP_TYS: [Ty; 7] = [Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Text, Ty::Text, Ty::OptBlob];
@@ -369,7 +350,7 @@ async fn insert_in_one_statement(
         columns.extend(table);
         sql
     };
-    let jobs_source = source(rows, &INSERT_TYS, "v", false);
+    let jobs_source = source(rows, &insert_types(), "v", false);
     let steps_source = source(steps, &STEP_TYS, "s", false);
     let history_source = source(history, &HISTORY_TYS, "h", true);
     let tags_source = source(fair_tags.last_rows(), &[Ty::Text, Ty::Int, Ty::Int], "t", false);

@@ -18,7 +18,7 @@ use super::leases;
 use super::outbox::OutboxEffect;
 use super::queue::{Deriver, notify_ready, wake_blocked, wake_gated};
 use super::rows::{MAX_PARAMS, history_rows, insert_rows, machine_json, over_rows, placeholders, step_row};
-use super::sql::{Backend, Tx, Ty, Value};
+use super::sql::{Backend, Row, Tx, Ty, Value};
 
 /// A version-checked change to one job, derived by the engine from a core transition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,6 +161,26 @@ impl IndexedColumns {
     /// The same columns, in [`IndexedColumns`]' field order, for a `SELECT`.
     pub const COLUMNS: &'static str =
         "state, queue, run_at, blocked_on, claim_expires_at, last_activity_at, settled_at, progress, successor";
+
+    /// The types of [`COLUMNS`](Self::COLUMNS), in order.
+    pub const TYPES: [Ty; 9] =
+        [Ty::Text, Ty::Int, Ty::Int, Ty::OptText, Ty::OptInt, Ty::Int, Ty::OptInt, Ty::Int, Ty::OptText];
+
+    /// The columns as read back from `row`, where [`COLUMNS`](Self::COLUMNS) begin at
+    /// index `first`.
+    pub fn from_row(row: &Row, first: usize) -> Self {
+        Self {
+            state: row.text(first),
+            queue: row.int(first + 1),
+            run_at: row.int(first + 2),
+            blocked_on: row.opt_text(first + 3),
+            claim_expires_at: row.opt_int(first + 4),
+            last_activity_at: row.int(first + 5),
+            settled_at: row.opt_int(first + 6),
+            progress: row.int(first + 7),
+            successor: row.opt_text(first + 8),
+        }
+    }
 
     /// As statement parameters, in [`COLUMNS`](Self::COLUMNS) order.
     pub(super) fn values(self) -> [Value; 9] {
