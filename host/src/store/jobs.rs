@@ -387,12 +387,12 @@ async fn insert_table_by_table(
 ) -> Result<HashMap<String, i64>, StoreError> {
     let mut seqs: HashMap<String, i64> = HashMap::with_capacity(jobs.len());
     let job_cols = (1..=INSERT_COLS).map(|i| format!("column{i}")).collect::<Vec<_>>().join(", ");
+    let insert_into_jobs = insert_into_jobs();
     let mut rows = rows.into_iter().peekable();
     while rows.peek().is_some() {
         let chunk: Vec<Vec<Value>> = rows.by_ref().take(MAX_PARAMS / INSERT_COLS).collect();
         let sql = format!(
-            "{} SELECT {job_cols}, 1 FROM (VALUES {}) AS v WHERE true {UNLESS_KEY_TAKEN}",
-            insert_into_jobs(),
+            "{insert_into_jobs} SELECT {job_cols}, 1 FROM (VALUES {}) AS v WHERE true {UNLESS_KEY_TAKEN}",
             values_list(chunk.len(), INSERT_COLS, 1)
         );
         for row in tx.fetch(&sql, chunk.into_iter().flatten().collect(), &[Ty::Int, Ty::Text]).await? {
