@@ -3,7 +3,7 @@
 //! version's types are converted here to the runtime's own, and nowhere else.
 
 use wasmtime::Store;
-use wasmtime::component::InstancePre;
+use wasmtime::component::{ComponentExportIndex, InstancePre};
 
 use crate::bindings::{v1, v2};
 use crate::kind::{KindSpec, RetrySpec, SpecError, StepSpec};
@@ -34,7 +34,16 @@ impl Contract {
 }
 
 /// A linked component, ready to instantiate, of either contract.
-pub(crate) enum KindPre {
+pub(crate) struct KindPre {
+    bindings: Bindings,
+    /// Its `run-step` export, found once: a step instantiates the component and looks up
+    /// and type-checks this one export, where the generated bindings would check all
+    /// four (`describe` and the hooks too) on every instantiation.
+    run_step: ComponentExportIndex,
+}
+
+/// The generated bindings of the contract a component targets.
+enum Bindings {
     V1(v1::JobKindPre<GuestState>),
     V2(v2::JobKindPre<GuestState>),
 }
@@ -72,10 +81,11 @@ macro_rules! spec {
 /// One `run-step` call through contract `$v`'s bindings: the input with the contract's
 /// own extra fields, the outcome with its own extra variants mapped.
 macro_rules! step_call {
-    ($v:ident, $pre:ident, $store:ident, $input:ident, { $($field:ident: $value:expr),* }, { $($variant:ident($bind:pat) => $arm:expr),* $(,)? }) => {{
+    ($v:ident, $pre:ident, $run_step:expr, $store:ident, $input:ident, { $($field:ident: $value:expr),* }, { $($variant:ident($bind:pat) => $arm:expr),* $(,)? }) => {{
         use $v::spindle::job::types as wit;
         let StepInput { job_id, step, attempt, idempotency_key, payload, prior, cursor, .. } = $input;
-        let instance = $pre.instantiate_async(&mut *$store).await?;
+        let instance = $pre.instance_pre().instantiate_async(&mut *$store).await?;
+        let run_step = instance.get_typed_func::<(&wit::StepInput,), (wit::StepOutcome,)>(&mut *$store, $run_step)?;
         let input = wit::StepInput {
             job_id,
             step,
@@ -86,7 +96,7 @@ macro_rules! step_call {
             cursor,
             $($field: $value,)*
         };
-        instance.spindle_job_kind().call_run_step(&mut *$store, &input).await.map(|o| match o {
+        run_step.call_async(&mut *$store, (&input,)).await.map(|(outcome,)| match outcome {
             wit::StepOutcome::Complete(output) => Reported::Complete(output),
             wit::StepOutcome::Skip(reason) => Reported::Skip(reason),
             wit::StepOutcome::Retryable(f) => Reported::Retryable(f.code, f.message),
@@ -123,23 +133,38 @@ macro_rules! hook_call {
 impl KindPre {
     /// The component's pre-instance, as the contract its exports name.
     pub(crate) fn new(pre: InstancePre<GuestState>) -> Result<Self, LoadError> {
-        match v2::JobKindPre::new(pre.clone()) {
-            Ok(v2) => Ok(Self::V2(v2)),
-            Err(_) => v1::JobKindPre::new(pre).map(Self::V1).map_err(|e| LoadError::WrongWorld(format!("{e:#}"))),
-        }
+        let bindings = match v2::JobKindPre::new(pre.clone()) {
+            Ok(v2) => Bindings::V2(v2),
+            Err(_) => v1::JobKindPre::new(pre.clone())
+                .map(Bindings::V1)
+                .map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?,
+        };
+        let contract = match bindings {
+            Bindings::V1(_) => Contract::V0_1,
+            Bindings::V2(_) => Contract::V0_2,
+        };
+        // The bindings found the interface and its functions already: these lookups
+        // cannot miss.
+        let interface = format!("spindle:job/kind@{}", contract.version());
+        let run_step = pre
+            .component()
+            .get_export_index(None, &interface)
+            .and_then(|interface| pre.component().get_export_index(Some(&interface), "run-step"))
+            .ok_or_else(|| LoadError::WrongWorld(format!("no `run-step` in `{interface}`")))?;
+        Ok(Self { bindings, run_step })
     }
 
     pub(crate) fn contract(&self) -> Contract {
-        match self {
-            Self::V1(_) => Contract::V0_1,
-            Self::V2(_) => Contract::V0_2,
+        match self.bindings {
+            Bindings::V1(_) => Contract::V0_1,
+            Bindings::V2(_) => Contract::V0_2,
         }
     }
 
     pub(crate) fn instance_pre(&self) -> &InstancePre<GuestState> {
-        match self {
-            Self::V1(pre) => pre.instance_pre(),
-            Self::V2(pre) => pre.instance_pre(),
+        match &self.bindings {
+            Bindings::V1(pre) => pre.instance_pre(),
+            Bindings::V2(pre) => pre.instance_pre(),
         }
     }
 
@@ -148,13 +173,13 @@ impl KindPre {
         &self,
         store: &mut Store<GuestState>,
     ) -> wasmtime::Result<Result<KindSpec, SpecError>> {
-        Ok(match self {
-            Self::V1(pre) => {
+        Ok(match &self.bindings {
+            Bindings::V1(pre) => {
                 let s = pre.instantiate_async(&mut *store).await?.spindle_job_kind().call_describe(&mut *store).await?;
                 let steps = s.steps.into_iter().map(|s| StepSpec { key: s.key, weight: s.weight, output_schema: None });
                 spec!(s, steps.collect(), None)
             }
-            Self::V2(pre) => {
+            Bindings::V2(pre) => {
                 let s = pre.instantiate_async(&mut *store).await?.spindle_job_kind().call_describe(&mut *store).await?;
                 let steps = s.steps.into_iter().map(|s| StepSpec {
                     key: s.key,
@@ -173,11 +198,12 @@ impl KindPre {
         store: &mut Store<GuestState>,
         input: StepInput,
     ) -> Result<wasmtime::Result<Reported>, wasmtime::Error> {
-        match self {
-            Self::V1(pre) => Ok(step_call!(v1, pre, store, input, {}, {})),
-            Self::V2(pre) => {
+        let run_step = &self.run_step;
+        match &self.bindings {
+            Bindings::V1(pre) => Ok(step_call!(v1, pre, run_step, store, input, {}, {})),
+            Bindings::V2(pre) => {
                 let awaited = input.awaited.clone().map(v2_awaited);
-                Ok(step_call!(v2, pre, store, input, { awaited: awaited }, {
+                Ok(step_call!(v2, pre, run_step, store, input, { awaited: awaited }, {
                     AwaitChildren(fan_out) => v2_fan_out(fan_out),
                     AwaitSignal(wait) => Reported::AwaitSignal {
                         name: wait.name,
@@ -196,9 +222,9 @@ impl KindPre {
         on_failure: bool,
         summary: JobSummary,
     ) -> wasmtime::Result<Result<(), (String, String)>> {
-        match self {
-            Self::V1(pre) => hook_call!(v1, pre, store, on_failure, summary),
-            Self::V2(pre) => hook_call!(v2, pre, store, on_failure, summary),
+        match &self.bindings {
+            Bindings::V1(pre) => hook_call!(v1, pre, store, on_failure, summary),
+            Bindings::V2(pre) => hook_call!(v2, pre, store, on_failure, summary),
         }
     }
 }
