@@ -229,7 +229,11 @@ async fn an_endless_loop_is_stopped_at_the_deadline_while_other_calls_are_served
 
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_guests_get_typed_faults_and_the_host_keeps_serving() {
-    let rt = runtime(hostile_config());
+    // Each fault here is told by its cause, not by time: the deadline only has to stop a
+    // runaway. With two seconds, a step expected to complete came back a fault once while
+    // the whole suite shared two cores (the heaviest is the 20 MiB stdout flood, some
+    // 20,000 writes through the unoptimised test build's host).
+    let rt = runtime(SandboxConfig { step_timeout: Duration::from_secs(20), ..hostile_config() });
     let kind = load(&rt, "hostile").await;
     for (step, expected) in [
         ("alloc", SandboxFault::MemoryLimit),
