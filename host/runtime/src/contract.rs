@@ -48,6 +48,15 @@ enum Bindings {
     V2(v2::JobKindPre<GuestState>),
 }
 
+impl Bindings {
+    fn contract(&self) -> Contract {
+        match self {
+            Self::V1(_) => Contract::V0_1,
+            Self::V2(_) => Contract::V0_2,
+        }
+    }
+}
+
 /// A step's outcome as the guest reported it, whatever its contract.
 pub(crate) enum Reported {
     Complete(Vec<u8>),
@@ -139,10 +148,7 @@ impl KindPre {
                 .map(Bindings::V1)
                 .map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?,
         };
-        let contract = match bindings {
-            Bindings::V1(_) => Contract::V0_1,
-            Bindings::V2(_) => Contract::V0_2,
-        };
+        let contract = bindings.contract();
         // The bindings found the interface and its functions already: these lookups
         // cannot miss.
         let interface = format!("spindle:job/kind@{}", contract.version());
@@ -155,10 +161,7 @@ impl KindPre {
     }
 
     pub(crate) fn contract(&self) -> Contract {
-        match self.bindings {
-            Bindings::V1(_) => Contract::V0_1,
-            Bindings::V2(_) => Contract::V0_2,
-        }
+        self.bindings.contract()
     }
 
     pub(crate) fn instance_pre(&self) -> &InstancePre<GuestState> {
@@ -198,12 +201,11 @@ impl KindPre {
         store: &mut Store<GuestState>,
         input: StepInput,
     ) -> Result<wasmtime::Result<Reported>, wasmtime::Error> {
-        let run_step = &self.run_step;
         match &self.bindings {
-            Bindings::V1(pre) => Ok(step_call!(v1, pre, run_step, store, input, {}, {})),
+            Bindings::V1(pre) => Ok(step_call!(v1, pre, &self.run_step, store, input, {}, {})),
             Bindings::V2(pre) => {
                 let awaited = input.awaited.clone().map(v2_awaited);
-                Ok(step_call!(v2, pre, run_step, store, input, { awaited: awaited }, {
+                Ok(step_call!(v2, pre, &self.run_step, store, input, { awaited: awaited }, {
                     AwaitChildren(fan_out) => v2_fan_out(fan_out),
                     AwaitSignal(wait) => Reported::AwaitSignal {
                         name: wait.name,
