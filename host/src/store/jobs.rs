@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use spindle_core::policy::priority::Priority;
+use spindle_core::table::DiagramState;
 use spindle_core::{HistoryEvent, Job, JobId, JobState, Timestamp};
 
 use super::queue::Deriver;
@@ -425,37 +426,121 @@ fn steps_and_history<'a>(jobs: impl Iterator<Item = &'a NewJob>, now: Timestamp)
     Ok((steps, history))
 }
 
+/// A tenant's jobs in sequence order, for `arm`: one query per state, each an ordered
+/// scan of the `(tenant_id, state, seq)` index, merged by `order` (which sorts by `seq`
+/// and limits). The table keeps no index of a tenant's jobs by sequence alone: it would be
+/// one more entry on every job write, and no job row update is heap-only.
+fn every_state(arm: impl Fn(&str) -> String, order: &str) -> String {
+    let arms: Vec<String> = <JobState as DiagramState>::all()
+        .iter()
+        .enumerate()
+        .map(|(i, state)| format!("SELECT * FROM ({}) AS s{i}", arm(&format!("state = '{}'", state.as_str()))))
+        .collect();
+    format!("{} {order}", arms.join(" UNION ALL "))
+}
+
+/// The tenant's first job at or after sequence number `from`, or its last job when `from`
+/// is `None`: the job's sequence number and submission time.
+async fn tenant_seq_probe(tx: &mut Tx, tenant: &TenantId, from: Option<i64>) -> Result<Option<(i64, i64)>, StoreError> {
+    let (cond, order, mut args) = match from {
+        Some(seq) => (" AND seq >= $2", "ASC", vec![Value::from(seq)]),
+        None => ("", "DESC", Vec::new()),
+    };
+    args.insert(0, Value::from(tenant.0.as_str()));
+    let sql = every_state(
+        |state| {
+            format!(
+                "SELECT seq, created_at FROM jobs WHERE tenant_id = $1 AND {state}{cond} ORDER BY seq {order} LIMIT 1"
+            )
+        },
+        &format!("ORDER BY seq {order} LIMIT 1"),
+    );
+    let rows = tx.fetch(&sql, args, &[Ty::Int, Ty::Int]).await?;
+    Ok(rows.first().map(|row| (row.int(0), row.int(1))))
+}
+
 /// The first sequence number of `tenant`'s jobs submitted at or after `micros` (one past
-/// the last when none was), by bisection over the tenant's `(tenant_id, seq)` index: a
-/// few dozen index probes whatever the number of jobs.
+/// the last when none was), by bisection over the tenant's jobs in sequence order: a few
+/// dozen probes of its index whatever the number of jobs.
 async fn seq_at(tx: &mut Tx, tenant: &TenantId, micros: i64) -> Result<i64, StoreError> {
-    let bounds = tx
-        .fetch(
-            "SELECT min(seq), max(seq) FROM jobs WHERE tenant_id = $1",
-            vec![Value::from(tenant.0.as_str())],
-            &[Ty::OptInt, Ty::OptInt],
-        )
-        .await?;
-    let (Some(mut lo), Some(max)) = (bounds[0].opt_int(0), bounds[0].opt_int(1)) else { return Ok(0) };
+    let (Some((mut lo, _)), Some((max, _))) =
+        (tenant_seq_probe(tx, tenant, Some(i64::MIN)).await?, tenant_seq_probe(tx, tenant, None).await?)
+    else {
+        return Ok(0);
+    };
     let mut hi = max + 1;
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        let rows = tx
-            .fetch(
-                "SELECT seq, created_at FROM jobs WHERE tenant_id = $1 AND seq >= $2 ORDER BY seq LIMIT 1",
-                vec![Value::from(tenant.0.as_str()), Value::from(mid)],
-                &[Ty::Int, Ty::Int],
-            )
-            .await?;
         // The tenant's first job at or after `mid`: before the time, the answer lies past
         // it; else (or none) it lies before `mid`, or is `mid` (no job of the tenant's
         // lies between `mid` and the one found).
-        match rows.first() {
-            Some(row) if row.int(1) < micros => lo = row.int(0) + 1,
+        match tenant_seq_probe(tx, tenant, Some(mid)).await? {
+            Some((seq, created_at)) if created_at < micros => lo = seq + 1,
             _ => hi = mid,
         }
     }
     Ok(lo)
+}
+
+/// The sequence numbers a listing's time filters come to: from `from` (inclusive), until
+/// `until` (exclusive).
+#[derive(Clone, Copy, Debug, Default)]
+struct SeqBounds {
+    from: Option<i64>,
+    until: Option<i64>,
+}
+
+/// A page of `tenant`'s jobs that `filter` admits, newest first: the query and its
+/// arguments. A listing of one state reads that state's part of the tenant's index; a
+/// listing of every state merges one such read per state.
+fn listing(tenant: &TenantId, filter: &JobFilter, bounds: SeqBounds) -> (String, Vec<Value>) {
+    // The conditions beside the tenant and the state.
+    let mut conds = String::new();
+    let mut args = vec![Value::from(tenant.0.as_str())];
+    let mut cond = |sql: &str, value: Value| {
+        args.push(value);
+        conds.push_str(&sql.replace("$n", &format!("${}", args.len())));
+    };
+    if let Some(kind) = &filter.kind {
+        cond(" AND kind = $n", Value::from(kind.as_str()));
+    }
+    if let Some(parent) = filter.parent {
+        cond(" AND parent_id = $n", Value::from(parent.to_string()));
+    }
+    if let Some(before) = filter.before_seq {
+        cond(" AND seq < $n", Value::from(before));
+    }
+    if let Some(priority) = filter.priority {
+        cond(" AND priority = $n", Value::from(i64::from(priority.rank())));
+    }
+    if let Some(text) = &filter.text {
+        if let Ok(id) = text.parse::<JobId>() {
+            cond(" AND id = $n", Value::from(id.to_string()));
+        } else {
+            // A prefix of the key, through the tenant's key index.
+            cond(" AND idempotency_key >= $n", Value::from(text.as_str()));
+            cond(" AND idempotency_key < $n", Value::from(format!("{text}\u{10ffff}")));
+        }
+    }
+    if let (Some(from), Some(after)) = (bounds.from, filter.created_after) {
+        cond(" AND seq >= $n", Value::from(from));
+        cond(" AND created_at >= $n", Value::from(after.as_micros()));
+    }
+    if let (Some(until), Some(before)) = (bounds.until, filter.created_before) {
+        cond(" AND seq < $n", Value::from(until));
+        cond(" AND created_at < $n", Value::from(before.as_micros()));
+    }
+    args.push(Value::from(i64::from(filter.limit.clamp(1, 1000))));
+    let page = format!("ORDER BY seq DESC LIMIT ${}", args.len());
+    let arm = |state: &str| format!("SELECT {JOB_COLS} FROM jobs WHERE tenant_id = $1 AND {state}{conds} {page}");
+    let sql = if filter.dead_letters {
+        arm("state = 'failed' AND successor IS NULL")
+    } else if let Some(state) = filter.state {
+        arm(&format!("state = '{}'", state.as_str()))
+    } else {
+        every_state(arm, &page)
+    };
+    (sql, args)
 }
 
 /// Most jobs a submission may carry and still go before the group commits waiting for
@@ -664,67 +749,18 @@ impl JobStore for SqlStore {
     }
 
     async fn list_jobs(&self, tenant: &TenantId, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError> {
-        let mut sql = format!("SELECT {JOB_COLS} FROM jobs WHERE tenant_id = $1");
-        let mut args = vec![Value::from(tenant.0.as_str())];
-        if filter.dead_letters {
-            sql.push_str(" AND state = 'failed' AND successor IS NULL");
-        } else if let Some(state) = filter.state {
-            args.push(Value::from(state.as_str()));
-            sql.push_str(&format!(" AND state = ${}", args.len()));
-        }
-        if let Some(kind) = &filter.kind {
-            args.push(Value::from(kind.as_str()));
-            sql.push_str(&format!(" AND kind = ${}", args.len()));
-        }
-        if let Some(parent) = filter.parent {
-            args.push(Value::from(parent.to_string()));
-            sql.push_str(&format!(" AND parent_id = ${}", args.len()));
-        }
-        if let Some(before) = filter.before_seq {
-            args.push(Value::from(before));
-            sql.push_str(&format!(" AND seq < ${}", args.len()));
-        }
-        if let Some(priority) = filter.priority {
-            args.push(Value::from(i64::from(priority.rank())));
-            sql.push_str(&format!(" AND priority = ${}", args.len()));
-        }
-        if let Some(text) = &filter.text {
-            if let Ok(id) = text.parse::<JobId>() {
-                args.push(Value::from(id.to_string()));
-                sql.push_str(&format!(" AND id = ${}", args.len()));
-            } else {
-                // A prefix of the key, through the tenant's key index.
-                args.push(Value::from(text.as_str()));
-                args.push(Value::from(format!("{text}\u{10ffff}")));
-                sql.push_str(&format!(
-                    " AND idempotency_key >= ${} AND idempotency_key < ${}",
-                    args.len() - 1,
-                    args.len()
-                ));
-            }
-        }
         let mut tx = self.db.begin().await?;
-        if filter.created_after.is_some() || filter.created_before.is_some() {
-            // Sequence numbers follow submission: bound the scan by the sequence numbers
-            // of the times asked for (found by bisection on the tenant's index), then by
-            // the times themselves.
-            if let Some(after) = filter.created_after {
-                let from = seq_at(&mut tx, tenant, after.as_micros() - CLOCK_SKEW_MICROS).await?;
-                args.push(Value::from(from));
-                sql.push_str(&format!(" AND seq >= ${}", args.len()));
-                args.push(Value::from(after.as_micros()));
-                sql.push_str(&format!(" AND created_at >= ${}", args.len()));
-            }
-            if let Some(before) = filter.created_before {
-                let until = seq_at(&mut tx, tenant, before.as_micros() + CLOCK_SKEW_MICROS).await?;
-                args.push(Value::from(until));
-                sql.push_str(&format!(" AND seq < ${}", args.len()));
-                args.push(Value::from(before.as_micros()));
-                sql.push_str(&format!(" AND created_at < ${}", args.len()));
-            }
+        // Sequence numbers follow submission: a time filter bounds the scan by the
+        // sequence numbers of the times asked for (found by bisection), then by the times
+        // themselves.
+        let mut bounds = SeqBounds::default();
+        if let Some(after) = filter.created_after {
+            bounds.from = Some(seq_at(&mut tx, tenant, after.as_micros() - CLOCK_SKEW_MICROS).await?);
         }
-        args.push(Value::from(i64::from(filter.limit.clamp(1, 1000))));
-        sql.push_str(&format!(" ORDER BY seq DESC LIMIT ${}", args.len()));
+        if let Some(before) = filter.created_before {
+            bounds.until = Some(seq_at(&mut tx, tenant, before.as_micros() + CLOCK_SKEW_MICROS).await?);
+        }
+        let (sql, args) = listing(tenant, filter, bounds);
         let records = fetch_jobs(&mut tx, &sql, args).await?;
         tx.commit().await?;
         Ok(records)
@@ -888,5 +924,88 @@ mod tests {
         assert_eq!(store.job(job.job.id).await.unwrap().map(|r| r.job.steps.len()), Some(1));
         drop(listener);
         test.drop().await;
+    }
+
+    /// A tenant's listing of every state reads its `(tenant_id, state, seq)` index one
+    /// state at a time and merges the pages (the table keeps no index by tenant and
+    /// sequence alone), and the time filters find their sequence bounds by bisection over
+    /// the same index.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenant_listing_reads_its_index_one_state_at_a_time() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let Some(test) = fresh(backend).await else { continue };
+            crate::store::schema::migrate(&test.db).await.unwrap();
+            let store = SqlStore { db: test.db.clone(), fair: true };
+            let minute = 60_000_000;
+            let base = 1_000 * minute;
+            let at = |batch: i64| Timestamp::from_micros(base + batch * minute);
+            // Twenty submissions of fifty jobs, a minute apart.
+            for batch in 0..20 {
+                let jobs = (0..50).map(|_| new_job(at(batch), at(batch))).collect();
+                store.insert_jobs(jobs, at(batch)).await.unwrap();
+            }
+            let tenant = TenantId::default_tenant();
+            let page = JobFilter { limit: 1000, ..JobFilter::default() };
+
+            let (sql, args) = listing(&tenant, &JobFilter { limit: 50, ..page.clone() }, SeqBounds::default());
+            let plan: Vec<String> = match backend {
+                Backend::Sqlite => test
+                    .db
+                    .fetch(&format!("EXPLAIN QUERY PLAN {sql}"), args, &[Ty::Int, Ty::Int, Ty::Int, Ty::Text])
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.text(3))
+                    .collect(),
+                Backend::Postgres => test
+                    .db
+                    .fetch(&format!("EXPLAIN {sql}"), args, &[Ty::Text])
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.text(0))
+                    .collect(),
+            };
+            let plan = plan.join("\n");
+            let states = <JobState as DiagramState>::all().len();
+            // An ordered read of the index (its pages merged after): no sort of the
+            // tenant's rows.
+            let read = match backend {
+                Backend::Sqlite => "SEARCH jobs USING INDEX jobs_tenant_state",
+                Backend::Postgres => "Index Scan Backward using jobs_tenant_state",
+            };
+            assert_eq!(
+                plan.matches(read).count(),
+                states,
+                "{backend:?}: one read of the index per state:\n{plan}"
+            );
+            assert!(
+                !plan.contains("Seq Scan") && !plan.contains("SCAN jobs"),
+                "{backend:?}: the table is scanned:\n{plan}"
+            );
+
+            let all = store.list_jobs(&tenant, &page).await.unwrap();
+            assert_eq!(all.len(), 1000);
+            assert!(all.windows(2).all(|w| w[0].seq > w[1].seq), "{backend:?}: newest first");
+            let newest = store.list_jobs(&tenant, &JobFilter { limit: 50, ..page.clone() }).await.unwrap();
+            assert_eq!(newest, all[..50].to_vec(), "{backend:?}: the first page is the newest fifty");
+
+            let between = |after: Option<i64>, before: Option<i64>| {
+                let filter = JobFilter { created_after: after.map(at), created_before: before.map(at), ..page.clone() };
+                let store = &store;
+                async move { store.list_jobs(&TenantId::default_tenant(), &filter).await.unwrap() }
+            };
+            let ids = |records: Vec<JobRecord>| records.into_iter().map(|r| r.job.id).collect::<Vec<_>>();
+            assert_eq!(
+                ids(between(Some(5), Some(8)).await),
+                ids(all[600..750].to_vec()),
+                "{backend:?}: submitted in minutes 5 to 7"
+            );
+            assert_eq!(ids(between(Some(18), None).await), ids(all[..100].to_vec()), "{backend:?}: from minute 18 on");
+            assert_eq!(ids(between(None, Some(1)).await), ids(all[950..].to_vec()), "{backend:?}: before minute 1");
+            assert!(between(Some(20), None).await.is_empty(), "{backend:?}: after the last submission");
+            assert!(between(None, Some(0)).await.is_empty(), "{backend:?}: before the first");
+            test.drop().await;
+        }
     }
 }

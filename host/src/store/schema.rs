@@ -16,6 +16,7 @@ const SQLITE: &[(i64, &str)] = &[
     (8, include_str!("../../migrations/sqlite/0008_tenant_capacity.sql")),
     (9, include_str!("../../migrations/sqlite/0009_deployments.sql")),
     (10, include_str!("../../migrations/sqlite/0010_dashboard.sql")),
+    (11, include_str!("../../migrations/sqlite/0011_one_tenant_index.sql")),
 ];
 const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_initial.sql")),
@@ -31,6 +32,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (11, include_str!("../../migrations/postgres/0011_deployments.sql")),
     (12, include_str!("../../migrations/postgres/0012_dashboard.sql")),
     (13, include_str!("../../migrations/postgres/0013_room_for_rewrites.sql")),
+    (14, include_str!("../../migrations/postgres/0014_one_tenant_index.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.

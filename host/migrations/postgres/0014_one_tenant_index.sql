@@ -1,0 +1,4 @@
+-- A tenant's jobs are listed through `jobs_tenant_state` alone: a listing of every state
+-- merges one ordered scan per state. `jobs_tenant` was one more entry on every job write
+-- (no job row update is heap-only, so the claim and the settlement each added one).
+DROP INDEX IF EXISTS jobs_tenant;
