@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
-use sqlx::{AssertSqlSafe, Connection as _, Postgres, Sqlite, Transaction};
+use sqlx::{AssertSqlSafe, Postgres, Sqlite, Transaction};
 
 use super::turns::{Turn, WriterTurns};
 
@@ -373,15 +373,6 @@ impl FromStr for SqliteSync {
 /// before the server ends it. Spindle's transactions take milliseconds.
 const IDLE_IN_TRANSACTION: &str = "10s";
 
-/// A pooled PostgreSQL connection idle this long is pinged before it is handed out (one
-/// round trip), so that one a restarted server or a cut network left dead while it sat
-/// in the pool is replaced instead of failing its next statement. One used more recently
-/// is handed out as it is: the pool already pings each connection as it comes back, and
-/// pinging again on every acquisition added a round trip to every transaction and every
-/// read (a single read took ~98 µs instead of ~134 here). A connection lost within that
-/// window fails its statement and is discarded; transactions are run again on another.
-const PING_IDLE_FOR: Duration = Duration::from_millis(500);
-
 impl Db {
     /// Opens a pool for `options.url`.
     pub async fn connect(options: &ConnectOptions) -> Result<Self, sqlx::Error> {
@@ -394,18 +385,13 @@ impl Db {
             // claims rescued) when it wakes.
             let connect = PgConnectOptions::from_str(url)?
                 .options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION)]);
+            // Each connection is pinged as it is handed out (sqlx's default, one round
+            // trip): without it, one the server ended while pooled (a restart, an
+            // administrator's `pg_terminate_backend`) fails the next statement sent on it,
+            // and a read is not run again: the fault scenario's submissions failed so.
             let pool = PgPoolOptions::new()
                 .max_connections(options.max_connections.max(2))
                 .acquire_timeout(Duration::from_secs(30))
-                .test_before_acquire(false)
-                .before_acquire(|conn, meta| {
-                    Box::pin(async move {
-                        if meta.idle_for >= PING_IDLE_FOR {
-                            conn.ping().await?;
-                        }
-                        Ok(true)
-                    })
-                })
                 .connect_with(connect)
                 .await?;
             return Ok(Self::Postgres(pool));
