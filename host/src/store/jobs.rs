@@ -948,25 +948,7 @@ mod tests {
             let page = JobFilter { limit: 1000, ..JobFilter::default() };
 
             let (sql, args) = listing(&tenant, &JobFilter { limit: 50, ..page.clone() }, SeqBounds::default());
-            let plan: Vec<String> = match backend {
-                Backend::Sqlite => test
-                    .db
-                    .fetch(&format!("EXPLAIN QUERY PLAN {sql}"), args, &[Ty::Int, Ty::Int, Ty::Int, Ty::Text])
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.text(3))
-                    .collect(),
-                Backend::Postgres => test
-                    .db
-                    .fetch(&format!("EXPLAIN {sql}"), args, &[Ty::Text])
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.text(0))
-                    .collect(),
-            };
-            let plan = plan.join("\n");
+            let plan = crate::store::test_db::plan(&test.db, &sql, args).await;
             let states = <JobState as DiagramState>::all().len();
             // An ordered read of the index (its pages merged after): no sort of the
             // tenant's rows.

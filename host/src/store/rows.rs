@@ -237,14 +237,7 @@ mod tests {
         let wanted: Vec<(String, i64)> = (0..64).map(|i| (format!("job-{}", i * 7), 1)).collect();
 
         let (sql, args) = steps_of(Backend::Postgres, &wanted);
-        let plan: Vec<String> = db
-            .fetch(&format!("EXPLAIN {sql}"), args.clone(), &[Ty::Text])
-            .await
-            .expect("explain")
-            .iter()
-            .map(|r| r.text(0))
-            .collect();
-        let plan = plan.join("\n");
+        let plan = crate::store::test_db::plan(db, &sql, args.clone()).await;
         assert!(!plan.contains("Seq Scan on steps"), "steps are scanned, not probed:\n{plan}");
         assert!(plan.contains("steps_pkey"), "the primary key is not used:\n{plan}");
 

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::sql::{Backend, ConnectOptions, Db};
+use super::sql::{Backend, ConnectOptions, Db, Ty, Value};
 
 /// A fresh, empty database.
 pub(crate) struct TestDb {
@@ -64,4 +64,26 @@ impl TestDb {
             }
         }
     }
+}
+
+/// The plan `db` chooses for `sql` with `args`, one line per node (PostgreSQL's `EXPLAIN`,
+/// SQLite's `EXPLAIN QUERY PLAN`).
+pub(crate) async fn plan(db: &Db, sql: &str, args: Vec<Value>) -> String {
+    let lines: Vec<String> = match db.backend() {
+        Backend::Sqlite => db
+            .fetch(&format!("EXPLAIN QUERY PLAN {sql}"), args, &[Ty::Int, Ty::Int, Ty::Int, Ty::Text])
+            .await
+            .expect("explain")
+            .iter()
+            .map(|r| r.text(3))
+            .collect(),
+        Backend::Postgres => db
+            .fetch(&format!("EXPLAIN {sql}"), args, &[Ty::Text])
+            .await
+            .expect("explain")
+            .iter()
+            .map(|r| r.text(0))
+            .collect(),
+    };
+    lines.join("\n")
 }
