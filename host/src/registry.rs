@@ -156,6 +156,10 @@ pub struct Registry {
     // Plain mutexes: never held across an await, taken on every step.
     loaded: std::sync::Mutex<Loaded>,
     versions: std::sync::Mutex<lru::LruCache<VersionKey, (KindVersion, Arc<Deployment>)>>,
+    /// The current version of each kind as this host last read or set it: submissions
+    /// pin jobs to it without a read, and the insert checks it is still current
+    /// ([`JobStore::submit_jobs`](crate::store::JobStore::submit_jobs)).
+    current: std::sync::Mutex<lru::LruCache<(TenantId, String), i64>>,
     loading: Mutex<()>,
     /// Tenants with a deploy under way.
     deploying: Arc<std::sync::Mutex<std::collections::HashSet<TenantId>>>,
@@ -192,6 +196,7 @@ impl Registry {
                 max_bytes: limits.max_loaded_bytes,
             }),
             versions: std::sync::Mutex::new(lru::LruCache::new(versions)),
+            current: std::sync::Mutex::new(lru::LruCache::new(versions)),
             loading: Mutex::new(()),
             deploying: Arc::default(),
         }
@@ -209,6 +214,14 @@ impl Registry {
 
     fn lock_versions(&self) -> std::sync::MutexGuard<'_, lru::LruCache<VersionKey, (KindVersion, Arc<Deployment>)>> {
         self.versions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lock_current(&self) -> std::sync::MutexGuard<'_, lru::LruCache<(TenantId, String), i64>> {
+        self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn remember_current(&self, tenant: &TenantId, kind: &str, version: i64) {
+        self.lock_current().put((tenant.clone(), kind.to_owned()), version);
     }
 
     /// The sandbox.
@@ -331,6 +344,7 @@ impl Registry {
         let version =
             self.store.add_kind_version(tenant, kind, &loaded.digest, &spec_json, &deployment_json, now).await?;
         self.store.set_kind_limit(tenant, kind, deployment.max_running).await?;
+        self.remember_current(tenant, kind, version.version);
         let spec = loaded.spec.clone();
         self.lock_loaded().insert(loaded);
         Ok((version, spec))
@@ -374,13 +388,39 @@ impl Registry {
         Ok(())
     }
 
-    /// The version of `kind` new submissions use, loaded.
+    /// The version of `kind` new submissions use, read from the store, loaded.
     pub async fn current(&self, tenant: &TenantId, kind: &str) -> Result<Resolved, RegistryError> {
-        let version =
-            self.store.current_kind(tenant, kind).await?.ok_or_else(|| RegistryError::UnknownKind(kind.to_owned()))?;
+        let Some(version) = self.store.current_kind(tenant, kind).await? else {
+            self.forget_current(tenant, kind);
+            return Err(RegistryError::UnknownKind(kind.to_owned()));
+        };
         let loaded = self.load(&version.digest).await?;
         let deployment = Arc::new(deployment_of(&version)?);
+        self.remember_current(tenant, kind, version.version);
+        let key = (tenant.clone(), kind.to_owned(), version.version);
+        self.lock_versions().put(key, (version.clone(), deployment.clone()));
         Ok(Resolved { version, kind: loaded, deployment })
+    }
+
+    /// The version of `kind` this host last knew as current, loaded, without a read
+    /// when it knows one. It may have moved on another host since: write jobs pinned to
+    /// it with [`JobStore::submit_jobs`](crate::store::JobStore::submit_jobs), which
+    /// checks, and [`forget_current`](Self::forget_current) when it refuses.
+    pub async fn last_current(&self, tenant: &TenantId, kind: &str) -> Result<Resolved, RegistryError> {
+        let known = self.lock_current().get(&(tenant.clone(), kind.to_owned())).copied();
+        match known {
+            Some(version) => match self.version(tenant, kind, version).await {
+                Err(RegistryError::UnknownVersion { .. }) => self.current(tenant, kind).await,
+                other => other,
+            },
+            None => self.current(tenant, kind).await,
+        }
+    }
+
+    /// Forgets what this host knew of `kind`'s current version: the next
+    /// [`last_current`](Self::last_current) reads it.
+    pub fn forget_current(&self, tenant: &TenantId, kind: &str) {
+        self.lock_current().pop(&(tenant.clone(), kind.to_owned()));
     }
 
     /// A specific version of `kind`, loaded.
@@ -414,7 +454,11 @@ impl Registry {
     ) -> Result<(), RegistryError> {
         match self.store.set_current_version(tenant, kind, version, now).await {
             Err(StoreError::NotFound(_)) => Err(RegistryError::UnknownVersion { kind: kind.to_owned(), version }),
-            other => Ok(other?),
+            other => {
+                other?;
+                self.remember_current(tenant, kind, version);
+                Ok(())
+            }
         }
     }
 

@@ -111,7 +111,8 @@ async fn a_describe_that_traps_answers_its_message_and_what_the_guest_printed() 
 
 on_both_backends!(
     a_kind_is_deployed_only_under_the_name_it_describes,
-    a_failed_attempt_keeps_the_guests_last_stderr_lines
+    a_failed_attempt_keeps_the_guests_last_stderr_lines,
+    a_submission_pins_the_version_another_host_made_current
 );
 
 async fn a_kind_is_deployed_only_under_the_name_it_describes(backend: Backend) {
@@ -124,6 +125,38 @@ async fn a_kind_is_deployed_only_under_the_name_it_describes(backend: Backend) {
     let records = h.registry.deploy_records(&h.tenant, "go-stress").await.unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].error_code.as_deref(), Some("component.name-mismatch"), "the deploy says why");
+}
+
+/// A host pins new jobs to the version it last knew without reading it; when another
+/// host sharing the database has deployed or rolled back since, the insert notices and
+/// the job still gets the version current when it was written.
+async fn a_submission_pins_the_version_another_host_made_current(backend: Backend) {
+    async fn pinned(h: &Harness, engine: &spindle::engine::Engine, kind_version: i64) {
+        let id = h.submit(engine, "noop", json!({})).await;
+        let job = engine.job(&h.tenant, id).await.expect("the job");
+        assert_eq!(job.kind_version, kind_version, "job {id}");
+    }
+    let h = Harness::new(backend).await;
+    let engine = h.engine();
+    assert_eq!(h.deploy("noop").await.version, 1);
+    pinned(&h, &engine, 1).await;
+    let other = spindle::registry::Registry::new(h.store.clone(), h.runtime.clone());
+    let now = spindle::clock::Clock::now(&spindle::clock::SystemClock);
+    let (deployed, _) = other.deploy(&h.tenant, "noop", &guest("noop"), now).await.expect("the other host deploys");
+    assert_eq!(deployed.version, 2);
+    pinned(&h, &engine, 2).await;
+    other.set_current(&h.tenant, "noop", 1, now).await.expect("the other host rolls back");
+    pinned(&h, &engine, 1).await;
+    let request =
+        || spindle::engine::SubmitRequest { kind: "noop".into(), input: b"{}".to_vec(), ..Default::default() };
+    other.set_current(&h.tenant, "noop", 2, now).await.expect("and forward again");
+    let batch = engine.submit_many(&h.tenant, vec![request(), request()]).await.expect("a batch");
+    assert!(batch.iter().all(|i| i.record().kind_version == 2), "{batch:?}");
+    assert_eq!(
+        spindle::store::JobStore::depths(&*h.store).await.unwrap().iter().map(|d| d.count).sum::<i64>(),
+        5,
+        "no job twice, none lost"
+    );
 }
 
 async fn a_failed_attempt_keeps_the_guests_last_stderr_lines(backend: Backend) {

@@ -1,6 +1,6 @@
 //! Jobs: insert and load, idempotent submission, version-checked writes.
 
-use spindle::store::{Backend, Inserted, JobFilter, JobRecord, NewJob, TenantId, WriteOutcome};
+use spindle::store::{Backend, Inserted, JobFilter, JobRecord, NewJob, StoreError, TenantId, WriteOutcome};
 use spindle_core::policy::priority::Priority;
 use spindle_core::{Actor, HistoryEvent, JobEvent, JobState, StepReport, StepState};
 
@@ -16,7 +16,36 @@ on_both_backends!(
     a_large_batch_checks_every_write_against_its_own_version,
     a_damaged_row_reads_as_corrupt_data_not_a_default,
     a_submission_writes_steps_and_history_of_the_jobs_it_creates_only,
+    a_submission_pinned_to_a_version_no_longer_current_writes_nothing,
 );
+
+/// A submission's jobs are pinned to the version their host last knew; the insert
+/// checks, in its transaction, that each is still its kind's current one. One that
+/// another deploy or rollback replaced writes nothing of the batch and names the kind.
+async fn a_submission_pinned_to_a_version_no_longer_current_writes_nothing(backend: Backend) {
+    let db = Db::new(backend).await;
+    let pinned = |kind: &str, kind_version| NewJob { kind_version, ..new_job(kind, 1, at(0)) };
+    let unknown = db.submit_jobs(vec![pinned("charge", 1)], at(0)).await.expect_err("no such kind");
+    assert!(matches!(&unknown, StoreError::VersionMoved { kind, pinned: 1 } if kind == "charge"), "{unknown}");
+    for kind in ["charge", "charge", "email"] {
+        db.add_kind_version(&acme(), kind, "sha256:c", "{}", "{}", at(0)).await.unwrap();
+    }
+    let theirs = NewJob { tenant: globex(), ..pinned("charge", 2) };
+    let refused = db.submit_jobs(vec![pinned("email", 1), theirs.clone()], at(0)).await.expect_err("not globex's");
+    assert!(matches!(&refused, StoreError::VersionMoved { kind, pinned: 2 } if kind == "charge"), "{refused}");
+    let stale = pinned("charge", 1);
+    let refused = db.submit_jobs(vec![pinned("email", 1), stale.clone()], at(0)).await.expect_err("replaced");
+    assert!(matches!(&refused, StoreError::VersionMoved { kind, pinned: 1 } if kind == "charge"), "{refused}");
+    assert_eq!(db.job(stale.job.id).await.unwrap(), None, "nothing of the batch was written");
+    assert!(db.list_jobs(&acme(), &JobFilter::default()).await.unwrap().is_empty(), "not even its current job");
+
+    let current = db.submit_jobs(vec![pinned("email", 1), pinned("charge", 2)], at(0)).await.unwrap();
+    assert!(current.iter().all(|i| matches!(i, Inserted::Created(_))), "{current:?}");
+    db.set_current_version(&acme(), "charge", 1, at(1)).await.unwrap();
+    let rolled_back = db.submit_jobs(vec![pinned("charge", 2)], at(1)).await.expect_err("rolled back");
+    assert!(matches!(rolled_back, StoreError::VersionMoved { pinned: 2, .. }), "{rolled_back}");
+    db.submit_jobs(vec![pinned("charge", 1)], at(1)).await.expect("the version rolled back to");
+}
 
 /// A submission writes each job it creates with its steps and its history, in the order
 /// that history was given, and nothing of a job whose idempotency key was taken (on

@@ -292,6 +292,11 @@ impl From<StoreError> for ApiError {
             StoreError::QuotaExceeded(refusal) => {
                 Self::quota(refusal.quota, refusal.message, Some(refusal.retry_after))
             }
+            // Deploys kept replacing the version as the submission went again: nothing
+            // was written, and the next try will most likely pass.
+            moved @ StoreError::VersionMoved { .. } => {
+                Self::new(ErrorCode::Busy, format!("{moved} (deployed again while submitting); try again"))
+            }
             other => Self::internal(other),
         }
     }

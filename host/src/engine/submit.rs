@@ -52,6 +52,9 @@ pub(crate) fn kind_rules(spec: &spindle_runtime::KindSpec) -> KindRules {
     }
 }
 
+/// Tries of a submission whose pinned version moved before another one answers.
+const SUBMIT_TRIES: u32 = 3;
+
 impl Engine {
     /// Submits a job.
     pub async fn submit(&self, tenant: &TenantId, request: SubmitRequest) -> Result<Inserted, EngineError> {
@@ -60,20 +63,39 @@ impl Engine {
     }
 
     /// Submits several jobs in one transaction.
+    ///
+    /// Jobs are pinned to the version of their kind this host last knew as current,
+    /// and the insert checks it still is. When another host has deployed or rolled
+    /// back since, nothing is written; the submission reads the current version and
+    /// goes again (a few times at most: each try reads afresh).
     pub async fn submit_many(
         &self,
         tenant: &TenantId,
         requests: Vec<SubmitRequest>,
     ) -> Result<Vec<Inserted>, EngineError> {
+        let mut tries = 1;
+        loop {
+            match self.submit_pinned(tenant, &requests).await {
+                Err(EngineError::Store(StoreError::VersionMoved { kind, .. })) if tries < SUBMIT_TRIES => {
+                    self.registry.forget_current(tenant, &kind);
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One try of [`submit_many`](Self::submit_many).
+    async fn submit_pinned(&self, tenant: &TenantId, requests: &[SubmitRequest]) -> Result<Vec<Inserted>, EngineError> {
         let now = self.now();
         let mut jobs = Vec::with_capacity(requests.len());
         let mut parents = Vec::new();
         let mut resolved = std::collections::HashMap::new();
         let bulk = requests.len() > 1;
-        for (index, request) in requests.into_iter().enumerate() {
-            self.check_request(&request)?;
+        for (index, request) in requests.iter().enumerate() {
+            self.check_request(request)?;
             if !resolved.contains_key(&request.kind) {
-                let current = match self.registry.current(tenant, &request.kind).await {
+                let current = match self.registry.last_current(tenant, &request.kind).await {
                     Err(RegistryError::UnknownKind(kind)) => return Err(EngineError::UnknownKind(kind)),
                     other => other?,
                 };
@@ -84,7 +106,7 @@ impl Engine {
                 && let Err(violations) = schema.check(&request.input)
             {
                 let index = bulk.then_some(index);
-                return Err(EngineError::InvalidInput { kind: request.kind, index, violations });
+                return Err(EngineError::InvalidInput { kind: request.kind.clone(), index, violations });
             }
             let spec = &current.kind.spec;
             let rules = kind_rules(spec);
@@ -95,19 +117,21 @@ impl Engine {
                 run_at: request.run_at.unwrap_or(now),
             };
             let (job, history) = Job::submit(submission, now);
-            if let Some(parent) =
-                request.traceparent.filter(|p| crate::telemetry::enabled() && crate::telemetry::is_traceparent(p))
+            if let Some(parent) = request
+                .traceparent
+                .as_ref()
+                .filter(|p| crate::telemetry::enabled() && crate::telemetry::is_traceparent(p))
             {
-                parents.push((job.id, parent));
+                parents.push((job.id, parent.clone()));
             }
             jobs.push(NewJob {
                 job,
                 tenant: tenant.clone(),
-                kind: request.kind,
+                kind: request.kind.clone(),
                 kind_version: current.version.version,
                 priority: request.priority,
-                payload: request.input,
-                idempotency_key: request.idempotency_key,
+                payload: request.input.clone(),
+                idempotency_key: request.idempotency_key.clone(),
                 // Keys are per tenant: another tenant's `account:42` is another resource.
                 lease_keys: request.lease_keys.iter().map(|k| tenant_key(tenant, k)).collect(),
                 history,
@@ -115,7 +139,7 @@ impl Engine {
         }
         // Before the jobs: one claimed the moment it is written must find its parent.
         self.store.keep_traceparents(&parents).await?;
-        let inserted = match self.store.insert_jobs(jobs, now).await {
+        let inserted = match self.store.submit_jobs(jobs, now).await {
             Ok(inserted) => inserted,
             Err(e) => {
                 self.forget_traceparents(&parents, &[]).await;

@@ -195,6 +195,12 @@ pub enum Updated {
 pub trait JobStore: Send + Sync {
     /// Inserts submitted jobs; a job whose idempotency key exists yields the existing one.
     async fn insert_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError>;
+    /// [`insert_jobs`](Self::insert_jobs) for a submission: in the same transaction,
+    /// every job's kind version is checked to be its kind's current one, so a host may
+    /// pin jobs to the version it last knew without reading it first. A version no
+    /// longer current (another host deployed or rolled back) writes nothing and answers
+    /// [`StoreError::VersionMoved`].
+    async fn submit_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError>;
     /// A job by id.
     async fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError>;
     /// Reads a job with its row locked (PostgreSQL `FOR UPDATE`; SQLite's write lock),
@@ -307,7 +313,9 @@ fn job_insert_row(new: &NewJob, tag: i64) -> Result<Vec<Value>, StoreError> {
 /// Inserts jobs with their steps and history; answers each one's sequence number,
 /// `None` where its idempotency key was taken. Each job gets its fair tag (all 0 unless
 /// `fair`); `weights`, when the caller read them already, are the tenants' for the
-/// tags. With `notify`, other hosts are told that work is ready.
+/// tags. With `notify`, other hosts are told that work is ready. With `pinned`, each
+/// job's kind version must be its kind's current one, or nothing is written
+/// ([`StoreError::VersionMoved`]).
 ///
 /// On PostgreSQL all of it is one statement (see [`insert_in_one_statement`]); SQLite,
 /// whose statements cost no round trip, inserts table by table.
@@ -318,13 +326,18 @@ pub(super) async fn insert_new_jobs(
     fair: bool,
     weights: Option<&super::capacity::Weights>,
     notify: bool,
+    pinned: bool,
 ) -> Result<Vec<Option<i64>>, StoreError> {
+    let pins = if pinned { pins_of(jobs) } else { Pins::new() };
     let fair_tags = super::capacity::fair_tags(tx, jobs, fair, weights).await?;
     let rows =
         jobs.iter().zip(&fair_tags.tags).map(|(new, tag)| job_insert_row(new, *tag)).collect::<Result<_, _>>()?;
     let seqs = match tx.backend() {
-        Backend::Postgres => insert_in_one_statement(tx, jobs, rows, &fair_tags, now, notify).await?,
-        Backend::Sqlite => insert_table_by_table(tx, jobs, rows, &fair_tags, now).await?,
+        Backend::Postgres => insert_in_one_statement(tx, jobs, rows, &fair_tags, now, notify, &pins).await?,
+        Backend::Sqlite => {
+            check_current(tx, &pins).await?;
+            insert_table_by_table(tx, jobs, rows, &fair_tags, now).await?
+        }
     };
     Ok(jobs.iter().map(|new| seqs.get(&new.job.id.to_string()).copied()).collect())
 }
@@ -334,7 +347,9 @@ pub(super) async fn insert_new_jobs(
 /// statement of data-modifying `WITH` queries, every table's rows bound as arrays: one
 /// round trip, and one statement text (prepared once per connection) whatever the
 /// number of jobs. A single submission made eleven round trips before, five of them
-/// these writes.
+/// these writes. Pinned versions no longer current (`g`) insert no job, and come back
+/// as rows of their own. A deploy committing after the statement's snapshot orders
+/// after the submission, as one committing just after a version was read always did.
 async fn insert_in_one_statement(
     tx: &mut Tx,
     jobs: &[&NewJob],
@@ -342,6 +357,7 @@ async fn insert_in_one_statement(
     fair_tags: &super::capacity::FairTags,
     now: Timestamp,
     notify: bool,
+    pins: &Pins<'_>,
 ) -> Result<HashMap<String, i64>, StoreError> {
     let (steps, history) = steps_and_history(jobs.iter().copied(), now)?;
     let mut columns = Vec::new();
@@ -355,11 +371,17 @@ async fn insert_in_one_statement(
     let steps_source = source(steps, &STEP_TYS, "s", false);
     let history_source = source(history, &HISTORY_TYS, "h", true);
     let tags_source = source(fair_tags.last_rows(), &[Ty::Text, Ty::Int, Ty::Int], "t", false);
+    let pin_rows = pins.iter().map(|(t, k, v)| vec![Value::from(t.0.as_str()), Value::from(*k), Value::from(*v)]);
+    let pins_source = source(pin_rows.collect(), &[Ty::Text, Ty::Text, Ty::Int], "p", false);
     let job_cols = (1..=INSERT_COLS).map(|i| format!("column{i}")).collect::<Vec<_>>().join(", ");
     // History rows go in the order they were given (their ids are the job's history
     // order), whatever order the join would produce them in.
     let sql = format!(
-        "WITH j AS ({insert_into_jobs} SELECT {job_cols}, 1 FROM {jobs_source} {UNLESS_KEY_TAKEN}), \
+        "WITH g AS MATERIALIZED (SELECT p.column2 AS kind, p.column3 AS pinned FROM {pins_source} \
+               LEFT JOIN kinds k ON k.tenant_id = p.column1 AND k.name = p.column2 \
+               AND k.current_version = p.column3 WHERE k.name IS NULL), \
+         j AS ({insert_into_jobs} SELECT {job_cols}, 1 FROM {jobs_source} WHERE NOT EXISTS (SELECT 1 FROM g) \
+               {UNLESS_KEY_TAKEN}), \
          s AS (INSERT INTO steps (job_id, pass, position, key, state, body, output) \
                SELECT s.column1, s.column2, s.column3, s.column4, s.column5, s.column6, s.column7 \
                FROM {steps_source} JOIN j ON j.id = s.column1), \
@@ -369,11 +391,14 @@ async fn insert_in_one_statement(
          t AS (INSERT INTO fair_tags (tenant_id, priority, last_tag) SELECT * FROM {tags_source} \
                ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = GREATEST(fair_tags.last_tag, excluded.last_tag)), \
          n AS MATERIALIZED (SELECT {notify_ready}) \
-         SELECT j.seq, j.id FROM j LEFT JOIN n ON true",
+         SELECT j.seq, j.id, 0::int8 FROM j LEFT JOIN n ON true UNION ALL SELECT g.pinned, g.kind, 1::int8 FROM g",
         insert_into_jobs = insert_into_jobs(),
         notify_ready = if notify { "pg_notify('spindle_ready', '')::text" } else { "NULL::text" },
     );
-    let inserted = tx.fetch_columns(&sql, columns, &[Ty::Int, Ty::Text]).await?;
+    let inserted = tx.fetch_columns(&sql, columns, &[Ty::Int, Ty::Text, Ty::Int]).await?;
+    if let Some(moved) = inserted.iter().find(|row| row.int(2) == 1) {
+        return Err(StoreError::VersionMoved { kind: moved.text(1), pinned: moved.int(0) });
+    }
     Ok(inserted.iter().map(|row| (row.text(1), row.int(0))).collect())
 }
 
@@ -556,9 +581,39 @@ fn ids_of(rows: Vec<super::sql::Row>) -> Result<Vec<JobId>, StoreError> {
     rows.iter().map(|r| parse_id(&r.text(0), "job id")).collect()
 }
 
-#[async_trait]
-impl JobStore for SqlStore {
-    async fn insert_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError> {
+/// Each job's tenant, kind and version, once: what a pinned submission checks.
+type Pins<'a> = std::collections::BTreeSet<(&'a TenantId, &'a str, i64)>;
+
+fn pins_of<'a>(jobs: &[&'a NewJob]) -> Pins<'a> {
+    jobs.iter().map(|new| (&new.tenant, new.kind.as_str(), new.kind_version)).collect()
+}
+
+/// SQLite: answers [`StoreError::VersionMoved`] unless each pinned version is its kind's
+/// current one. Inside the write transaction no deploy can commit before the jobs do.
+async fn check_current(tx: &mut Tx, pins: &Pins<'_>) -> Result<(), StoreError> {
+    let mut by_tenant: std::collections::BTreeMap<&TenantId, Vec<(&str, i64)>> = std::collections::BTreeMap::new();
+    for (tenant, kind, version) in pins {
+        by_tenant.entry(*tenant).or_default().push((*kind, *version));
+    }
+    for (tenant, kinds) in by_tenant {
+        let sql = format!(
+            "SELECT name, current_version FROM kinds WHERE tenant_id = $1 AND name IN ({})",
+            super::rows::placeholders(2, kinds.len())
+        );
+        let mut args = vec![Value::from(tenant.0.as_str())];
+        args.extend(kinds.iter().map(|(kind, _)| Value::from(*kind)));
+        let current: HashMap<String, i64> =
+            tx.fetch(&sql, args, &[Ty::Text, Ty::Int]).await?.iter().map(|r| (r.text(0), r.int(1))).collect();
+        if let Some((kind, pinned)) = kinds.iter().find(|(kind, pinned)| current.get(*kind) != Some(pinned)) {
+            return Err(StoreError::VersionMoved { kind: (*kind).to_owned(), pinned: *pinned });
+        }
+    }
+    Ok(())
+}
+
+impl SqlStore {
+    /// Inserts jobs, first checking their versions are current when `pinned`.
+    async fn insert(&self, jobs: Vec<NewJob>, now: Timestamp, pinned: bool) -> Result<Vec<Inserted>, StoreError> {
         // A submission of a few jobs is short: it goes before the group commits waiting
         // for SQLite's writer (a bulk one waits its turn as they do).
         let mut tx =
@@ -582,7 +637,8 @@ impl JobStore for SqlStore {
             Ok(weights) => weights,
             Err(refusal) => return Err(StoreError::QuotaExceeded(refusal)),
         };
-        let mut seqs = insert_new_jobs(&mut tx, &fresh, now, self.fair, Some(&weights), any_ready).await?.into_iter();
+        let mut seqs =
+            insert_new_jobs(&mut tx, &fresh, now, self.fair, Some(&weights), any_ready, pinned).await?.into_iter();
         let mut out = Vec::with_capacity(jobs.len());
         for (new, found) in jobs.into_iter().zip(existing) {
             if let Some(found) = found {
@@ -614,6 +670,17 @@ impl JobStore for SqlStore {
         }
         tx.commit().await?;
         Ok(out)
+    }
+}
+
+#[async_trait]
+impl JobStore for SqlStore {
+    async fn insert_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError> {
+        self.insert(jobs, now, false).await
+    }
+
+    async fn submit_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError> {
+        self.insert(jobs, now, true).await
     }
 
     async fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {

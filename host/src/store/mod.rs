@@ -111,6 +111,15 @@ pub enum StoreError {
     /// A submission over one of its tenant's quotas: nothing was written.
     #[error("quota exceeded ({}): {}", .0.quota, .0.message)]
     QuotaExceeded(QuotaRefusal),
+    /// A submission pinned its jobs to a version of the kind that is no longer current
+    /// (another deploy or rollback came first): nothing was written.
+    #[error("kind {kind:?} is no longer at version {pinned}")]
+    VersionMoved {
+        /// The kind.
+        kind: String,
+        /// The version the submission pinned.
+        pinned: i64,
+    },
 }
 
 impl From<sqlx::Error> for StoreError {

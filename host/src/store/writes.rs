@@ -370,11 +370,11 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
     insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
     insert_rows(tx, "INSERT INTO outbox (job_id, effect, run_at, attempts, created_at, detail)", "", 6, outbox).await?;
     if !spawns.is_empty() {
-        insert_new_jobs(tx, &spawns, now, true, None, false).await?;
+        insert_new_jobs(tx, &spawns, now, true, None, false, false).await?;
     }
     if !children.is_empty() {
         // Every child is created, or none: a taken idempotency key fails the write.
-        let seqs = insert_new_jobs(tx, &children, now, true, None, false).await?;
+        let seqs = insert_new_jobs(tx, &children, now, true, None, false, false).await?;
         if let Some(i) = seqs.iter().position(Option::is_none) {
             let key = children[i].idempotency_key.clone().unwrap_or_default();
             return Err(StoreError::Duplicate(format!("a child's idempotency key {key:?} is taken")));
