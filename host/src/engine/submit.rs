@@ -52,7 +52,8 @@ pub(crate) fn kind_rules(spec: &spindle_runtime::KindSpec) -> KindRules {
     }
 }
 
-/// Tries of a submission whose pinned version moved before another one answers.
+/// How many times a submission goes while the versions it pinned keep moving (each
+/// try reads them afresh); the last refusal is answered.
 const SUBMIT_TRIES: u32 = 3;
 
 impl Engine {
