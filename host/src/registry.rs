@@ -397,8 +397,6 @@ impl Registry {
         let loaded = self.load(&version.digest).await?;
         let deployment = Arc::new(deployment_of(&version)?);
         self.remember_current(tenant, kind, version.version);
-        let key = (tenant.clone(), kind.to_owned(), version.version);
-        self.lock_versions().put(key, (version.clone(), deployment.clone()));
         Ok(Resolved { version, kind: loaded, deployment })
     }
 

@@ -612,7 +612,8 @@ async fn check_current(tx: &mut Tx, pins: &Pins<'_>) -> Result<(), StoreError> {
 }
 
 impl SqlStore {
-    /// Inserts jobs, first checking their versions are current when `pinned`.
+    /// Inserts jobs; with `pinned`, only if their kind versions are current
+    /// ([`insert_new_jobs`] checks).
     async fn insert(&self, jobs: Vec<NewJob>, now: Timestamp, pinned: bool) -> Result<Vec<Inserted>, StoreError> {
         // A submission of a few jobs is short: it goes before the group commits waiting
         // for SQLite's writer (a bulk one waits its turn as they do).
