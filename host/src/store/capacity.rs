@@ -366,7 +366,8 @@ fn tenant_filter(tenant: Option<&TenantId>) -> (&'static str, Vec<Value>) {
 
 /// The fair tags of jobs about to be inserted, in order (all 0 when fairness is off: then
 /// claims take jobs in submission order within a priority layer), and each tenant's last
-/// tag per layer for [`record_fair_tags`].
+/// tag per layer, to be recorded with the jobs (never lowered: a concurrent submission may
+/// have recorded a later one).
 ///
 /// Only reads: the `fair_tags` row is written with the jobs, at the end of the
 /// submission (on PostgreSQL in the one statement that inserts them), so the row lock
@@ -412,7 +413,7 @@ pub(super) async fn fair_tags(
     Ok(tags)
 }
 
-/// The tags [`fair_tags`] gave, and what [`record_fair_tags`] keeps of them.
+/// The tags [`fair_tags`] gave, and the last of each tenant's layer.
 #[derive(Debug)]
 pub(super) struct FairTags {
     /// Each job's tag, in the order the jobs were given.
@@ -422,7 +423,7 @@ pub(super) struct FairTags {
 }
 
 impl FairTags {
-    /// (tenant, layer, last tag) rows, as [`record_fair_tags`] writes them.
+    /// (tenant, layer, last tag) rows, as the submission records them.
     pub(super) fn last_rows(&self) -> Vec<Vec<Value>> {
         self.last
             .iter()
@@ -431,26 +432,6 @@ impl FairTags {
             })
             .collect()
     }
-}
-
-/// Records each tenant's last tag per layer (never lowering it: a concurrent submission
-/// may have recorded a later one).
-pub(super) async fn record_fair_tags(tx: &mut Tx, tags: &FairTags) -> Result<(), StoreError> {
-    let greatest = match tx.backend() {
-        Backend::Sqlite => "max",
-        Backend::Postgres => "GREATEST",
-    };
-    for (tenant, priority, tag) in &tags.last {
-        tx.execute(
-            &format!(
-                "INSERT INTO fair_tags (tenant_id, priority, last_tag) VALUES ($1, $2, $3) \
-                 ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = {greatest}(fair_tags.last_tag, $3)"
-            ),
-            vec![Value::from(tenant.as_str()), Value::from(*priority), Value::from(*tag)],
-        )
-        .await?;
-    }
-    Ok(())
 }
 
 /// Tenants' fair-share weights, by tenant id; a tenant without limits weighs 1.

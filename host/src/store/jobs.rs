@@ -10,9 +10,9 @@ use spindle_core::{HistoryEvent, Job, JobId, JobState, Timestamp};
 
 use super::queue::Deriver;
 use super::rows::{
-    JOB_COLS, MAX_PARAMS, corrupt, fetch_jobs, history_rows, insert_rows, machine_json, parse_id, step_row, ts,
+    Batch, JOB_COLS, MAX_PARAMS, corrupt, fetch_jobs, history_rows, insert_rows, machine_json, parse_id, step_row, ts,
 };
-use super::sql::{Backend, Column, Tx, Ty, Value, unnest_from, values_list};
+use super::sql::{Backend, Column, Tx, Ty, Value, unnest_from};
 use super::tenants::TenantId;
 use super::writes::{IndexedColumns, JobWrite, TRANSACTION_ATTEMPTS, WriteOutcome, commit_writes, retryable};
 use super::{SqlStore, StoreError};
@@ -282,8 +282,7 @@ const STEP_TYS: [Ty; 7] = [Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Text, Ty::T
 const HISTORY_TYS: [Ty; 4] = [Ty::Text, Ty::Int, Ty::Text, Ty::Text];
 
 /// A job's idempotency key taken: the job is not inserted, and nothing else of it is.
-const UNLESS_KEY_TAKEN: &str =
-    "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq, id";
+const UNLESS_KEY_TAKEN: &str = "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
 
 /// One new job's row for [`insert_into_jobs`].
 fn job_insert_row(new: &NewJob, tag: i64) -> Result<Vec<Value>, StoreError> {
@@ -317,8 +316,8 @@ fn job_insert_row(new: &NewJob, tag: i64) -> Result<Vec<Value>, StoreError> {
 /// job's kind version must be its kind's current one, or nothing is written
 /// ([`StoreError::VersionMoved`]).
 ///
-/// On PostgreSQL all of it is one statement (see [`insert_in_one_statement`]); SQLite,
-/// whose statements cost no round trip, inserts table by table.
+/// On PostgreSQL all of it is one statement (see [`insert_in_one_statement`]), on SQLite
+/// one batch of statements (see [`insert_in_one_batch`]).
 pub(super) async fn insert_new_jobs(
     tx: &mut Tx,
     jobs: &[&NewJob],
@@ -334,10 +333,7 @@ pub(super) async fn insert_new_jobs(
         jobs.iter().zip(&fair_tags.tags).map(|(new, tag)| job_insert_row(new, *tag)).collect::<Result<_, _>>()?;
     let seqs = match tx.backend() {
         Backend::Postgres => insert_in_one_statement(tx, jobs, rows, &fair_tags, now, notify, &pins).await?,
-        Backend::Sqlite => {
-            check_current(tx, &pins).await?;
-            insert_table_by_table(tx, jobs, rows, &fair_tags, now).await?
-        }
+        Backend::Sqlite => insert_in_one_batch(tx, jobs, rows, &fair_tags, now, &pins).await?,
     };
     Ok(jobs.iter().map(|new| seqs.get(&new.job.id.to_string()).copied()).collect())
 }
@@ -381,7 +377,7 @@ async fn insert_in_one_statement(
                LEFT JOIN kinds k ON k.tenant_id = p.column1 AND k.name = p.column2 \
                AND k.current_version = p.column3 WHERE k.name IS NULL), \
          j AS ({insert_into_jobs} SELECT {job_cols}, 1 FROM {jobs_source} WHERE NOT EXISTS (SELECT 1 FROM g) \
-               {UNLESS_KEY_TAKEN}), \
+               {UNLESS_KEY_TAKEN} RETURNING seq, id), \
          s AS (INSERT INTO steps (job_id, pass, position, key, state, body, output) \
                SELECT s.column1, s.column2, s.column3, s.column4, s.column5, s.column6, s.column7 \
                FROM {steps_source} JOIN j ON j.id = s.column1), \
@@ -402,35 +398,60 @@ async fn insert_in_one_statement(
     Ok(inserted.iter().map(|row| (row.text(1), row.int(0))).collect())
 }
 
-/// SQLite: the jobs in multi-row statements, then the steps and history of those
-/// inserted, then the tenants' last fair tags (the ready signal is PostgreSQL's).
-async fn insert_table_by_table(
+/// SQLite: the check of the pinned versions, the jobs, the steps and history of those
+/// inserted and the tenants' last fair tags, as one batch of statements: one hand-off to
+/// the connection's worker thread, where sending them one by one made five (each tens of
+/// microseconds on a busy machine, and a chance to wait for a core). A statement cannot
+/// read what the one before it answered, so a step or history row goes in only beside
+/// its job's row (a job whose key was taken has none). A moved version comes back as a
+/// row; the error drops the transaction, and with it everything the batch wrote.
+async fn insert_in_one_batch(
     tx: &mut Tx,
     jobs: &[&NewJob],
     rows: Vec<Vec<Value>>,
     fair_tags: &super::capacity::FairTags,
     now: Timestamp,
+    pins: &Pins<'_>,
 ) -> Result<HashMap<String, i64>, StoreError> {
-    let mut seqs: HashMap<String, i64> = HashMap::with_capacity(jobs.len());
+    let mut batch = Batch::default();
+    let pin_rows = pins.iter().map(|(t, k, v)| vec![Value::from(t.0.as_str()), Value::from(*k), Value::from(*v)]);
+    batch.over_rows(pin_rows.collect(), 3, |source| {
+        format!(
+            "SELECT v.column3, v.column2, 1 FROM {source} LEFT JOIN kinds k ON k.tenant_id = v.column1 \
+             AND k.name = v.column2 AND k.current_version = v.column3 WHERE k.name IS NULL"
+        )
+    });
     let job_cols = (1..=INSERT_COLS).map(|i| format!("column{i}")).collect::<Vec<_>>().join(", ");
     let insert_into_jobs = insert_into_jobs();
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<Vec<Value>> = rows.by_ref().take(MAX_PARAMS / INSERT_COLS).collect();
-        let sql = format!(
-            "{insert_into_jobs} SELECT {job_cols}, 1 FROM (VALUES {}) AS v WHERE true {UNLESS_KEY_TAKEN}",
-            values_list(chunk.len(), INSERT_COLS, 1)
-        );
-        for row in tx.fetch(&sql, chunk.into_iter().flatten().collect(), &[Ty::Int, Ty::Text]).await? {
-            seqs.insert(row.text(1), row.int(0));
-        }
+    batch.over_rows(rows, INSERT_COLS, |source| {
+        format!(
+            "{insert_into_jobs} SELECT {job_cols}, 1 FROM {source} WHERE true {UNLESS_KEY_TAKEN} RETURNING seq, id, 0"
+        )
+    });
+    // Without idempotency keys every job goes in, and its rows need no look-up.
+    let beside_its_job = if jobs.iter().any(|new| new.idempotency_key.is_some()) {
+        " WHERE EXISTS (SELECT 1 FROM jobs WHERE jobs.id = v.column1)"
+    } else {
+        ""
+    };
+    let (steps, history) = steps_and_history(jobs.iter().copied(), now)?;
+    batch.over_rows(steps, STEP_TYS.len(), |source| {
+        format!("INSERT INTO steps (job_id, pass, position, key, state, body, output) SELECT * FROM {source}{beside_its_job}")
+    });
+    batch.over_rows(history, HISTORY_TYS.len(), |source| {
+        format!("INSERT INTO history (job_id, at, event, body) SELECT * FROM {source}{beside_its_job}")
+    });
+    batch.over_rows(fair_tags.last_rows(), 3, |source| {
+        format!(
+            "INSERT INTO fair_tags (tenant_id, priority, last_tag) SELECT * FROM {source} WHERE true \
+             ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = max(fair_tags.last_tag, excluded.last_tag)"
+        )
+    });
+    let answered = batch.run(tx, &[Ty::Int, Ty::Text, Ty::Int]).await?;
+    if let Some(moved) = answered.iter().find(|row| row.int(2) == 1) {
+        return Err(StoreError::VersionMoved { kind: moved.text(1), pinned: moved.int(0) });
     }
-    let inserted = jobs.iter().copied().filter(|new| seqs.contains_key(&new.job.id.to_string()));
-    let (steps, history) = steps_and_history(inserted, now)?;
-    insert_rows(tx, "INSERT INTO steps (job_id, pass, position, key, state, body, output)", "", 7, steps).await?;
-    insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
-    super::capacity::record_fair_tags(tx, fair_tags).await?;
-    Ok(seqs)
+    Ok(answered.iter().map(|row| (row.text(1), row.int(0))).collect())
 }
 
 /// Rows of statement values.
@@ -586,29 +607,6 @@ type Pins<'a> = std::collections::BTreeSet<(&'a TenantId, &'a str, i64)>;
 
 fn pins_of<'a>(jobs: &[&'a NewJob]) -> Pins<'a> {
     jobs.iter().map(|new| (&new.tenant, new.kind.as_str(), new.kind_version)).collect()
-}
-
-/// SQLite: answers [`StoreError::VersionMoved`] unless each pinned version is its kind's
-/// current one. Inside the write transaction no deploy can commit before the jobs do.
-async fn check_current(tx: &mut Tx, pins: &Pins<'_>) -> Result<(), StoreError> {
-    let mut by_tenant: std::collections::BTreeMap<&TenantId, Vec<(&str, i64)>> = std::collections::BTreeMap::new();
-    for (tenant, kind, version) in pins {
-        by_tenant.entry(*tenant).or_default().push((*kind, *version));
-    }
-    for (tenant, kinds) in by_tenant {
-        let sql = format!(
-            "SELECT name, current_version FROM kinds WHERE tenant_id = $1 AND name IN ({})",
-            super::rows::placeholders(2, kinds.len())
-        );
-        let mut args = vec![Value::from(tenant.0.as_str())];
-        args.extend(kinds.iter().map(|(kind, _)| Value::from(*kind)));
-        let current: HashMap<String, i64> =
-            tx.fetch(&sql, args, &[Ty::Text, Ty::Int]).await?.iter().map(|r| (r.text(0), r.int(1))).collect();
-        if let Some((kind, pinned)) = kinds.iter().find(|(kind, pinned)| current.get(*kind) != Some(pinned)) {
-            return Err(StoreError::VersionMoved { kind: (*kind).to_owned(), pinned: *pinned });
-        }
-    }
-    Ok(())
 }
 
 impl SqlStore {

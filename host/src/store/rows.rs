@@ -203,6 +203,41 @@ pub(super) async fn insert_rows(
     Ok(())
 }
 
+/// Statements sent to SQLite as one text, their parameters numbered in one sequence:
+/// sqlx runs them one after another on the connection's worker thread, for one hand-off
+/// where each statement sent alone costs one.
+#[derive(Debug, Default)]
+pub(super) struct Batch {
+    sql: String,
+    args: Vec<Value>,
+}
+
+impl Batch {
+    /// Adds `statement` (given its rows' source, `(VALUES …) AS v`) over `rows` of `cols`
+    /// values, as statements of at most [`MAX_PARAMS`] parameters; none without rows.
+    pub(super) fn over_rows(&mut self, rows: Vec<Vec<Value>>, cols: usize, statement: impl Fn(&str) -> String) {
+        let per_chunk = (MAX_PARAMS / cols).max(1);
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let chunk: Vec<Vec<Value>> = rows.by_ref().take(per_chunk).collect();
+            let source = format!("(VALUES {}) AS v", values_list(chunk.len(), cols, self.args.len() + 1));
+            self.sql.push_str(&statement(&source));
+            self.sql.push_str(";\n");
+            self.args.extend(chunk.into_iter().flatten());
+        }
+    }
+
+    /// Runs the statements in `tx` (SQLite's: a PostgreSQL statement is one statement),
+    /// answering the rows they return, in order, decoded as `tys`.
+    pub(super) async fn run(self, tx: &mut Tx, tys: &[Ty]) -> Result<Vec<Row>, StoreError> {
+        debug_assert_eq!(tx.backend(), Backend::Sqlite);
+        if self.sql.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(tx.fetch(&self.sql, self.args, tys).await?)
+    }
+}
+
 /// `$first, $first+1, …` for `n` parameters, comma-separated.
 pub(super) fn placeholders(first: usize, n: usize) -> String {
     (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(",")
