@@ -290,4 +290,38 @@ mod tests {
         assert_eq!(found, expected, "both steps of every job asked for, and nothing else");
         test.drop().await;
     }
+
+    /// A batch's statements bind their parameters in one sequence and answer their rows
+    /// in order: rows past one statement's parameter limit go in a second statement,
+    /// each value reaching the row it was given for, and a later statement reads what an
+    /// earlier one wrote.
+    #[tokio::test]
+    async fn a_batch_binds_every_statement_in_turn_and_answers_their_rows_in_order() {
+        let test = crate::store::test_db::fresh(Backend::Sqlite).await.expect("sqlite");
+        let db = &test.db;
+        db.execute("CREATE TABLE pairs (n INTEGER NOT NULL, word TEXT NOT NULL)", vec![]).await.expect("table");
+        let n = MAX_PARAMS / 2 + 3;
+        let rows: Vec<Vec<Value>> = (0..n).map(|i| vec![Value::from(i as i64), Value::from(format!("w{i}"))]).collect();
+        let mut batch = Batch::default();
+        batch.over_rows(vec![vec![Value::from(-1i64), Value::from("first")]], 2, |source| {
+            format!("SELECT v.column1, v.column2 FROM {source}")
+        });
+        batch.over_rows(rows, 2, |source| {
+            format!("INSERT INTO pairs (n, word) SELECT * FROM {source} RETURNING n, word")
+        });
+        batch.over_rows(vec![vec![Value::from(n as i64 - 1)]], 1, |source| {
+            format!("SELECT n, word FROM pairs WHERE n = (SELECT column1 FROM {source})")
+        });
+        assert_eq!(batch.sql.matches(';').count(), 4, "the inserts over the limit are two statements");
+        let mut tx = db.begin().await.expect("begin");
+        let answered = batch.run(&mut tx, &[Ty::Int, Ty::Text]).await.expect("batch");
+        tx.commit().await.expect("commit");
+
+        let answered: Vec<(i64, String)> = answered.iter().map(|r| (r.int(0), r.text(1))).collect();
+        let mut expected = vec![(-1, "first".to_owned())];
+        expected.extend((0..n).map(|i| (i as i64, format!("w{i}"))));
+        expected.push((n as i64 - 1, format!("w{}", n - 1)));
+        assert_eq!(answered, expected);
+        test.drop().await;
+    }
 }
