@@ -75,6 +75,29 @@ async fn claims_are_shared_by_weight_and_a_late_tenant_goes_first(backend: Backe
     assert!(next.contains(&c), "the late tenant's job waited behind the backlogs: {next:?}");
 }
 
+/// A tenant's share holds however it submits: jobs sent one submission at a time
+/// continue that tenant's tags, so they share the claims evenly with another tenant's
+/// single batch; and a tenant arriving once claiming has moved on starts at the layer's
+/// clock, interleaved with the others, not ahead of everything queued.
+async fn a_tenants_later_submissions_continue_its_share(backend: Backend) {
+    let h = Harness::new(backend).await;
+    let engine = h.engine();
+    let a = tenant(&h, &engine, "one-by-one", &[("noop", "noop")]).await;
+    let b = tenant(&h, &engine, "batched", &[("noop", "noop")]).await;
+    let c = tenant(&h, &engine, "newcomer", &[("noop", "noop")]).await;
+    for _ in 0..30 {
+        submit_n(&engine, &a, "noop", 1).await;
+    }
+    submit_n(&engine, &b, "noop", 30).await;
+    let order = claim_order(&engine, 20).await;
+    let singles = order.iter().filter(|t| **t == a).count();
+    assert!((8..=12).contains(&singles), "one-by-one submissions took {singles} of 20 claims: {order:?}");
+    submit_n(&engine, &c, "noop", 10).await;
+    let next = claim_order(&engine, 9).await;
+    let newcomer = next.iter().filter(|t| **t == c).count();
+    assert!((1..=5).contains(&newcomer), "the newcomer took {newcomer} of the next 9 claims: {next:?}");
+}
+
 /// Priority layers keep their meaning across tenants: a higher layer's job is claimed
 /// before any lower layer's, whatever the tenants' weights and backlogs.
 async fn priority_layers_hold_across_tenants(backend: Backend) {
@@ -336,6 +359,7 @@ async fn sandbox_ceilings_tighten_the_hosts_limits_for_one_tenant(backend: Backe
 on_both_backends!(
     sandbox_ceilings_tighten_the_hosts_limits_for_one_tenant,
     claims_are_shared_by_weight_and_a_late_tenant_goes_first,
+    a_tenants_later_submissions_continue_its_share,
     priority_layers_hold_across_tenants,
     a_submission_over_the_queue_quota_is_refused_whole,
     a_submission_over_the_rate_is_refused_until_its_time,
