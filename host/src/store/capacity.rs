@@ -374,13 +374,13 @@ fn tenant_filter(tenant: Option<&TenantId>) -> (&'static str, Vec<Value>) {
 /// that write takes is held from there to the commit, not across the submission's reads
 /// (concurrent submissions of one tenant wait on that lock).
 ///
-/// `weights`, when the caller has read them already (a submission's admission reads
-/// every limit of its tenants), saves reading them again.
+/// `admitted`, when the jobs went through [`admit`], saves reading again what it read:
+/// the weights, and the clocks it kept.
 pub(super) async fn fair_tags(
     tx: &mut Tx,
     jobs: &[&NewJob],
     fair: bool,
-    weights: Option<&Weights>,
+    admitted: Option<&Admitted>,
 ) -> Result<FairTags, StoreError> {
     let mut tags = FairTags { tags: vec![0; jobs.len()], last: Vec::new() };
     if !fair || jobs.is_empty() {
@@ -392,8 +392,8 @@ pub(super) async fn fair_tags(
         groups.entry((job.tenant.0.as_str(), i64::from(job.priority.rank()))).or_default().push(i);
     }
     let read;
-    let weights = match weights {
-        Some(known) => known,
+    let weights = match admitted {
+        Some(known) => &known.weights,
         None => {
             let tenants: BTreeSet<&str> = groups.keys().map(|(t, _)| *t).collect();
             read = weights_of(tx, &tenants).await?;
@@ -401,7 +401,11 @@ pub(super) async fn fair_tags(
         }
     };
     for ((tenant, priority), members) in groups {
-        let (clock, last) = clock_and_last_tag(tx, tenant, priority).await?;
+        let known = admitted.and_then(|a| a.clocks.get(&(tenant.to_owned(), priority)).copied());
+        let (clock, last) = match known {
+            Some(read) => read,
+            None => clock_and_last_tag(tx, tenant, priority).await?,
+        };
         let step = TAG_UNIT / i64::from(weights.get(tenant).copied().unwrap_or(1));
         let mut tag = last.map_or(clock, |last| last.max(clock));
         for i in members {
@@ -450,47 +454,94 @@ async fn weights_of(tx: &mut Tx, tenants: &BTreeSet<&str>) -> Result<Weights, St
 async fn clock_and_last_tag(tx: &mut Tx, tenant: &str, priority: i64) -> Result<(i64, Option<i64>), StoreError> {
     let rows = tx
         .fetch(
-            "SELECT (SELECT fair_tag FROM jobs WHERE queue = 1 AND priority = $1 ORDER BY fair_tag, seq LIMIT 1), \
-             (SELECT MAX(last_tag) FROM fair_tags WHERE priority = $1), \
-             (SELECT last_tag FROM fair_tags WHERE tenant_id = $2 AND priority = $1)",
+            &format!("SELECT {}", clock_columns("$2", "$1")),
             vec![Value::from(priority), Value::from(tenant)],
             &[Ty::OptInt, Ty::OptInt, Ty::OptInt],
         )
         .await?;
-    let row = rows.first();
-    let clock = row.and_then(|r| r.opt_int(0).or(r.opt_int(1))).unwrap_or(0);
-    Ok((clock, row.and_then(|r| r.opt_int(2))))
+    Ok(clock_of(rows.first(), 0))
 }
 
-/// Admits a submission of `counts` new jobs per tenant, or refuses it whole: the tenant's
-/// admission row is locked (concurrent submissions count one at a time), its queued jobs
-/// counted against `max_queued`, and its rate metered (GCRA). Answers, when admitted,
-/// the tenants' weights, read with their limits (the submission's fair tags need them).
+/// The three values [`clock_of`] makes a layer's clock and a tenant's last tag of, for
+/// the tenant and the layer (priority) the expressions `tenant` and `priority` name.
+fn clock_columns(tenant: &str, priority: &str) -> String {
+    format!(
+        "(SELECT fair_tag FROM jobs WHERE queue = 1 AND priority = {priority} ORDER BY fair_tag, seq LIMIT 1), \
+         (SELECT MAX(last_tag) FROM fair_tags WHERE priority = {priority}), \
+         (SELECT last_tag FROM fair_tags WHERE tenant_id = {tenant} AND priority = {priority})"
+    )
+}
+
+/// The clock and the last tag from [`clock_columns`]' values at `first` in `row`.
+fn clock_of(row: Option<&super::sql::Row>, first: usize) -> (i64, Option<i64>) {
+    let clock = row.and_then(|r| r.opt_int(first).or(r.opt_int(first + 1))).unwrap_or(0);
+    (clock, row.and_then(|r| r.opt_int(first + 2)))
+}
+
+/// What admission read that the submission's fair tags need: the tenants' weights, and
+/// each (tenant, layer)'s clock and last tag where they are still as read.
+#[derive(Debug, Default)]
+pub(super) struct Admitted {
+    weights: Weights,
+    clocks: HashMap<(String, i64), (i64, Option<i64>)>,
+}
+
+/// Admits a submission of `jobs`, or refuses it whole: each tenant's admission row is
+/// locked (concurrent submissions count one at a time), its queued jobs counted against
+/// `max_queued`, and its rate metered (GCRA). Answers, when admitted, what the
+/// submission's fair tags need.
+///
+/// The tenants' limits and, with `fair`, each (tenant, layer)'s clock and last tag are one
+/// statement: one round trip, one hand-off on SQLite. On PostgreSQL the clock of a tenant
+/// whose admission row this locks is read again after the lock (the fair tags find it
+/// gone from `clocks`), so that tenant's concurrent submissions tag one after another,
+/// as they always did; SQLite's writer holds the whole database from the start.
 pub(super) async fn admit(
     tx: &mut Tx,
-    counts: &BTreeMap<&TenantId, u64>,
+    jobs: &[&NewJob],
+    fair: bool,
     now: Timestamp,
-) -> Result<Result<Weights, QuotaRefusal>, StoreError> {
-    let mut weights = Weights::with_capacity(counts.len());
-    if counts.is_empty() {
-        return Ok(Ok(weights));
+) -> Result<Result<Admitted, QuotaRefusal>, StoreError> {
+    let mut admitted = Admitted::default();
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut groups: BTreeSet<(&str, i64)> = BTreeSet::new();
+    for new in jobs {
+        *counts.entry(new.tenant.0.as_str()).or_default() += 1;
+        groups.insert((new.tenant.0.as_str(), if fair { i64::from(new.priority.rank()) } else { 0 }));
     }
-    let tenants: Vec<&TenantId> = counts.keys().copied().collect();
+    if counts.is_empty() {
+        return Ok(Ok(admitted));
+    }
+    let clocks = if fair { clock_columns("g.column1", "g.column2") } else { "NULL, NULL, NULL".to_owned() };
     let sql = format!(
-        "SELECT tenant_id, {LIMIT_COLS} FROM tenant_limits WHERE tenant_id IN ({}) ORDER BY tenant_id",
-        placeholders(1, tenants.len())
+        "SELECT g.column1, g.column2, {clocks}, l.tenant_id, {LIMIT_COLS} FROM (VALUES {}) AS g \
+         LEFT JOIN tenant_limits l ON l.tenant_id = g.column1 ORDER BY g.column1, g.column2",
+        super::sql::values_list(groups.len(), 2, 1)
     );
-    let mut tys = vec![Ty::Text];
-    tys.extend(LIMIT_TYS);
-    let rows = tx.fetch(&sql, tenants.iter().map(|t| Value::from(t.0.as_str())).collect(), &tys).await?;
-    for row in rows {
-        let tenant = row.text(0);
-        let limits = limits_of(&row, 1);
+    let args = groups.iter().flat_map(|(t, p)| [Value::from(*t), Value::from(*p)]).collect();
+    let mut tys = vec![Ty::Text, Ty::Int, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptText];
+    tys.extend(LIMIT_TYS.iter().map(|_| Ty::OptInt));
+    let read = tx.fetch(&sql, args, &tys).await?;
+    // Each tenant's limits once, in tenant order: admission rows are locked in that order.
+    let mut limited: BTreeMap<String, TenantLimits> = BTreeMap::new();
+    for row in &read {
+        if fair {
+            admitted.clocks.insert((row.text(0), row.int(1)), clock_of(Some(row), 2));
+        }
+        if row.opt_text(5).is_some() {
+            limited.insert(row.text(0), limits_of(row, 6));
+        }
+    }
+    let weights = &mut admitted.weights;
+    for (tenant, limits) in limited {
         weights.insert(tenant.clone(), limits.weight);
         if limits.max_queued.is_none() && limits.rate_per_sec.is_none() {
             continue;
         }
-        let n = counts.get(&TenantId(tenant.clone())).copied().unwrap_or(0);
+        if tx.backend() == Backend::Postgres {
+            admitted.clocks.retain(|(t, _), _| *t != tenant);
+        }
+        let n = counts.get(tenant.as_str()).copied().unwrap_or(0);
         tx.execute(
             "INSERT INTO tenant_admission (tenant_id, rate_tat) VALUES ($1, 0) ON CONFLICT (tenant_id) DO NOTHING",
             vec![Value::from(tenant.as_str())],
@@ -549,7 +600,7 @@ pub(super) async fn admit(
             }
         }
     }
-    Ok(Ok(weights))
+    Ok(Ok(admitted))
 }
 
 /// The generic cell rate algorithm: a tenant whose theoretical arrival time is `tat` asks

@@ -311,8 +311,8 @@ fn job_insert_row(new: &NewJob, tag: i64) -> Result<Vec<Value>, StoreError> {
 
 /// Inserts jobs with their steps and history; answers each one's sequence number,
 /// `None` where its idempotency key was taken. Each job gets its fair tag (all 0 unless
-/// `fair`); `weights`, when the caller read them already, are the tenants' for the
-/// tags. With `notify`, other hosts are told that work is ready. With `pinned`, each
+/// `fair`); `admitted`, when the caller admitted the jobs, holds what admission read
+/// for the tags. With `notify`, other hosts are told that work is ready. With `pinned`, each
 /// job's kind version must be its kind's current one, or nothing is written
 /// ([`StoreError::VersionMoved`]).
 ///
@@ -323,12 +323,12 @@ pub(super) async fn insert_new_jobs(
     jobs: &[&NewJob],
     now: Timestamp,
     fair: bool,
-    weights: Option<&super::capacity::Weights>,
+    admitted: Option<&super::capacity::Admitted>,
     notify: bool,
     pinned: bool,
 ) -> Result<Vec<Option<i64>>, StoreError> {
     let pins = if pinned { pins_of(jobs) } else { Pins::new() };
-    let fair_tags = super::capacity::fair_tags(tx, jobs, fair, weights).await?;
+    let fair_tags = super::capacity::fair_tags(tx, jobs, fair, admitted).await?;
     let rows =
         jobs.iter().zip(&fair_tags.tags).map(|(new, tag)| job_insert_row(new, *tag)).collect::<Result<_, _>>()?;
     let seqs = match tx.backend() {
@@ -628,16 +628,12 @@ impl SqlStore {
         let fresh: Vec<&NewJob> = jobs.iter().zip(&existing).filter(|(_, e)| e.is_none()).map(|(j, _)| j).collect();
         let any_ready = fresh.iter().any(|j| j.job.queue == spindle_core::QueueState::Ready);
         // Quotas first: a refused batch writes nothing (the transaction is dropped).
-        let mut counts: std::collections::BTreeMap<&TenantId, u64> = std::collections::BTreeMap::new();
-        for new in &fresh {
-            *counts.entry(&new.tenant).or_default() += 1;
-        }
-        let weights = match super::capacity::admit(&mut tx, &counts, now).await? {
-            Ok(weights) => weights,
+        let admitted = match super::capacity::admit(&mut tx, &fresh, self.fair, now).await? {
+            Ok(admitted) => admitted,
             Err(refusal) => return Err(StoreError::QuotaExceeded(refusal)),
         };
         let mut seqs =
-            insert_new_jobs(&mut tx, &fresh, now, self.fair, Some(&weights), any_ready, pinned).await?.into_iter();
+            insert_new_jobs(&mut tx, &fresh, now, self.fair, Some(&admitted), any_ready, pinned).await?.into_iter();
         let mut out = Vec::with_capacity(jobs.len());
         for (new, found) in jobs.into_iter().zip(existing) {
             if let Some(found) = found {
