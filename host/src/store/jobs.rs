@@ -367,15 +367,12 @@ async fn insert_in_one_statement(
     let steps_source = source(steps, &STEP_TYS, "s", false);
     let history_source = source(history, &HISTORY_TYS, "h", true);
     let tags_source = source(fair_tags.last_rows(), &[Ty::Text, Ty::Int, Ty::Int], "t", false);
-    let pin_rows = pins.iter().map(|(t, k, v)| vec![Value::from(t.0.as_str()), Value::from(*k), Value::from(*v)]);
-    let pins_source = source(pin_rows.collect(), &[Ty::Text, Ty::Text, Ty::Int], "p", false);
+    let pins_source = source(pin_rows(pins), &[Ty::Text, Ty::Text, Ty::Int], "p", false);
     let job_cols = (1..=INSERT_COLS).map(|i| format!("column{i}")).collect::<Vec<_>>().join(", ");
     // History rows go in the order they were given (their ids are the job's history
     // order), whatever order the join would produce them in.
     let sql = format!(
-        "WITH g AS MATERIALIZED (SELECT p.column2 AS kind, p.column3 AS pinned FROM {pins_source} \
-               LEFT JOIN kinds k ON k.tenant_id = p.column1 AND k.name = p.column2 \
-               AND k.current_version = p.column3 WHERE k.name IS NULL), \
+        "WITH g AS MATERIALIZED ({not_current}), \
          j AS ({insert_into_jobs} SELECT {job_cols}, 1 FROM {jobs_source} WHERE NOT EXISTS (SELECT 1 FROM g) \
                {UNLESS_KEY_TAKEN} RETURNING seq, id), \
          s AS (INSERT INTO steps (job_id, pass, position, key, state, body, output) \
@@ -388,14 +385,11 @@ async fn insert_in_one_statement(
                ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = GREATEST(fair_tags.last_tag, excluded.last_tag)), \
          n AS MATERIALIZED (SELECT {notify_ready}) \
          SELECT j.seq, j.id, 0::int8 FROM j LEFT JOIN n ON true UNION ALL SELECT g.pinned, g.kind, 1::int8 FROM g",
+        not_current = not_current(&pins_source, "p"),
         insert_into_jobs = insert_into_jobs(),
         notify_ready = if notify { "pg_notify('spindle_ready', '')::text" } else { "NULL::text" },
     );
-    let inserted = tx.fetch_columns(&sql, columns, &[Ty::Int, Ty::Text, Ty::Int]).await?;
-    if let Some(moved) = inserted.iter().find(|row| row.int(2) == 1) {
-        return Err(StoreError::VersionMoved { kind: moved.text(1), pinned: moved.int(0) });
-    }
-    Ok(inserted.iter().map(|row| (row.text(1), row.int(0))).collect())
+    seqs_unless_moved(&tx.fetch_columns(&sql, columns, &INSERTED_TYS).await?)
 }
 
 /// SQLite: the check of the pinned versions, the jobs, the steps and history of those
@@ -414,13 +408,7 @@ async fn insert_in_one_batch(
     pins: &Pins<'_>,
 ) -> Result<HashMap<String, i64>, StoreError> {
     let mut batch = Batch::default();
-    let pin_rows = pins.iter().map(|(t, k, v)| vec![Value::from(t.0.as_str()), Value::from(*k), Value::from(*v)]);
-    batch.over_rows(pin_rows.collect(), 3, |source| {
-        format!(
-            "SELECT v.column3, v.column2, 1 FROM {source} LEFT JOIN kinds k ON k.tenant_id = v.column1 \
-             AND k.name = v.column2 AND k.current_version = v.column3 WHERE k.name IS NULL"
-        )
-    });
+    batch.over_rows(pin_rows(pins), 3, |source| format!("SELECT pinned, kind, 1 FROM ({})", not_current(source, "v")));
     let job_cols = (1..=INSERT_COLS).map(|i| format!("column{i}")).collect::<Vec<_>>().join(", ");
     let insert_into_jobs = insert_into_jobs();
     batch.over_rows(rows, INSERT_COLS, |source| {
@@ -447,7 +435,15 @@ async fn insert_in_one_batch(
              ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = max(fair_tags.last_tag, excluded.last_tag)"
         )
     });
-    let answered = batch.run(tx, &[Ty::Int, Ty::Text, Ty::Int]).await?;
+    seqs_unless_moved(&batch.run(tx, &INSERTED_TYS).await?)
+}
+
+/// What an insert answers: `(seq, id, 0)` for each job written, `(pinned, kind, 1)` for
+/// each pinned version no longer current ([`not_current`]).
+const INSERTED_TYS: [Ty; 3] = [Ty::Int, Ty::Text, Ty::Int];
+
+/// The sequence numbers of the jobs written, by id, unless a version had moved.
+fn seqs_unless_moved(answered: &[super::sql::Row]) -> Result<HashMap<String, i64>, StoreError> {
     if let Some(moved) = answered.iter().find(|row| row.int(2) == 1) {
         return Err(StoreError::VersionMoved { kind: moved.text(1), pinned: moved.int(0) });
     }
@@ -607,6 +603,21 @@ type Pins<'a> = std::collections::BTreeSet<(&'a TenantId, &'a str, i64)>;
 
 fn pins_of<'a>(jobs: &[&'a NewJob]) -> Pins<'a> {
     jobs.iter().map(|new| (&new.tenant, new.kind.as_str(), new.kind_version)).collect()
+}
+
+/// The pins as (tenant, kind, version) rows, for [`not_current`]'s source.
+fn pin_rows(pins: &Pins<'_>) -> Rows {
+    pins.iter().map(|(t, k, v)| vec![Value::from(t.0.as_str()), Value::from(*k), Value::from(*v)]).collect()
+}
+
+/// `(pinned, kind)` of each (tenant, kind, version) row of `source` (aliased `alias`)
+/// whose version is not its kind's current one: the check a pinned insert makes.
+fn not_current(source: &str, alias: &str) -> String {
+    format!(
+        "SELECT {alias}.column3 AS pinned, {alias}.column2 AS kind FROM {source} LEFT JOIN kinds k \
+         ON k.tenant_id = {alias}.column1 AND k.name = {alias}.column2 AND k.current_version = {alias}.column3 \
+         WHERE k.name IS NULL"
+    )
 }
 
 impl SqlStore {
