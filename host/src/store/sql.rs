@@ -385,13 +385,15 @@ impl Db {
             // claims rescued) when it wakes.
             let connect = PgConnectOptions::from_str(url)?
                 .options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION)]);
-            // Each connection is pinged as it is handed out (sqlx's default, one round
-            // trip): without it, one the server ended while pooled (a restart, an
-            // administrator's `pg_terminate_backend`) fails the next statement sent on it,
-            // and a read is not run again: the fault scenario's submissions failed so.
+            // A connection is not pinged as it is handed out (sqlx's default, one round
+            // trip for every read and transaction): one the server ended while pooled (a
+            // restart, an administrator's `pg_terminate_backend`) is found out by the
+            // first statement sent on it instead, and a read or a `BEGIN` that meets a
+            // lost connection goes out again on another (`pg_attempts`).
             let pool = PgPoolOptions::new()
                 .max_connections(options.max_connections.max(2))
                 .acquire_timeout(Duration::from_secs(30))
+                .test_before_acquire(false)
                 .connect_with(connect)
                 .await?;
             return Ok(Self::Postgres(pool));
@@ -474,19 +476,45 @@ impl Db {
                 let turn = turns.take(urgent).await;
                 Tx::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?, turn)
             }
-            Self::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+            Self::Postgres(pool) => {
+                let attempts = pg_attempts(pool);
+                let mut attempt = 1;
+                loop {
+                    match pool.begin().await {
+                        Err(e) if connection_lost(&e) && attempt < attempts => {
+                            tracing::debug!(error = %e, "BEGIN met a lost connection; sent again on another");
+                            attempt += 1;
+                        }
+                        begun => break Tx::Postgres(begun?),
+                    }
+                }
+            }
         })
     }
 
     /// Runs a read-only query outside any transaction.
-    pub async fn fetch(&self, sql: &str, args: Vec<Value>, tys: &[Ty]) -> Result<Vec<Row>, sqlx::Error> {
+    pub async fn fetch(&self, sql: &str, mut args: Vec<Value>, tys: &[Ty]) -> Result<Vec<Row>, sqlx::Error> {
         match self {
             Self::Sqlite { read, .. } => {
                 let rows = bind_sqlite(&sqlite_sql(sql), args).fetch_all(read).await?;
                 rows.iter().map(|r| decode_sqlite(r, tys)).collect()
             }
             Self::Postgres(pool) => {
-                let rows = bind_pg(sql, args).fetch_all(pool).await?;
+                let attempts = pg_attempts(pool);
+                let mut attempt = 1;
+                let rows = loop {
+                    let mut conn = pool.acquire().await?;
+                    let bound = if attempt < attempts { args.clone() } else { std::mem::take(&mut args) };
+                    let query = bind_pg(sql, bound);
+                    match query.fetch_all(&mut *conn).await {
+                        Err(e) if connection_lost(&e) && attempt < attempts => {
+                            tracing::debug!(error = %e, "a read met a lost connection; sent again on another");
+                            conn.close_on_drop();
+                            attempt += 1;
+                        }
+                        fetched => break fetched?,
+                    }
+                };
                 rows.iter().map(|r| decode_pg(r, tys)).collect()
             }
         }
@@ -509,6 +537,30 @@ impl Db {
             }
             Self::Postgres(pool) => pool.close().await,
         }
+    }
+}
+
+/// How many times a read or a `BEGIN` goes out when it meets lost connections: once
+/// for every connection the pool may hold, all of which a restarted server left dead,
+/// and once more on a new one.
+pub(crate) fn pg_attempts(pool: &sqlx::PgPool) -> u32 {
+    pool.options().get_max_connections() + 1
+}
+
+/// Whether `e` says the connection a statement went out on is gone (the server ended
+/// its session: an administrator's `pg_terminate_backend`, a shutdown or a restart; or
+/// the socket broke), so that nothing a read or a `BEGIN` asked for happened and it may
+/// go out again on another connection.
+pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            // 57P01 terminated by an administrator, 57P02/57P03 crash or start-up,
+            // 08xxx connection exceptions.
+            matches!(code.as_ref(), "57P01" | "57P02" | "57P03") || code.starts_with("08")
+        }
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) => true,
+        _ => false,
     }
 }
 
@@ -777,5 +829,68 @@ mod tests {
             "the column names a VALUES list has"
         );
         assert!(Column::transpose(Vec::new()).is_empty());
+    }
+
+    /// Connections the server ended while they sat in the pool (a restart, an
+    /// administrator's `pg_terminate_backend`) cost a read, a transaction or the ready
+    /// signals' `LISTEN` nothing: each goes out again on another connection, however many
+    /// of the pooled ones are dead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_reads_and_transactions_outlive_pooled_connections_the_server_ended() {
+        let Some(test) = fresh(Backend::Postgres).await else { return };
+        let admin_url = std::env::var("SPINDLE_TEST_DATABASE_URL").expect("a PostgreSQL server");
+        let admin = Db::connect(&ConnectOptions::new(admin_url, 2)).await.expect("connect");
+
+        let ended = end_pooled_sessions(&test.db, &admin).await;
+        let mut tx = test.db.begin().await.expect("a BEGIN on a dead connection goes out again");
+        let pid = tx.fetch(PID, vec![], &[Ty::Int]).await.expect("read in the transaction")[0].int(0);
+        assert!(!ended.contains(&pid), "a new session");
+        tx.commit().await.expect("commit");
+
+        let ended = end_pooled_sessions(&test.db, &admin).await;
+        let read = test.db.fetch(PID, vec![], &[Ty::Int]).await.expect("a read on a dead connection goes out again");
+        assert!(!ended.contains(&read[0].int(0)), "a new session");
+
+        // As is the `LISTEN` that carries other hosts' ready signals.
+        end_pooled_sessions(&test.db, &admin).await;
+        let Db::Postgres(pool) = &test.db else { unreachable!("a PostgreSQL database") };
+        let mut listener = crate::store::queue::listen(pool).await.expect("LISTEN on a dead connection goes out again");
+        test.db.fetch("SELECT pg_notify('spindle_ready', '')::text", vec![], &[Ty::Text]).await.expect("notify");
+        assert_eq!(listener.recv().await.expect("a signal").channel(), "spindle_ready");
+        drop(listener);
+
+        // An error that is the statement's own is answered at once, not sent again.
+        let wrong = test.db.fetch("SELECT no_such_column", vec![], &[]).await.expect_err("no such column");
+        assert!(!connection_lost(&wrong), "{wrong}");
+        admin.close().await;
+        test.drop().await;
+    }
+
+    const PID: &str = "SELECT pg_backend_pid()::bigint";
+
+    /// Fills `db`'s pool of two with idle connections, then ends their sessions from
+    /// `admin` and waits until the server has let them go: the next statement sent on
+    /// either meets a lost connection. Answers their process ids.
+    async fn end_pooled_sessions(db: &Db, admin: &Db) -> Vec<i64> {
+        let Db::Postgres(pool) = db else { unreachable!("a PostgreSQL database") };
+        let (mut a, mut b) = (db.begin().await.expect("begin"), db.begin().await.expect("begin"));
+        let mut pids = Vec::new();
+        for tx in [&mut a, &mut b] {
+            pids.push(tx.fetch(PID, vec![], &[Ty::Int]).await.expect("pid")[0].int(0));
+        }
+        a.commit().await.expect("commit");
+        b.commit().await.expect("commit");
+        while pool.num_idle() < 2 {
+            tokio::task::yield_now().await;
+        }
+        let ended: Vec<Value> = pids.iter().map(|p| Value::from(*p)).collect();
+        let terminate = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ($1, $2)";
+        admin.fetch(terminate, ended.clone(), &[]).await.expect("terminate");
+        let alive = "SELECT COUNT(*) FROM pg_stat_activity WHERE pid IN ($1, $2)";
+        while admin.fetch(alive, ended.clone(), &[Ty::Int]).await.expect("activity")[0].int(0) > 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(pool.num_idle(), 2, "both dead connections still pooled");
+        pids
     }
 }

@@ -18,7 +18,7 @@ use super::leases;
 use super::outbox::OutboxEffect;
 use super::queue::{Deriver, notify_ready, wake_blocked, wake_gated};
 use super::rows::{MAX_PARAMS, history_rows, insert_rows, machine_json, over_rows, placeholders, step_row};
-use super::sql::{Backend, Row, Tx, Ty, Value};
+use super::sql::{Backend, Row, Tx, Ty, Value, connection_lost};
 
 /// A version-checked change to one job, derived by the engine from a core transition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -215,17 +215,12 @@ pub(super) const TRANSACTION_ATTEMPTS: u32 = 3;
 /// chose it as a deadlock's or a serialization conflict's victim, or its connection
 /// was lost (a terminated backend, a restarted server). Anything else is an answer.
 pub(super) fn retryable(e: &StoreError) -> bool {
+    let StoreError::Database(e) = e else { return false };
     match e {
-        StoreError::Database(sqlx::Error::Database(db)) => {
-            let code = db.code().unwrap_or_default();
-            // 40001 serialization failure, 40P01 deadlock, 57P01 terminated by an
-            // administrator, 57P02/57P03 crash or start-up, 08xxx connection exceptions.
-            matches!(code.as_ref(), "40001" | "40P01" | "57P01" | "57P02" | "57P03") || code.starts_with("08")
-        }
-        StoreError::Database(
-            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed,
-        ) => true,
-        _ => false,
+        // 40001 serialization failure, 40P01 deadlock.
+        sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40001" | "40P01")) => true,
+        sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed => true,
+        e => connection_lost(e),
     }
 }
 
