@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use spindle::sqlx::{self, PgPool};
+use spindle_core::policy::budget::SLICE_RATE_GRACE;
 use spindle_tests::harness::Scratch;
 use spindle_tests::postgres::PrivateServer;
 use spindle_tests::served::Served;
@@ -318,8 +319,11 @@ async fn three_hosts_survive_kills_pauses_cut_connections_and_a_server_restart()
     let short = ["--lease-ttl", "4s", "--step-timeout", "2s"];
     let mut faults = Cluster::start(&server, 3, &short).await;
 
-    // 1. SIGKILL the host running a checkpointing step, well into it.
-    let sliced = faults.submit_slices(3_000).await;
+    // 1. SIGKILL the host running a checkpointing step, well into it. Its slices do no
+    // work, and an attempt past the checkpoint grace that makes them faster than the
+    // host allows is failed as a runaway loop (`checkpoint.rate-exceeded`): a fast host
+    // ran two attempts so and failed the job. No attempt here goes past the grace.
+    let sliced = faults.submit_slices(SLICE_RATE_GRACE).await;
     faults.submit_noops(500, 5).await;
     let sql =
         format!("SELECT count(*) FROM steps WHERE job_id = '{sliced}' AND (body::jsonb ->> 'cursor')::bigint >= 100");
