@@ -98,6 +98,29 @@ async fn a_tenants_later_submissions_continue_its_share(backend: Backend) {
     assert!((1..=5).contains(&newcomer), "the newcomer took {newcomer} of the next 9 claims: {next:?}");
 }
 
+/// With fair claiming off, tenants' jobs are claimed in submission order, whatever
+/// their weights, and tenants' quotas still hold: a submission past a tenant's queue
+/// quota is refused whole, and one that fits is admitted.
+async fn without_fair_claims_jobs_go_in_submission_order_and_quotas_hold(backend: Backend) {
+    let h = Harness::without_fair_claims(backend).await;
+    let engine = h.engine();
+    let a = tenant(&h, &engine, "unlimited", &[("noop", "noop")]).await;
+    let b = tenant(&h, &engine, "capped", &[("noop", "noop")]).await;
+    engine.set_tenant_limits(&a, TenantLimits { weight: 1000, ..TenantLimits::unlimited() }).await.expect("weight");
+    let capped = TenantLimits { max_queued: Some(4), ..TenantLimits::unlimited() };
+    engine.set_tenant_limits(&b, capped).await.expect("limits");
+    submit_n(&engine, &b, "noop", 3).await;
+    submit_n(&engine, &a, "noop", 3).await;
+    let batch = (0..2).map(|_| request("noop", json!({}))).collect();
+    let refusal = quota_of(engine.submit_many(&b, batch).await.expect_err("a batch past the quota"));
+    assert_eq!(refusal.quota, "max-queued");
+    submit_n(&engine, &b, "noop", 1).await;
+    submit_n(&engine, &a, "noop", 1).await;
+    let order = claim_order(&engine, 8).await;
+    let expected = [&b, &b, &b, &a, &a, &a, &b, &a].map(|t| t.clone());
+    assert_eq!(order, expected, "claims in submission order");
+}
+
 /// Priority layers keep their meaning across tenants: a higher layer's job is claimed
 /// before any lower layer's, whatever the tenants' weights and backlogs.
 async fn priority_layers_hold_across_tenants(backend: Backend) {
@@ -360,6 +383,7 @@ on_both_backends!(
     sandbox_ceilings_tighten_the_hosts_limits_for_one_tenant,
     claims_are_shared_by_weight_and_a_late_tenant_goes_first,
     a_tenants_later_submissions_continue_its_share,
+    without_fair_claims_jobs_go_in_submission_order_and_quotas_hold,
     priority_layers_hold_across_tenants,
     a_submission_over_the_queue_quota_is_refused_whole,
     a_submission_over_the_rate_is_refused_until_its_time,

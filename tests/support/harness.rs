@@ -98,6 +98,18 @@ impl Harness {
     /// A harness on `backend` whose sandbox has `sandbox`'s settings.
     pub async fn with_sandbox(backend: Backend, sandbox: spindle_runtime::SandboxConfig) -> Self {
         let (store, url, scratch) = fresh_store(backend).await;
+        Self::assemble(store, url, scratch, sandbox)
+    }
+
+    /// A harness on `backend` whose store claims in submission order across tenants
+    /// (`spindle serve` with fair claiming off).
+    pub async fn without_fair_claims(backend: Backend) -> Self {
+        let (store, url, scratch) = fresh_store(backend).await;
+        let store = Arc::try_unwrap(store).unwrap_or_else(|_| unreachable!("a fresh store has one owner"));
+        Self::assemble(Arc::new(store.with_fairness(false)), url, scratch, test_sandbox())
+    }
+
+    fn assemble(store: Arc<SqlStore>, url: String, scratch: Scratch, sandbox: spindle_runtime::SandboxConfig) -> Self {
         let runtime = runtime(sandbox);
         let registry = Arc::new(Registry::new(store.clone(), runtime.clone()));
         Self {
