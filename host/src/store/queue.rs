@@ -16,7 +16,7 @@ use spindle_core::Timestamp;
 use super::capacity::{CAPACITY_RECHECK, Freeing, Verdict, freeing_failed, gate_claims};
 use super::jobs::JobRecord;
 use super::rows::{JOB_COLS, JOB_TYS, attach_steps, fetch_jobs, job_from_row, placeholders};
-use super::sql::{Backend, Db, Tx, Ty, Value, connection_lost, pg_attempts};
+use super::sql::{Backend, Db, Tx, Ty, Value, on_live_connection};
 use super::tenants::TenantId;
 use super::writes::{JobWrite, TRANSACTION_ATTEMPTS, WriteOutcome, apply_writes, finish, queue_code, retryable};
 use super::{SqlStore, StoreError};
@@ -135,18 +135,14 @@ impl ReadySignals {
     }
 }
 
-/// A listener on a pooled connection; one the server ended while pooled is passed over
-/// for another, as a read would be (`sql::pg_attempts`).
+/// A listener on a pooled connection (one the server ended while pooled is passed over).
 pub(super) async fn listen(pool: &sqlx::PgPool) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
-    let attempts = pg_attempts(pool);
-    let mut attempt = 1;
-    loop {
+    on_live_connection(pool, "LISTEN", || async {
         let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
-        match listener.listen("spindle_ready").await {
-            Err(e) if connection_lost(&e) && attempt < attempts => attempt += 1,
-            listening => return listening.map(|()| listener),
-        }
-    }
+        listener.listen("spindle_ready").await?;
+        Ok(listener)
+    })
+    .await
 }
 
 /// Tells other hosts (LISTEN spindle_ready) that work is ready.

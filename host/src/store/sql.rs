@@ -389,7 +389,7 @@ impl Db {
             // trip for every read and transaction): one the server ended while pooled (a
             // restart, an administrator's `pg_terminate_backend`) is found out by the
             // first statement sent on it instead, and a read or a `BEGIN` that meets a
-            // lost connection goes out again on another (`pg_attempts`).
+            // lost connection goes out again on another (`on_live_connection`).
             let pool = PgPoolOptions::new()
                 .max_connections(options.max_connections.max(2))
                 .acquire_timeout(Duration::from_secs(30))
@@ -476,45 +476,27 @@ impl Db {
                 let turn = turns.take(urgent).await;
                 Tx::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?, turn)
             }
-            Self::Postgres(pool) => {
-                let attempts = pg_attempts(pool);
-                let mut attempt = 1;
-                loop {
-                    match pool.begin().await {
-                        Err(e) if connection_lost(&e) && attempt < attempts => {
-                            tracing::debug!(error = %e, "BEGIN met a lost connection; sent again on another");
-                            attempt += 1;
-                        }
-                        begun => break Tx::Postgres(begun?),
-                    }
-                }
-            }
+            Self::Postgres(pool) => Tx::Postgres(on_live_connection(pool, "BEGIN", || pool.begin()).await?),
         })
     }
 
     /// Runs a read-only query outside any transaction.
-    pub async fn fetch(&self, sql: &str, mut args: Vec<Value>, tys: &[Ty]) -> Result<Vec<Row>, sqlx::Error> {
+    pub async fn fetch(&self, sql: &str, args: Vec<Value>, tys: &[Ty]) -> Result<Vec<Row>, sqlx::Error> {
         match self {
             Self::Sqlite { read, .. } => {
                 let rows = bind_sqlite(&sqlite_sql(sql), args).fetch_all(read).await?;
                 rows.iter().map(|r| decode_sqlite(r, tys)).collect()
             }
             Self::Postgres(pool) => {
-                let attempts = pg_attempts(pool);
-                let mut attempt = 1;
-                let rows = loop {
+                let rows = on_live_connection(pool, "a read", || async {
                     let mut conn = pool.acquire().await?;
-                    let bound = if attempt < attempts { args.clone() } else { std::mem::take(&mut args) };
-                    let query = bind_pg(sql, bound);
-                    match query.fetch_all(&mut *conn).await {
-                        Err(e) if connection_lost(&e) && attempt < attempts => {
-                            tracing::debug!(error = %e, "a read met a lost connection; sent again on another");
-                            conn.close_on_drop();
-                            attempt += 1;
-                        }
-                        fetched => break fetched?,
+                    let fetched = bind_pg(sql, &args).fetch_all(&mut *conn).await;
+                    if fetched.as_ref().is_err_and(connection_lost) {
+                        conn.close_on_drop();
                     }
-                };
+                    fetched
+                })
+                .await?;
                 rows.iter().map(|r| decode_pg(r, tys)).collect()
             }
         }
@@ -540,11 +522,30 @@ impl Db {
     }
 }
 
-/// How many times a read or a `BEGIN` goes out when it meets lost connections: once
-/// for every connection the pool may hold, all of which a restarted server left dead,
-/// and once more on a new one.
-pub(crate) fn pg_attempts(pool: &sqlx::PgPool) -> u32 {
-    pool.options().get_max_connections() + 1
+/// Runs `attempt` (a read, a `BEGIN`, a `LISTEN`, each on a connection from `pool`)
+/// again while it meets lost connections: once for every connection the pool may hold,
+/// all of which a restarted server left dead, and once more on a new one. Pooled
+/// connections are not pinged before use, so this is where a dead one is passed over.
+pub(crate) async fn on_live_connection<T, F, Fut>(
+    pool: &sqlx::PgPool,
+    what: &str,
+    mut attempt: F,
+) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    let attempts = pool.options().get_max_connections() + 1;
+    let mut n = 1;
+    loop {
+        match attempt().await {
+            Err(e) if connection_lost(&e) && n < attempts => {
+                tracing::debug!(error = %e, "{what} met a lost connection; sent again on another");
+                n += 1;
+            }
+            done => return done,
+        }
+    }
 }
 
 /// Whether `e` says the connection a statement went out on is gone (the server ended
@@ -609,7 +610,7 @@ impl Tx {
     pub async fn execute(&mut self, sql: &str, args: Vec<Value>) -> Result<u64, sqlx::Error> {
         Ok(match self {
             Self::Sqlite(tx, _) => bind_sqlite(&sqlite_sql(sql), args).execute(&mut **tx).await?.rows_affected(),
-            Self::Postgres(tx) => bind_pg(sql, args).execute(&mut **tx).await?.rows_affected(),
+            Self::Postgres(tx) => bind_pg(sql, &args).execute(&mut **tx).await?.rows_affected(),
         })
     }
 
@@ -621,7 +622,7 @@ impl Tx {
                 rows.iter().map(|r| decode_sqlite(r, tys)).collect()
             }
             Self::Postgres(tx) => {
-                let rows = bind_pg(sql, args).fetch_all(&mut **tx).await?;
+                let rows = bind_pg(sql, &args).fetch_all(&mut **tx).await?;
                 rows.iter().map(|r| decode_pg(r, tys)).collect()
             }
         }
@@ -682,13 +683,15 @@ fn bind_sqlite<'q>(sql: &str, args: Vec<Value>) -> SqliteQuery<'q> {
     q
 }
 
-fn bind_pg<'q>(sql: &str, args: Vec<Value>) -> PgQuery<'q> {
+/// `sql` with `args` bound; the values are encoded as they are bound, so a statement
+/// sent again (see [`on_live_connection`]) binds the same arguments without copying them.
+fn bind_pg<'q>(sql: &str, args: &'q [Value]) -> PgQuery<'q> {
     let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
     for arg in args {
         q = match arg {
-            Value::Int(v) => q.bind(v),
-            Value::Text(v) => q.bind(v),
-            Value::Blob(v) => q.bind(v),
+            Value::Int(v) => q.bind(*v),
+            Value::Text(v) => q.bind(v.as_deref()),
+            Value::Blob(v) => q.bind(v.as_deref()),
         };
     }
     q
