@@ -17,7 +17,34 @@ on_both_backends!(
     a_damaged_row_reads_as_corrupt_data_not_a_default,
     a_submission_writes_steps_and_history_of_the_jobs_it_creates_only,
     a_submission_pinned_to_a_version_no_longer_current_writes_nothing,
+    a_refused_submission_leaves_the_fair_share_tags_as_they_were,
 );
+
+/// A submission refused for a moved version takes no fair tag either: the tenant's next
+/// jobs queue where they would have without it. (On PostgreSQL a submission to a tenant
+/// without quotas runs outside a transaction, so nothing rolls a tag back.)
+async fn a_refused_submission_leaves_the_fair_share_tags_as_they_were(backend: Backend) {
+    use spindle::store::sql::Ty;
+    let db = Db::new(backend).await;
+    let tags = || async {
+        let sql = "SELECT tenant_id, priority, last_tag FROM fair_tags ORDER BY tenant_id, priority";
+        let rows = db.sql().fetch(sql, vec![], &[Ty::Text, Ty::Int, Ty::Int]).await.unwrap();
+        rows.iter().map(|r| (r.text(0), r.int(1), r.int(2))).collect::<Vec<_>>()
+    };
+    let pinned = |kind_version| NewJob { kind_version, ..new_job("charge", 1, at(0)) };
+    db.add_kind_version(&acme(), "charge", "sha256:c", "{}", "{}", at(0)).await.unwrap();
+    let refused = db.submit_jobs(vec![pinned(2), pinned(2)], at(0)).await.expect_err("no version 2");
+    assert!(matches!(refused, StoreError::VersionMoved { pinned: 2, .. }), "{refused}");
+    assert_eq!(tags().await, vec![], "no tag taken");
+
+    db.submit_jobs(vec![pinned(1)], at(0)).await.unwrap();
+    let after_one = tags().await;
+    assert_eq!(after_one.len(), 1, "{after_one:?}");
+    let refused = db.submit_jobs((0..3).map(|_| pinned(2)).collect(), at(0)).await.expect_err("no version 2");
+    assert!(matches!(refused, StoreError::VersionMoved { .. }), "{refused}");
+    assert_eq!(tags().await, after_one, "the tenant's last tag unmoved");
+    assert_eq!(db.list_jobs(&acme(), &JobFilter::default()).await.unwrap().len(), 1, "no job of the refused ones");
+}
 
 /// A submission's jobs are pinned to the version their host last knew; the insert
 /// checks, in its transaction, that each is still its kind's current one. One that

@@ -486,6 +486,19 @@ pub(super) struct Admitted {
     clocks: HashMap<(String, i64), (i64, Option<i64>)>,
 }
 
+/// What [`admit`] answers.
+#[derive(Debug)]
+pub(super) enum Admission {
+    /// Admitted, with what the submission's fair tags need.
+    Admitted(Admitted),
+    /// Refused whole: nothing may be written.
+    Refused(QuotaRefusal),
+    /// A tenant has a queue or rate quota, whose admission row must stay locked until
+    /// the jobs are written: statements outside a transaction cannot hold it. Nothing was
+    /// written; the submission goes again in a transaction.
+    NeedsTransaction,
+}
+
 /// Admits a submission of `jobs`, or refuses it whole: each tenant's admission row is
 /// locked (concurrent submissions count one at a time), its queued jobs counted against
 /// `max_queued`, and its rate metered (GCRA). Answers, when admitted, what the
@@ -496,12 +509,7 @@ pub(super) struct Admitted {
 /// whose admission row this locks is read again after the lock (the fair tags find it
 /// gone from `clocks`), so that tenant's concurrent submissions tag one after another,
 /// as they always did; SQLite's writer holds the whole database from the start.
-pub(super) async fn admit(
-    tx: &mut Tx,
-    jobs: &[&NewJob],
-    fair: bool,
-    now: Timestamp,
-) -> Result<Result<Admitted, QuotaRefusal>, StoreError> {
+pub(super) async fn admit(tx: &mut Tx, jobs: &[&NewJob], fair: bool, now: Timestamp) -> Result<Admission, StoreError> {
     let mut admitted = Admitted::default();
     let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
     let mut groups: BTreeSet<(&str, i64)> = BTreeSet::new();
@@ -510,7 +518,7 @@ pub(super) async fn admit(
         groups.insert((new.tenant.0.as_str(), if fair { i64::from(new.priority.rank()) } else { 0 }));
     }
     if counts.is_empty() {
-        return Ok(Ok(admitted));
+        return Ok(Admission::Admitted(admitted));
     }
     let clocks = if fair { clock_columns("g.column1", "g.column2") } else { "NULL, NULL, NULL".to_owned() };
     let sql = format!(
@@ -537,6 +545,9 @@ pub(super) async fn admit(
         weights.insert(tenant.clone(), limits.weight);
         if limits.max_queued.is_none() && limits.rate_per_sec.is_none() {
             continue;
+        }
+        if !tx.in_transaction() {
+            return Ok(Admission::NeedsTransaction);
         }
         if tx.backend() == Backend::Postgres {
             admitted.clocks.retain(|(t, _), _| *t != tenant);
@@ -571,7 +582,7 @@ pub(super) async fn admit(
                 .first()
                 .map_or(0, |r| u64::try_from(r.int(0)).unwrap_or(0));
             if queued + n > max {
-                return Ok(Err(QuotaRefusal {
+                return Ok(Admission::Refused(QuotaRefusal {
                     quota: "max-queued",
                     message: format!(
                         "tenant {tenant} has {queued} jobs queued; {n} more would pass its limit of {max}"
@@ -595,12 +606,12 @@ pub(super) async fn admit(
                     } else {
                         format!("tenant {tenant} may submit {rate} jobs per second (bursts of {burst})")
                     };
-                    return Ok(Err(QuotaRefusal { quota: "rate", message, retry_after: wait }));
+                    return Ok(Admission::Refused(QuotaRefusal { quota: "rate", message, retry_after: wait }));
                 }
             }
         }
     }
-    Ok(Ok(admitted))
+    Ok(Admission::Admitted(admitted))
 }
 
 /// The generic cell rate algorithm: a tenant whose theoretical arrival time is `tat` asks

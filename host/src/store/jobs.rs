@@ -8,6 +8,7 @@ use spindle_core::policy::priority::Priority;
 use spindle_core::table::DiagramState;
 use spindle_core::{HistoryEvent, Job, JobId, JobState, Timestamp};
 
+use super::capacity::Admission;
 use super::queue::Deriver;
 use super::rows::{
     Batch, JOB_COLS, MAX_PARAMS, corrupt, fetch_jobs, history_rows, insert_rows, machine_json, parse_id, step_row, ts,
@@ -343,8 +344,9 @@ pub(super) async fn insert_new_jobs(
 /// statement of data-modifying `WITH` queries, every table's rows bound as arrays: one
 /// round trip, and one statement text (prepared once per connection) whatever the
 /// number of jobs. A single submission made eleven round trips before, five of them
-/// these writes. Pinned versions no longer current (`g`) insert no job, and come back
-/// as rows of their own. A deploy committing after the statement's snapshot orders
+/// these writes. Pinned versions no longer current (`g`) write nothing (no job, no fair
+/// tag, no ready signal: the statement may run outside a transaction, with no rollback
+/// to undo it), and come back as rows of their own. A deploy committing after the statement's snapshot orders
 /// after the submission, as one committing just after a version was read always did.
 async fn insert_in_one_statement(
     tx: &mut Tx,
@@ -382,8 +384,9 @@ async fn insert_in_one_statement(
                SELECT h.column1, h.column2, h.column3, h.column4 \
                FROM {history_source} JOIN j ON j.id = h.column1 ORDER BY h.ordinality), \
          t AS (INSERT INTO fair_tags (tenant_id, priority, last_tag) SELECT * FROM {tags_source} \
+               WHERE NOT EXISTS (SELECT 1 FROM g) \
                ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = GREATEST(fair_tags.last_tag, excluded.last_tag)), \
-         n AS MATERIALIZED (SELECT {notify_ready}) \
+         n AS MATERIALIZED (SELECT {notify_ready} WHERE NOT EXISTS (SELECT 1 FROM g)) \
          SELECT j.seq, j.id, 0::int8 FROM j LEFT JOIN n ON true UNION ALL SELECT g.pinned, g.kind, 1::int8 FROM g",
         not_current = not_current(&pins_source, "p"),
         insert_into_jobs = insert_into_jobs(),
@@ -623,11 +626,42 @@ fn not_current(source: &str, alias: &str) -> String {
 impl SqlStore {
     /// Inserts jobs; with `pinned`, only if their kind versions are current
     /// ([`insert_new_jobs`] checks).
+    ///
+    /// On PostgreSQL a submission goes first without a transaction ([`Db::autocommit`]):
+    /// its writes are one statement ([`insert_in_one_statement`]), which commits whole or
+    /// not at all, and its reads (idempotency keys, limits, fair-share clocks) lock
+    /// nothing, so a transaction around them added only its `BEGIN` and `COMMIT`: two of
+    /// a single submission's four round trips. A tenant with a queue or rate quota needs
+    /// its admission row locked until the jobs are written; then, having written nothing,
+    /// the submission goes again in a transaction.
+    ///
+    /// [`Db::autocommit`]: super::sql::Db::autocommit
     async fn insert(&self, jobs: Vec<NewJob>, now: Timestamp, pinned: bool) -> Result<Vec<Inserted>, StoreError> {
+        let jobs = match self.db.autocommit() {
+            Some(each) => match self.insert_in(each, jobs, now, pinned).await? {
+                Ok(inserted) => return Ok(inserted),
+                Err(jobs) => jobs,
+            },
+            None => jobs,
+        };
         // A submission of a few jobs is short: it goes before the group commits waiting
         // for SQLite's writer (a bulk one waits its turn as they do).
-        let mut tx =
-            if jobs.len() <= URGENT_SUBMISSION { self.db.begin_urgent().await? } else { self.db.begin().await? };
+        let tx = if jobs.len() <= URGENT_SUBMISSION { self.db.begin_urgent().await? } else { self.db.begin().await? };
+        self.insert_in(tx, jobs, now, pinned)
+            .await?
+            .map_err(|_| corrupt("admission asked for a transaction inside one"))
+    }
+
+    /// [`insert`](Self::insert) in `tx`; gives the jobs back, having written nothing,
+    /// when `tx` is no transaction and a tenant's quota needs one
+    /// ([`Admission::NeedsTransaction`](super::capacity::Admission::NeedsTransaction)).
+    async fn insert_in(
+        &self,
+        mut tx: Tx,
+        jobs: Vec<NewJob>,
+        now: Timestamp,
+        pinned: bool,
+    ) -> Result<Result<Vec<Inserted>, Vec<NewJob>>, StoreError> {
         // Jobs whose idempotency key already names a job answer that job.
         let mut existing: Vec<Option<JobRecord>> = Vec::with_capacity(jobs.len());
         for new in &jobs {
@@ -640,8 +674,9 @@ impl SqlStore {
         let any_ready = fresh.iter().any(|j| j.job.queue == spindle_core::QueueState::Ready);
         // Quotas first: a refused batch writes nothing (the transaction is dropped).
         let admitted = match super::capacity::admit(&mut tx, &fresh, self.fair, now).await? {
-            Ok(admitted) => admitted,
-            Err(refusal) => return Err(StoreError::QuotaExceeded(refusal)),
+            Admission::Admitted(admitted) => admitted,
+            Admission::Refused(refusal) => return Err(StoreError::QuotaExceeded(refusal)),
+            Admission::NeedsTransaction => return Ok(Err(jobs)),
         };
         let mut seqs =
             insert_new_jobs(&mut tx, &fresh, now, self.fair, Some(&admitted), any_ready, pinned).await?.into_iter();
@@ -675,7 +710,7 @@ impl SqlStore {
             }
         }
         tx.commit().await?;
-        Ok(out)
+        Ok(Ok(out))
     }
 }
 

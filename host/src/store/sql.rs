@@ -470,6 +470,17 @@ impl Db {
         self.begin_turn(true).await
     }
 
+    /// PostgreSQL: statements that each commit as they end, on one connection, with no
+    /// `BEGIN` or `COMMIT` around them (two round trips fewer); `None` on SQLite, whose
+    /// writer needs its transaction. For work whose writes are a single statement, and
+    /// whose first statement is a read (see [`Autocommit`]).
+    pub fn autocommit(&self) -> Option<Tx> {
+        match self {
+            Self::Sqlite { .. } => None,
+            Self::Postgres(pool) => Some(Tx::Autocommit(Autocommit { pool: pool.clone(), conn: None })),
+        }
+    }
+
     async fn begin_turn(&self, urgent: bool) -> Result<Tx, sqlx::Error> {
         Ok(match self {
             Self::Sqlite { write, turns, .. } => {
@@ -565,13 +576,61 @@ pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
     }
 }
 
-/// A transaction on either backend.
+/// A transaction on either backend, or PostgreSQL statements outside one.
 #[derive(Debug)]
 pub enum Tx {
     /// SQLite, with the writer's turn it holds until it ends.
     Sqlite(Transaction<'static, Sqlite>, Turn),
     /// PostgreSQL.
     Postgres(Transaction<'static, Postgres>),
+    /// PostgreSQL with no transaction: each statement commits as it ends
+    /// ([`Db::autocommit`]).
+    Autocommit(Autocommit),
+}
+
+/// PostgreSQL statements on one connection outside any transaction, each committing as it
+/// ends. The connection is taken by the first statement, which must be a read: like
+/// [`Db::fetch`], it goes out again on another connection when it meets a lost one
+/// (pooled connections are not pinged). Later statements are never sent twice.
+#[derive(Debug)]
+pub struct Autocommit {
+    pool: sqlx::PgPool,
+    conn: Option<sqlx::pool::PoolConnection<Postgres>>,
+}
+
+impl Autocommit {
+    /// The connection, for a statement that is not this one's first read.
+    async fn conn(&mut self) -> Result<&mut sqlx::PgConnection, sqlx::Error> {
+        let conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => self.pool.acquire().await?,
+        };
+        Ok(self.conn.insert(conn))
+    }
+
+    /// Runs the read `sql`: the first one takes the connection, passing over lost ones.
+    async fn fetch(&mut self, sql: &str, args: &[Value]) -> Result<Vec<PgRow>, sqlx::Error> {
+        if let Some(conn) = self.conn.as_deref_mut() {
+            return bind_pg(sql, args).fetch_all(conn).await;
+        }
+        debug_assert!(sql.trim_start().starts_with("SELECT"), "a first statement sent again must be a read: {sql}");
+        let pool = &self.pool;
+        let (conn, rows) = on_live_connection(pool, "a first read", || async {
+            let mut conn = pool.acquire().await?;
+            match bind_pg(sql, args).fetch_all(&mut *conn).await {
+                Ok(rows) => Ok((conn, rows)),
+                Err(e) => {
+                    if connection_lost(&e) {
+                        conn.close_on_drop();
+                    }
+                    Err(e)
+                }
+            }
+        })
+        .await?;
+        self.conn = Some(conn);
+        Ok(rows)
+    }
 }
 
 impl Tx {
@@ -579,8 +638,13 @@ impl Tx {
     pub fn backend(&self) -> Backend {
         match self {
             Self::Sqlite(..) => Backend::Sqlite,
-            Self::Postgres(_) => Backend::Postgres,
+            Self::Postgres(_) | Self::Autocommit(_) => Backend::Postgres,
         }
+    }
+
+    /// Whether the statements run inside one transaction (all but [`Tx::Autocommit`]).
+    pub fn in_transaction(&self) -> bool {
+        !matches!(self, Self::Autocommit(_))
     }
 
     /// Runs a statement whose parameters are whole [`Column`]s (PostgreSQL only: SQLite
@@ -591,9 +655,6 @@ impl Tx {
         columns: Vec<Column>,
         tys: &[Ty],
     ) -> Result<Vec<Row>, sqlx::Error> {
-        let Self::Postgres(tx) = self else {
-            return Err(sqlx::Error::Configuration("array parameters are PostgreSQL's".into()));
-        };
         let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
         for column in columns {
             q = match column {
@@ -602,7 +663,11 @@ impl Tx {
                 Column::Blob(v) => q.bind(v),
             };
         }
-        let rows = q.fetch_all(&mut **tx).await?;
+        let rows = match self {
+            Self::Sqlite(..) => return Err(sqlx::Error::Configuration("array parameters are PostgreSQL's".into())),
+            Self::Postgres(tx) => q.fetch_all(&mut **tx).await?,
+            Self::Autocommit(each) => q.fetch_all(each.conn().await?).await?,
+        };
         rows.iter().map(|r| decode_pg(r, tys)).collect()
     }
 
@@ -611,6 +676,7 @@ impl Tx {
         Ok(match self {
             Self::Sqlite(tx, _) => bind_sqlite(&sqlite_sql(sql), args).execute(&mut **tx).await?.rows_affected(),
             Self::Postgres(tx) => bind_pg(sql, &args).execute(&mut **tx).await?.rows_affected(),
+            Self::Autocommit(each) => bind_pg(sql, &args).execute(each.conn().await?).await?.rows_affected(),
         })
     }
 
@@ -625,14 +691,16 @@ impl Tx {
                 let rows = bind_pg(sql, &args).fetch_all(&mut **tx).await?;
                 rows.iter().map(|r| decode_pg(r, tys)).collect()
             }
+            Self::Autocommit(each) => each.fetch(sql, &args).await?.iter().map(|r| decode_pg(r, tys)).collect(),
         }
     }
 
-    /// Commits.
+    /// Commits (statements outside a transaction have each committed already).
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         match self {
             Self::Sqlite(tx, _turn) => tx.commit().await,
             Self::Postgres(tx) => tx.commit().await,
+            Self::Autocommit(_) => Ok(()),
         }
     }
 }
@@ -836,8 +904,8 @@ mod tests {
 
     /// Connections the server ended while they sat in the pool (a restart, an
     /// administrator's `pg_terminate_backend`) cost a read, a transaction or the ready
-    /// signals' `LISTEN` nothing: each goes out again on another connection, however many
-    /// of the pooled ones are dead.
+    /// signals' `LISTEN`, or the first read outside a transaction, nothing: each goes out
+    /// again on another connection, however many of the pooled ones are dead.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_reads_and_transactions_outlive_pooled_connections_the_server_ended() {
         let Some(test) = fresh(Backend::Postgres).await else { return };
@@ -853,6 +921,18 @@ mod tests {
         let ended = end_pooled_sessions(&test.db, &admin).await;
         let read = test.db.fetch(PID, vec![], &[Ty::Int]).await.expect("a read on a dead connection goes out again");
         assert!(!ended.contains(&read[0].int(0)), "a new session");
+
+        // As is the first read of statements outside a transaction; the rest go out on
+        // the connection it found.
+        let ended = end_pooled_sessions(&test.db, &admin).await;
+        let Some(mut each) = test.db.autocommit() else { unreachable!("PostgreSQL has statements outside one") };
+        assert!(!each.in_transaction());
+        let first =
+            each.fetch(PID, vec![], &[Ty::Int]).await.expect("a first read on a dead connection goes out again");
+        assert!(!ended.contains(&first[0].int(0)), "a new session");
+        let later = each.fetch(PID, vec![], &[Ty::Int]).await.expect("a later read");
+        assert_eq!(later[0].int(0), first[0].int(0), "one connection");
+        each.commit().await.expect("nothing to commit");
 
         // As is the `LISTEN` that carries other hosts' ready signals.
         end_pooled_sessions(&test.db, &admin).await;
