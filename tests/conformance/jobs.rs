@@ -1,6 +1,6 @@
 //! Jobs: insert and load, idempotent submission, version-checked writes.
 
-use spindle::store::{Backend, Inserted, JobFilter, JobRecord, NewJob, StoreError, TenantId, WriteOutcome};
+use spindle::store::{Backend, Inserted, JobFilter, JobRecord, JobStore, NewJob, StoreError, TenantId, WriteOutcome};
 use spindle_core::policy::priority::Priority;
 use spindle_core::{Actor, HistoryEvent, JobEvent, JobState, StepReport, StepState};
 
@@ -18,7 +18,71 @@ on_both_backends!(
     a_submission_writes_steps_and_history_of_the_jobs_it_creates_only,
     a_submission_pinned_to_a_version_no_longer_current_writes_nothing,
     a_refused_submission_leaves_the_fair_share_tags_as_they_were,
+    concurrent_submissions_are_answered_as_if_each_went_alone,
 );
+
+/// Submissions that arrive together may be inserted together; each is answered as if
+/// it went alone: its own jobs, a key another made answering that job, a moved version
+/// refusing it and nothing else. Twice: without a refused caller (the callers that
+/// wait for an insert share the next one), then with one (the shared insert writes
+/// nothing, and each goes alone).
+async fn concurrent_submissions_are_answered_as_if_each_went_alone(backend: Backend) {
+    const CALLERS: usize = 48;
+    let db = Db::new(backend).await;
+    db.add_kind_version(&acme(), "charge", "sha256:c", "{}", "{}", at(0)).await.unwrap();
+    let mut created = 0;
+    for (key, refused) in [("once", None), ("twice", Some(CALLERS - 1))] {
+        let start = std::sync::Arc::new(tokio::sync::Barrier::new(CALLERS));
+        let mut callers = Vec::new();
+        for i in 0..CALLERS {
+            let mut jobs = vec![new_job("charge", 1, at(0))];
+            if i % 8 == 0 {
+                jobs[0].idempotency_key = Some(key.into());
+            }
+            if i % 5 == 1 {
+                jobs.push(new_job("charge", 2, at(0)));
+            }
+            if refused == Some(i) {
+                jobs[0].kind_version = 2;
+            }
+            let (store, start) = (db.shared(), start.clone());
+            callers.push(tokio::spawn(async move {
+                start.wait().await;
+                let answer = store.submit_jobs(jobs.clone(), at(0)).await;
+                (jobs, answer)
+            }));
+        }
+        let mut keyed = std::collections::HashSet::new();
+        for (i, caller) in callers.into_iter().enumerate() {
+            let (jobs, answer) = caller.await.unwrap();
+            if refused == Some(i) {
+                assert!(matches!(answer, Err(StoreError::VersionMoved { pinned: 2, .. })), "{answer:?}");
+                continue;
+            }
+            let answer = answer.unwrap_or_else(|e| panic!("caller {i}: {e}"));
+            assert_eq!(answer.len(), jobs.len(), "caller {i}: one answer per job");
+            for (job, inserted) in jobs.iter().zip(&answer) {
+                match inserted {
+                    Inserted::Created(record) => {
+                        assert_eq!(record.job.id, job.job.id, "caller {i}: its own job");
+                        assert_eq!(load(&db, job.job.id).await.job, job.job, "caller {i}: stored as submitted");
+                        if job.idempotency_key.is_some() {
+                            keyed.insert(record.job.id);
+                        }
+                        created += 1;
+                    }
+                    Inserted::Existing(found) => {
+                        assert_eq!(job.idempotency_key.as_deref(), Some(key), "caller {i}: only a taken key");
+                        keyed.insert(found.job.id);
+                    }
+                }
+            }
+        }
+        assert_eq!(keyed.len(), 1, "every use of the key {key:?} answers one job");
+        let listed = db.list_jobs(&acme(), &JobFilter { limit: 1_000, ..JobFilter::default() }).await.unwrap();
+        assert_eq!(listed.len(), created, "no job written twice, none of the refused caller's");
+    }
+}
 
 /// A submission refused for a moved version takes no fair tag either: the tenant's next
 /// jobs queue where they would have without it. (On PostgreSQL a submission to a tenant

@@ -589,8 +589,16 @@ fn listing(tenant: &TenantId, filter: &JobFilter, bounds: SeqBounds) -> (String,
 }
 
 /// Most jobs a submission may carry and still go before the group commits waiting for
-/// SQLite's writer (see `store::turns`).
+/// SQLite's writer (see `store::turns`): a submission of a few jobs is short.
 const URGENT_SUBMISSION: usize = 16;
+
+/// A submission pinned to its versions, from [`SubmissionQueue`](super::submissions::SubmissionQueue).
+#[async_trait]
+impl super::submissions::Insert for SqlStore {
+    async fn insert(&self, jobs: Vec<NewJob>, now: Timestamp, urgent: bool) -> Result<Vec<Inserted>, StoreError> {
+        self.write_submission(jobs, now, true, urgent).await
+    }
+}
 
 async fn job_by_key(tx: &mut Tx, tenant: &TenantId, key: &str) -> Result<Option<JobRecord>, StoreError> {
     let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE tenant_id = $1 AND idempotency_key = $2");
@@ -636,7 +644,17 @@ impl SqlStore {
     /// the submission goes again in a transaction.
     ///
     /// [`Db::autocommit`]: super::sql::Db::autocommit
-    async fn insert(&self, jobs: Vec<NewJob>, now: Timestamp, pinned: bool) -> Result<Vec<Inserted>, StoreError> {
+    ///
+    /// With `urgent` (a few jobs, or a few submissions of a few merged), SQLite lets the
+    /// submission go before the group commits waiting for its writer; a bulk one waits
+    /// its turn as they do.
+    async fn write_submission(
+        &self,
+        jobs: Vec<NewJob>,
+        now: Timestamp,
+        pinned: bool,
+        urgent: bool,
+    ) -> Result<Vec<Inserted>, StoreError> {
         let jobs = match self.db.autocommit() {
             Some(each) => match self.insert_in(each, jobs, now, pinned).await? {
                 Ok(inserted) => return Ok(inserted),
@@ -644,15 +662,13 @@ impl SqlStore {
             },
             None => jobs,
         };
-        // A submission of a few jobs is short: it goes before the group commits waiting
-        // for SQLite's writer (a bulk one waits its turn as they do).
-        let tx = if jobs.len() <= URGENT_SUBMISSION { self.db.begin_urgent().await? } else { self.db.begin().await? };
+        let tx = if urgent { self.db.begin_urgent().await? } else { self.db.begin().await? };
         self.insert_in(tx, jobs, now, pinned)
             .await?
             .map_err(|_| corrupt("admission asked for a transaction inside one"))
     }
 
-    /// [`insert`](Self::insert) in `tx`; gives the jobs back, having written nothing,
+    /// [`write_submission`](Self::write_submission) in `tx`; gives the jobs back, having written nothing,
     /// when `tx` is no transaction and a tenant's quota needs one
     /// ([`Admission::NeedsTransaction`](super::capacity::Admission::NeedsTransaction)).
     async fn insert_in(
@@ -717,11 +733,12 @@ impl SqlStore {
 #[async_trait]
 impl JobStore for SqlStore {
     async fn insert_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError> {
-        self.insert(jobs, now, false).await
+        let urgent = jobs.len() <= URGENT_SUBMISSION;
+        self.write_submission(jobs, now, false, urgent).await
     }
 
     async fn submit_jobs(&self, jobs: Vec<NewJob>, now: Timestamp) -> Result<Vec<Inserted>, StoreError> {
-        self.insert(jobs, now, true).await
+        self.submissions.submit(self, jobs, now).await
     }
 
     async fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
@@ -1022,7 +1039,7 @@ mod tests {
         let Db::Postgres(pool) = &test.db else { unreachable!("a PostgreSQL database") };
         let mut listener = sqlx::postgres::PgListener::connect_with(pool).await.unwrap();
         listener.listen("spindle_ready").await.unwrap();
-        let store = SqlStore { db: test.db.clone(), fair: true };
+        let store = SqlStore::on(test.db.clone());
         let now = Timestamp::from_micros(1_000_000);
         let job = new_job(now, now);
         let inserted = store.insert_jobs(vec![job.clone()], now).await.unwrap();
@@ -1043,7 +1060,7 @@ mod tests {
         for backend in [Backend::Sqlite, Backend::Postgres] {
             let Some(test) = fresh(backend).await else { continue };
             crate::store::schema::migrate(&test.db).await.unwrap();
-            let store = SqlStore { db: test.db.clone(), fair: true };
+            let store = SqlStore::on(test.db.clone());
             let minute = 60_000_000;
             let base = 1_000 * minute;
             let at = |batch: i64| Timestamp::from_micros(base + batch * minute);

@@ -34,6 +34,7 @@ pub mod registry;
 mod rows;
 mod schema;
 pub mod sql;
+mod submissions;
 pub mod tenants;
 #[cfg(test)]
 mod test_db;
@@ -140,6 +141,8 @@ pub struct SqlStore {
     /// Whether submissions get fair tags (claims share a layer between tenants by
     /// weight) or all tag 0 (submission order, as before fairness).
     fair: bool,
+    /// Concurrent submissions waiting to be inserted together.
+    submissions: std::sync::Arc<submissions::SubmissionQueue>,
 }
 
 impl SqlStore {
@@ -152,7 +155,12 @@ impl SqlStore {
     pub async fn connect(options: &ConnectOptions) -> Result<Self, StoreError> {
         let db = sql::Db::connect(options).await?;
         schema::migrate(&db).await?;
-        Ok(Self { db, fair: true })
+        Ok(Self::on(db))
+    }
+
+    /// The store over `db`, whose schema is up to date, with fair claiming on.
+    fn on(db: sql::Db) -> Self {
+        Self { db, fair: true, submissions: std::sync::Arc::default() }
     }
 
     /// The connection pools (closed at shutdown; read directly by tests and tools).

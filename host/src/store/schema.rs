@@ -350,7 +350,7 @@ mod tests {
                 .await
                 .expect("an old row");
             migrate(&test.db).await.expect("migrate the rest");
-            let store = SqlStore { db: test.db.clone(), fair: true };
+            let store = SqlStore::on(test.db.clone());
             let read = store.job(job.id).await.expect("read").expect("the job");
             assert_eq!(read.job.queue, spindle_core::QueueState::Blocked, "{backend:?}");
             assert_eq!(read.job.blocked_on.as_deref(), Some("acme/account:1"), "{backend:?}");
@@ -380,7 +380,7 @@ mod tests {
                 .await
                 .expect("old rows");
             migrate(&test.db).await.expect("migrate the rest");
-            let store = SqlStore { db: test.db.clone(), fair: true };
+            let store = SqlStore::on(test.db.clone());
             let now = spindle_core::Timestamp::from_micros(100);
             assert_eq!(store.token(&operator, now).await.expect("read"), Some((None, Role::Operator)), "{backend:?}");
             let acme = TenantId("acme".into());
