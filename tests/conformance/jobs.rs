@@ -280,12 +280,29 @@ async fn an_idempotency_key_yields_the_existing_job_per_tenant(backend: Backend)
     assert_eq!((created.job.id, created.tenant.clone()), (theirs.job.id, globex()));
     assert_eq!(
         db.insert_jobs(vec![keyed(1)], at(4_000)).await.unwrap(),
-        vec![Inserted::Existing(original)],
+        vec![Inserted::Existing(original.clone())],
         "acme's key still answers acme's job"
     );
 
-    assert_eq!(job_count(&db, &acme()).await, 2);
-    assert_eq!(job_count(&db, &globex()).await, 1);
+    // One batch over both tenants: each key is looked up under its own job's tenant.
+    let mixed = vec![
+        NewJob { tenant: globex(), idempotency_key: Some("order-9".into()), ..new_job("charge", 1, at(5_000)) },
+        keyed(1),
+        NewJob { tenant: globex(), ..keyed(1) },
+        NewJob { idempotency_key: Some("order-9".into()), ..new_job("charge", 1, at(5_000)) },
+    ];
+    let out = db.insert_jobs(mixed.clone(), at(5_000)).await.unwrap();
+    assert!(matches!(&out[0], Inserted::Created(r) if r.job.id == mixed[0].job.id), "globex's new key: {:?}", out[0]);
+    assert_eq!(out[1], Inserted::Existing(original), "acme's taken key");
+    assert_eq!(out[2], Inserted::Existing(load(&db, theirs.job.id).await), "globex's taken key");
+    assert!(
+        matches!(&out[3], Inserted::Created(r) if r.job.id == mixed[3].job.id),
+        "acme's order-9 is not globex's: {:?}",
+        out[3]
+    );
+
+    assert_eq!(job_count(&db, &acme()).await, 3);
+    assert_eq!(job_count(&db, &globex()).await, 2);
 }
 
 async fn job_count(db: &Db, tenant: &TenantId) -> usize {

@@ -600,6 +600,50 @@ impl super::submissions::Insert for SqlStore {
     }
 }
 
+/// Most idempotency keys one read looks up (its tenant takes one more parameter).
+const KEYS_PER_READ: usize = MAX_PARAMS - 1;
+
+/// The job each of `jobs`' idempotency keys already names (`None` for a job without a
+/// key, or whose key names no job yet): one read per tenant and [`KEYS_PER_READ`] keys,
+/// not one per key (a merged or bulk submission of keyed jobs paid a round trip each).
+async fn jobs_by_keys(tx: &mut Tx, jobs: &[NewJob]) -> Result<Vec<Option<JobRecord>>, StoreError> {
+    let mut wanted: HashMap<&TenantId, Vec<&str>> = HashMap::new();
+    for new in jobs {
+        if let Some(key) = &new.idempotency_key {
+            wanted.entry(&new.tenant).or_default().push(key);
+        }
+    }
+    let mut found: HashMap<&TenantId, HashMap<String, JobRecord>> = HashMap::new();
+    for (tenant, mut keys) in wanted {
+        keys.sort_unstable();
+        keys.dedup();
+        let of_tenant = found.entry(tenant).or_default();
+        for chunk in keys.chunks(KEYS_PER_READ) {
+            // The list padded to a power of two with its own keys again: a few statement texts,
+            // not one per count, so keyed submissions do not churn the statement cache.
+            let padded = chunk.len().next_power_of_two().min(KEYS_PER_READ);
+            let sql = format!(
+                "SELECT {JOB_COLS} FROM jobs WHERE tenant_id = $1 AND idempotency_key IN ({})",
+                super::rows::placeholders(2, padded)
+            );
+            let mut args = vec![Value::from(tenant.0.as_str())];
+            args.extend(chunk.iter().cycle().take(padded).map(|key| Value::from(*key)));
+            for record in fetch_jobs(tx, &sql, args).await? {
+                if let Some(key) = record.idempotency_key.clone() {
+                    of_tenant.insert(key, record);
+                }
+            }
+        }
+    }
+    Ok(jobs
+        .iter()
+        .map(|new| {
+            let key = new.idempotency_key.as_deref()?;
+            found.get(&new.tenant)?.get(key).cloned()
+        })
+        .collect())
+}
+
 async fn job_by_key(tx: &mut Tx, tenant: &TenantId, key: &str) -> Result<Option<JobRecord>, StoreError> {
     let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE tenant_id = $1 AND idempotency_key = $2");
     Ok(fetch_jobs(tx, &sql, vec![Value::from(tenant.0.as_str()), Value::from(key)]).await?.pop())
@@ -679,13 +723,7 @@ impl SqlStore {
         pinned: bool,
     ) -> Result<Result<Vec<Inserted>, Vec<NewJob>>, StoreError> {
         // Jobs whose idempotency key already names a job answer that job.
-        let mut existing: Vec<Option<JobRecord>> = Vec::with_capacity(jobs.len());
-        for new in &jobs {
-            existing.push(match &new.idempotency_key {
-                Some(key) => job_by_key(&mut tx, &new.tenant, key).await?,
-                None => None,
-            });
-        }
+        let existing = jobs_by_keys(&mut tx, &jobs).await?;
         let fresh: Vec<&NewJob> = jobs.iter().zip(&existing).filter(|(_, e)| e.is_none()).map(|(j, _)| j).collect();
         let any_ready = fresh.iter().any(|j| j.job.queue == spindle_core::QueueState::Ready);
         // Quotas first: a refused batch writes nothing (the transaction is dropped).
