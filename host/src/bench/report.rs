@@ -345,6 +345,13 @@ impl Report {
                     c.jobs_per_sec, c.call_ms.p50, c.call_ms.p99
                 ),
             );
+            t.row(
+                &format!("{} jobs, each with an idempotency key", c.jobs),
+                &format!(
+                    "{:.0} jobs/s; a call p50 {:.2} ms, p99 {:.2} ms",
+                    c.keyed_jobs_per_sec, c.keyed_call_ms.p50, c.keyed_call_ms.p99
+                ),
+            );
         }
         if let Some(v) = &self.validation {
             t.section(&format!(
