@@ -84,6 +84,25 @@ pub struct NewJob {
     pub history: Vec<HistoryEvent>,
 }
 
+impl NewJob {
+    /// The job as its insert stored it, at sequence `seq` (version 1; its history is
+    /// stored beside it, not in the record).
+    pub(super) fn into_record(self, seq: i64) -> JobRecord {
+        JobRecord {
+            job: self.job,
+            version: 1,
+            seq,
+            tenant: self.tenant,
+            kind: self.kind,
+            kind_version: self.kind_version,
+            priority: self.priority,
+            payload: self.payload,
+            idempotency_key: self.idempotency_key,
+            lease_keys: self.lease_keys,
+        }
+    }
+}
+
 /// What a submission produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Inserted {
@@ -741,18 +760,7 @@ impl SqlStore {
                 continue;
             }
             match seqs.next().flatten() {
-                Some(seq) => out.push(Inserted::Created(JobRecord {
-                    job: new.job,
-                    version: 1,
-                    seq,
-                    tenant: new.tenant,
-                    kind: new.kind,
-                    kind_version: new.kind_version,
-                    priority: new.priority,
-                    payload: new.payload,
-                    idempotency_key: new.idempotency_key,
-                    lease_keys: new.lease_keys,
-                })),
+                Some(seq) => out.push(Inserted::Created(new.into_record(seq))),
                 None => {
                     // Another submission (concurrent, or earlier in this batch) took the key.
                     let key = new.idempotency_key.as_deref().unwrap_or_default();

@@ -499,15 +499,7 @@ impl Db {
                 rows.iter().map(|r| decode_sqlite(r, tys)).collect()
             }
             Self::Postgres(pool) => {
-                let rows = on_live_connection(pool, "a read", || async {
-                    let mut conn = pool.acquire().await?;
-                    let fetched = bind_pg(sql, &args).fetch_all(&mut *conn).await;
-                    if fetched.as_ref().is_err_and(connection_lost) {
-                        conn.close_on_drop();
-                    }
-                    fetched
-                })
-                .await?;
+                let (_, rows) = read_on_live_connection(pool, "a read", sql, &args).await?;
                 rows.iter().map(|r| decode_pg(r, tys)).collect()
             }
         }
@@ -557,6 +549,29 @@ where
             done => return done,
         }
     }
+}
+
+/// Runs the read `sql` on a connection from `pool` ([`on_live_connection`]: a lost one
+/// is closed and passed over); answers the connection it ran on, with the rows.
+async fn read_on_live_connection(
+    pool: &sqlx::PgPool,
+    what: &str,
+    sql: &str,
+    args: &[Value],
+) -> Result<(sqlx::pool::PoolConnection<Postgres>, Vec<PgRow>), sqlx::Error> {
+    on_live_connection(pool, what, || async {
+        let mut conn = pool.acquire().await?;
+        match bind_pg(sql, args).fetch_all(&mut *conn).await {
+            Ok(rows) => Ok((conn, rows)),
+            Err(e) => {
+                if connection_lost(&e) {
+                    conn.close_on_drop();
+                }
+                Err(e)
+            }
+        }
+    })
+    .await
 }
 
 /// Whether `e` says the connection a statement went out on is gone (the server ended
@@ -614,20 +629,7 @@ impl Autocommit {
             return bind_pg(sql, args).fetch_all(conn).await;
         }
         debug_assert!(sql.trim_start().starts_with("SELECT"), "a first statement sent again must be a read: {sql}");
-        let pool = &self.pool;
-        let (conn, rows) = on_live_connection(pool, "a first read", || async {
-            let mut conn = pool.acquire().await?;
-            match bind_pg(sql, args).fetch_all(&mut *conn).await {
-                Ok(rows) => Ok((conn, rows)),
-                Err(e) => {
-                    if connection_lost(&e) {
-                        conn.close_on_drop();
-                    }
-                    Err(e)
-                }
-            }
-        })
-        .await?;
+        let (conn, rows) = read_on_live_connection(&self.pool, "a first read", sql, args).await?;
         self.conn = Some(conn);
         Ok(rows)
     }

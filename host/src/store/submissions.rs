@@ -219,7 +219,7 @@ mod tests {
     use tokio::sync::{Notify, mpsc};
 
     use super::*;
-    use crate::store::{JobRecord, TenantId};
+    use crate::store::TenantId;
 
     /// A store whose inserts each wait for a gate of their own, after saying which jobs
     /// they carry. A batch holding [`POISON`] is refused as a moved version; the rest land.
@@ -248,23 +248,8 @@ mod tests {
             if ids.contains(&POISON) {
                 return Err(StoreError::VersionMoved { kind: "k".into(), pinned: 1 });
             }
-            Ok(jobs.into_iter().map(created).collect())
+            Ok(jobs.into_iter().map(|new| Inserted::Created(new.into_record(1))).collect())
         }
-    }
-
-    fn created(new: NewJob) -> Inserted {
-        Inserted::Created(JobRecord {
-            job: new.job,
-            version: 1,
-            seq: 1,
-            tenant: new.tenant,
-            kind: new.kind,
-            kind_version: new.kind_version,
-            priority: new.priority,
-            payload: new.payload,
-            idempotency_key: new.idempotency_key,
-            lease_keys: new.lease_keys,
-        })
     }
 
     fn job(n: u128) -> NewJob {
