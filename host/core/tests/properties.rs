@@ -191,3 +191,44 @@ fn a_job_driven_to_the_end_succeeds_with_exactly_100() {
         panic!("property failed with SPINDLE_TEST_SEED={seed}: {e}");
     }
 }
+
+/// What a store keeps of a job is the rows each transition names (`steps_changed`, the
+/// previous pass) plus the job row; read back with [`Job::restore_claimed_step`], that
+/// must be the job itself after every transition. A claim that starts an attempt names
+/// no step row: this fails if its end, or anything else that changes the step, does not
+/// either.
+#[test]
+fn the_rows_a_transition_names_read_back_as_the_job() {
+    let (mut runner, seed) = runner(2_000);
+    let result = runner.run(&scenario(), |(cancellable, max_attempts, failure_effect, events)| {
+        let rules = KindRules { cancellable, max_attempts, failure_effect, notify_on_success: true };
+        let mut job = pending_with(rules);
+        let mut now = t0();
+        // (pass, position) → the step as its row holds it; the submission writes them all.
+        let mut rows: HashMap<(u32, usize), spindle_core::step::Step> =
+            job.steps.iter().enumerate().map(|(i, s)| ((job.pass, i), s.clone())).collect();
+        for (pick, advance) in events {
+            now = now.plus(Duration::from_secs(advance));
+            let universe = universe(&job);
+            let event = &universe[pick % universe.len()];
+            let Ok(t) = transition(&job, event, now) else { continue };
+            if let Some(previous) = &t.previous_pass {
+                for (i, step) in previous.iter().enumerate() {
+                    rows.insert((job.pass, i), step.clone());
+                }
+            }
+            for &i in &t.steps_changed {
+                rows.insert((t.job.pass, i), t.job.steps[i].clone());
+            }
+            let mut read = t.job.clone();
+            read.steps = (0..t.job.steps.len()).filter_map(|i| rows.get(&(t.job.pass, i)).cloned()).collect();
+            read.restore_claimed_step();
+            prop_assert_eq!(&read, &t.job, "read back after {:?}", event);
+            job = t.job;
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("property failed with SPINDLE_TEST_SEED={seed}: {e}");
+    }
+}

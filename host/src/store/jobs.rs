@@ -803,6 +803,7 @@ impl JobStore for SqlStore {
         for mut row in steps {
             record.job.steps.push(super::rows::step_from_row(&mut row, 1, 2)?);
         }
+        record.job.restore_claimed_step();
         Ok(Some(record))
     }
 

@@ -71,7 +71,8 @@ pub(super) fn step_from_row(row: &mut Row, body: usize, output: usize) -> Result
     Ok(step)
 }
 
-/// Loads the current pass's steps of `records` (one query) into their jobs.
+/// Loads the current pass's steps of `records` (one query) into their jobs, with the
+/// attempt a held claim began restored on its step (the claim alone records it).
 pub(super) async fn attach_steps(tx: &mut Tx, records: &mut [JobRecord]) -> Result<(), StoreError> {
     if records.is_empty() {
         return Ok(());
@@ -93,6 +94,9 @@ pub(super) async fn attach_steps(tx: &mut Tx, records: &mut [JobRecord]) -> Resu
             let step = step_from_row(&mut row, 3, 4)?;
             records[i].job.steps.push(step);
         }
+    }
+    for record in records.iter_mut() {
+        record.job.restore_claimed_step();
     }
     Ok(())
 }

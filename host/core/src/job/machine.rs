@@ -86,6 +86,14 @@ impl Draft {
         self.job.queue = change("queue", QUEUE_TRANSITIONS, before.queue, queue)?;
         self.job.blocked_on =
             if queue == QueueState::Blocked { self.blocked_on.or(before.blocked_on.clone()) } else { None };
+        if let Some(held) = &before.claim
+            && self.job.claim.as_ref().is_none_or(|claim| claim.fence != held.fence)
+            && held.step < self.job.steps.len()
+        {
+            // The claim ends here: until now it alone recorded its attempt's start
+            // (`Job::restore_claimed_step`), so its step's row is written as it stands.
+            self.steps_changed.push(held.step);
+        }
         self.steps_changed.sort_unstable();
         self.steps_changed.dedup();
         Ok(Transition {
@@ -182,7 +190,9 @@ impl Draft {
             // attempt.
             self.step_event(index, StepEvent::Continue, now)?;
         } else {
-            self.step_event(index, StepEvent::Start { fence }, now)?;
+            // Not marked changed: the claim records the attempt's start, and the step's
+            // row follows when it next changes or the claim ends (see `finish`).
+            self.job.steps[index].apply(StepEvent::Start { fence }, now)?;
             let step = &self.job.steps[index];
             self.history.push(HistoryEvent::StepStarted { step: step.key.clone(), attempt: step.attempts_made() });
         }

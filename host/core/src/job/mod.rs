@@ -297,6 +297,21 @@ impl Job {
         (job, history)
     }
 
+    /// Restores the attempt a held claim began on its step. A claim that starts a new
+    /// attempt writes the job row alone: the claim itself records the step, the fence
+    /// and the time, so the step's own row is written when the step next changes or the
+    /// claim ends (one row rewrite fewer per step). A store calls this on every job it
+    /// reads; it changes nothing once the step's row holds the attempt.
+    pub fn restore_claimed_step(&mut self) {
+        let Some(claim) = &self.claim else { return };
+        let Some(step) = self.steps.get_mut(claim.step) else { return };
+        if matches!(step.state, StepState::Queued | StepState::Retrying) {
+            // A queued or retrying step always starts: the event cannot be refused.
+            let started = step.apply(StepEvent::Start { fence: claim.fence }, claim.claimed_at);
+            debug_assert!(started.is_ok(), "{started:?}");
+        }
+    }
+
     /// The index of the step that runs next: the first one not settled.
     pub fn next_step(&self) -> Option<usize> {
         self.steps.iter().position(|s| !s.state.is_final())
