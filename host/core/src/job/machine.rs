@@ -185,10 +185,13 @@ impl Draft {
             self.enter(JobState::Running)?;
             self.job.started_at.get_or_insert(now);
         }
-        if matches!(self.job.steps[index].state, StepState::Running | StepState::Waiting) {
-            // The attempt goes on after `more`, `snooze`, a release or a wait: no new
-            // attempt.
+        if self.job.steps[index].state == StepState::Waiting {
+            // A wait that is over: the parked attempt goes on.
             self.step_event(index, StepEvent::Continue, now)?;
+        } else if self.job.steps[index].state == StepState::Running {
+            // The attempt goes on after `more`, `snooze` or a release: no new attempt, and
+            // nothing of the step changes, so its row is not written again.
+            self.job.steps[index].apply(StepEvent::Continue, now)?;
         } else {
             // Not marked changed: the claim records the attempt's start, and the step's
             // row follows when it next changes or the claim ends (see `finish`).
