@@ -33,6 +33,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (12, include_str!("../../migrations/postgres/0012_dashboard.sql")),
     (13, include_str!("../../migrations/postgres/0013_room_for_rewrites.sql")),
     (14, include_str!("../../migrations/postgres/0014_one_tenant_index.sql")),
+    (15, include_str!("../../migrations/postgres/0015_text_in_byte_order.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.
@@ -308,6 +309,51 @@ mod tests {
         assert_eq!(only(&pg, &lite), expected(ONLY_POSTGRES), "in PostgreSQL's schema only");
         sqlite.drop().await;
         postgres.drop().await;
+    }
+
+    /// Every text column of every table the migrations create compares in byte order
+    /// on PostgreSQL, as on SQLite: a later table or column in the database's collation
+    /// would compare through the locale again (and two columns of different collations
+    /// cannot be compared at all). Rows stored before `0015` read back unchanged.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_postgres_text_column_compares_in_byte_order() {
+        let Some(test) = fresh(Backend::Postgres).await else { return };
+        migrate_to(&test.db, 14).await.expect("migrate to 14");
+        test.db
+            .execute(
+                "INSERT INTO tenants (id, name, created_at) VALUES ('t-1', 'Zeta', 0), ('t-2', 'alpha', 0)",
+                vec![],
+            )
+            .await
+            .expect("tenants before 0015");
+        migrate(&test.db).await.expect("migrate");
+        let rows = test
+            .db
+            .fetch(
+                "SELECT table_name || '.' || column_name FROM information_schema.columns \
+                 WHERE table_schema = current_schema() AND data_type = 'text' \
+                 AND collation_name IS DISTINCT FROM 'C' AND table_name <> 'spindle_schema' ORDER BY 1",
+                vec![],
+                &[Ty::Text],
+            )
+            .await
+            .expect("read the columns");
+        let other: Vec<String> = rows.iter().map(|r| r.text(0)).collect();
+        assert_eq!(other, Vec::<String>::new(), "text columns in another collation");
+        let texts = test
+            .db
+            .fetch("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND data_type = 'text'", vec![], &[Ty::Int])
+            .await
+            .expect("count");
+        assert!(texts[0].int(0) > 60, "the schema was read");
+        let names = test
+            .db
+            .fetch("SELECT name FROM tenants WHERE id IN ('t-1', 't-2') ORDER BY name", vec![], &[Ty::Text])
+            .await
+            .expect("names");
+        let names: Vec<String> = names.iter().map(|r| r.text(0)).collect();
+        assert_eq!(names, ["Zeta", "alpha"], "kept, and listed in byte order");
+        test.drop().await;
     }
 
     /// Rows written before the queue moved into the machine read as they were: the
