@@ -30,6 +30,25 @@ fn runner(cases: u32) -> (TestRunner, u64) {
     (TestRunner::new_with_rng(Config { cases, failure_persistence: None, ..Config::default() }, rng), seed)
 }
 
+/// Runs `test` over `cases` values of `strategy` from a printed seed, and fails naming
+/// the seed that replays the failure.
+fn check<S: Strategy>(cases: u32, strategy: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>) {
+    let (mut runner, seed) = runner(cases);
+    if let Err(e) = runner.run(&strategy, test) {
+        panic!("property failed with SPINDLE_TEST_SEED={seed}: {e}");
+    }
+}
+
+/// A pending job of the scenario's rules, and the clock at its submission.
+fn scenario_job(
+    cancellable: bool,
+    max_attempts: u32,
+    failure_effect: bool,
+) -> (spindle_core::Job, spindle_core::Timestamp) {
+    let rules = KindRules { cancellable, max_attempts, failure_effect, notify_on_success: true };
+    (pending_with(rules), t0())
+}
+
 /// A scenario: the kind's rules, then events as (index into the universe, seconds to
 /// advance the clock).
 fn scenario() -> impl Strategy<Value = (bool, u32, bool, Vec<(usize, u64)>)> {
@@ -43,11 +62,8 @@ fn scenario() -> impl Strategy<Value = (bool, u32, bool, Vec<(usize, u64)>)> {
 
 #[test]
 fn random_event_sequences_keep_every_invariant() {
-    let (mut runner, seed) = runner(2_000);
-    let result = runner.run(&scenario(), |(cancellable, max_attempts, failure_effect, events)| {
-        let rules = KindRules { cancellable, max_attempts, failure_effect, notify_on_success: true };
-        let mut job = pending_with(rules);
-        let mut now = t0();
+    check(2_000, scenario(), |(cancellable, max_attempts, failure_effect, events)| {
+        let (mut job, mut now) = scenario_job(cancellable, max_attempts, failure_effect);
         // (pass, step key) → the final outcome first recorded for it.
         let mut finals: HashMap<StepIdentity, FinalOutcome> = HashMap::new();
         for (pick, advance) in events {
@@ -154,15 +170,11 @@ fn random_event_sequences_keep_every_invariant() {
         }
         Ok(())
     });
-    if let Err(e) = result {
-        panic!("property failed with SPINDLE_TEST_SEED={seed}: {e}");
-    }
 }
 
 #[test]
 fn a_job_driven_to_the_end_succeeds_with_exactly_100() {
-    let (mut runner, seed) = runner(300);
-    let result = runner.run(&prop::collection::vec(0u8..4, 0..20), |choices| {
+    check(300, prop::collection::vec(0u8..4, 0..20), |choices| {
         let mut job = pending();
         let mut now = t0();
         let mut choice = choices.into_iter().cycle();
@@ -187,9 +199,6 @@ fn a_job_driven_to_the_end_succeeds_with_exactly_100() {
         }
         Ok(())
     });
-    if let Err(e) = result {
-        panic!("property failed with SPINDLE_TEST_SEED={seed}: {e}");
-    }
 }
 
 /// What a store keeps of a job is the rows each transition names (`steps_changed`, the
@@ -199,11 +208,8 @@ fn a_job_driven_to_the_end_succeeds_with_exactly_100() {
 /// either.
 #[test]
 fn the_rows_a_transition_names_read_back_as_the_job() {
-    let (mut runner, seed) = runner(2_000);
-    let result = runner.run(&scenario(), |(cancellable, max_attempts, failure_effect, events)| {
-        let rules = KindRules { cancellable, max_attempts, failure_effect, notify_on_success: true };
-        let mut job = pending_with(rules);
-        let mut now = t0();
+    check(2_000, scenario(), |(cancellable, max_attempts, failure_effect, events)| {
+        let (mut job, mut now) = scenario_job(cancellable, max_attempts, failure_effect);
         // (pass, position) → the step as its row holds it; the submission writes them all.
         let mut rows: HashMap<(u32, usize), spindle_core::step::Step> =
             job.steps.iter().enumerate().map(|(i, s)| ((job.pass, i), s.clone())).collect();
@@ -228,7 +234,4 @@ fn the_rows_a_transition_names_read_back_as_the_job() {
         }
         Ok(())
     });
-    if let Err(e) = result {
-        panic!("property failed with SPINDLE_TEST_SEED={seed}: {e}");
-    }
 }
