@@ -13,6 +13,7 @@
 //! - [`breaker`]: the per (tenant, kind) fault breaker, with hysteresis.
 //! - [`policy`]: priority layers and candidate order, backoff, hysteresis.
 //! - [`table`]: the machines as tables, and their mermaid diagrams.
+//! - [`schedule`]: the cron schedule machine: exact firing times, catch-up and overlap.
 //! - [`workflow`]: waits for children and signals, as data the job machine carries.
 
 pub mod breaker;
@@ -24,6 +25,7 @@ pub mod policy;
 pub mod progress;
 pub mod queue;
 pub mod reconcile;
+pub mod schedule;
 pub mod step;
 pub mod table;
 pub mod time;

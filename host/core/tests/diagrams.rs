@@ -4,6 +4,7 @@
 use spindle_core::breaker::BREAKER_TRANSITIONS;
 use spindle_core::job::JOB_TRANSITIONS;
 use spindle_core::queue::QUEUE_TRANSITIONS;
+use spindle_core::schedule::SCHEDULE_TRANSITIONS;
 use spindle_core::step::STEP_TRANSITIONS;
 use spindle_core::table::mermaid;
 
@@ -25,6 +26,7 @@ fn diagrams_match_the_tables() {
         ("step-machine", mermaid(STEP_TRANSITIONS)),
         ("queue-machine", mermaid(QUEUE_TRANSITIONS)),
         ("breaker-machine", mermaid(BREAKER_TRANSITIONS)),
+        ("schedule-machine", mermaid(SCHEDULE_TRANSITIONS)),
     ] {
         let (begin, want, end) = block(name, &body);
         let start = doc.find(&begin).unwrap_or_else(|| panic!("{name}: missing marker {begin:?}")) + begin.len();

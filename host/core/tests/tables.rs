@@ -7,6 +7,7 @@
 use spindle_core::breaker::{BREAKER_FORBIDDEN, BREAKER_TRANSITIONS};
 use spindle_core::job::{JOB_FORBIDDEN, JOB_TRANSITIONS, JobState, Refusal, change_state};
 use spindle_core::queue::{QUEUE_FORBIDDEN, QUEUE_TRANSITIONS, QueueState};
+use spindle_core::schedule::{SCHEDULE_FORBIDDEN, SCHEDULE_TRANSITIONS};
 use spindle_core::step::{self, STEP_FORBIDDEN, STEP_TRANSITIONS, StepRefusal, StepState};
 use spindle_core::table::{Allowed, DiagramState, NotInTable, change, is_allowed};
 
@@ -82,6 +83,12 @@ fn a_breaker_change_outside_its_table_is_refused() {
     for f in BREAKER_FORBIDDEN {
         assert!(!is_allowed(BREAKER_TRANSITIONS, f.from, f.to), "breaker {:?} → {:?} is both", f.from, f.to);
     }
+}
+
+#[test]
+fn a_schedule_change_outside_its_table_is_refused() {
+    let forbidden: Vec<_> = SCHEDULE_FORBIDDEN.iter().map(|f| (f.from, f.to)).collect();
+    walk("schedule", SCHEDULE_TRANSITIONS, &forbidden, |from, to| change("schedule", SCHEDULE_TRANSITIONS, from, to));
 }
 
 #[test]
