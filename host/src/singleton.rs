@@ -24,12 +24,28 @@ impl SingletonLoop {
         F: FnMut(Arc<Engine>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send,
     {
+        Self::start_paced(engine, lease, move |engine| {
+            let run = pass(engine);
+            async move {
+                run.await;
+                interval
+            }
+        })
+    }
+
+    /// Runs `pass` now and again after each pass's answer (how long to wait) until
+    /// stopped; on stop, gives up `lease`.
+    pub fn start_paced<F, Fut>(engine: Arc<Engine>, lease: &'static str, mut pass: F) -> Self
+    where
+        F: FnMut(Arc<Engine>) -> Fut + Send + 'static,
+        Fut: Future<Output = Duration> + Send,
+    {
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
             loop {
-                pass(engine.clone()).await;
+                let wait = pass(engine.clone()).await;
                 tokio::select! {
-                    () = tokio::time::sleep(interval) => {}
+                    () = tokio::time::sleep(wait) => {}
                     _ = stopped.changed() => break,
                 }
             }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use spindle::clock::ManualClock;
-use spindle::engine::{Command, Engine, EngineError};
-use spindle::scheduler::{self, ScheduleRequest};
+use spindle::clock::{Clock as _, ManualClock};
+use spindle::engine::{Command, Engine, EngineError, ScheduleRequest};
+use spindle::scheduler;
 use spindle::store::jobs::JobFilter;
 use spindle::store::prelude::*;
 use spindle::store::{Backend, JobRecord};
@@ -280,8 +280,8 @@ async fn schedules_fire_each_time_once_across_two_hosts(backend: Backend) {
             Arc::new(clock.clone()),
         ),
     ];
-    scheduler::create(&hosts[0], &h.tenant, every_minute("minutely", "none")).await.expect("create");
-    let duplicate = scheduler::create(&hosts[1], &h.tenant, every_minute("minutely", "none")).await;
+    hosts[0].create_schedule(&h.tenant, every_minute("minutely", "none")).await.expect("create");
+    let duplicate = hosts[1].create_schedule(&h.tenant, every_minute("minutely", "none")).await;
     assert!(duplicate.is_err(), "a schedule's name is unique in its tenant");
     for minute in 0..60 {
         clock.advance(Duration::from_secs(60));
@@ -295,13 +295,14 @@ async fn schedules_fire_each_time_once_across_two_hosts(backend: Backend) {
     }
     assert_eq!(jobs_of(&h, "minutely").await, 60);
     let row = h.store.schedule(&h.tenant, "minutely").await.unwrap().expect("the schedule");
-    assert_eq!(row.fired, 60);
+    assert_eq!(row.machine.fired, 60);
 
-    // An outage: 30 minutes with no host firing, then one pass.
-    scheduler::set_paused(&hosts[0], &h.tenant, "minutely", true).await.expect("pause");
-    scheduler::create(&hosts[0], &h.tenant, every_minute("catch-none", "none")).await.expect("create");
-    scheduler::create(&hosts[0], &h.tenant, every_minute("catch-all", "all")).await.expect("create");
-    clock.advance(Duration::from_secs(30 * 60));
+    // An outage: 30 minutes with no host firing, then one pass 30 s after a time: that
+    // time is on time, the 29 before it were missed.
+    hosts[0].pause_schedule(&h.tenant, "minutely").await.expect("pause");
+    hosts[0].create_schedule(&h.tenant, every_minute("catch-none", "none")).await.expect("create");
+    hosts[0].create_schedule(&h.tenant, every_minute("catch-all", "all")).await.expect("create");
+    clock.advance(Duration::from_secs(30 * 60 + 30));
     for host in &hosts {
         scheduler::fire_due(host).await.expect("a pass");
     }
@@ -309,21 +310,92 @@ async fn schedules_fire_each_time_once_across_two_hosts(backend: Backend) {
     assert_eq!(jobs_of(&h, "catch-all").await, 30);
     assert_eq!(jobs_of(&h, "minutely").await, 60, "a paused schedule fires nothing");
     // Resumed, it fires from its next time on; times passed while paused are skipped.
-    scheduler::set_paused(&hosts[1], &h.tenant, "minutely", false).await.expect("resume");
+    hosts[1].resume_schedule(&h.tenant, "minutely").await.expect("resume");
     clock.advance(Duration::from_secs(60));
     scheduler::fire_due(&hosts[1]).await.expect("a pass");
     scheduler::fire_due(&hosts[0]).await.expect("a pass");
     assert_eq!(jobs_of(&h, "minutely").await, 61);
     // Bad expressions, zones and kinds are refused before anything is stored.
     let bad = ScheduleRequest { cron: "61 * * * *".into(), ..every_minute("bad", "none") };
-    assert!(matches!(scheduler::create(&hosts[0], &h.tenant, bad).await, Err(EngineError::Invalid(_))));
+    assert!(matches!(hosts[0].create_schedule(&h.tenant, bad).await, Err(EngineError::Invalid(_))));
     let zone = ScheduleRequest { timezone: "Mars/Olympus".into(), ..every_minute("bad", "none") };
-    assert!(matches!(scheduler::create(&hosts[0], &h.tenant, zone).await, Err(EngineError::Invalid(_))));
+    assert!(matches!(hosts[0].create_schedule(&h.tenant, zone).await, Err(EngineError::Invalid(_))));
     let kind = ScheduleRequest { kind: "nope".into(), ..every_minute("bad", "none") };
-    assert!(matches!(scheduler::create(&hosts[0], &h.tenant, kind).await, Err(EngineError::UnknownKind(_))));
+    assert!(matches!(hosts[0].create_schedule(&h.tenant, kind).await, Err(EngineError::UnknownKind(_))));
+}
+
+/// The keys of the `noop` jobs schedule `name` fired, as their times in seconds.
+async fn fired_seconds(h: &Harness, name: &str) -> Vec<i64> {
+    let filter = JobFilter { kind: Some("noop".into()), limit: 100_000, ..JobFilter::default() };
+    let prefix = format!("schedule:{name}:");
+    let mut seconds: Vec<i64> = h
+        .store
+        .list_jobs(&h.tenant, &filter)
+        .await
+        .expect("jobs")
+        .iter()
+        .filter_map(|j| j.idempotency_key.as_deref()?.strip_prefix(&prefix)?.parse::<i64>().ok())
+        .map(|micros| {
+            assert_eq!(micros % 1_000_000, 0, "a firing key is a whole second: {micros}");
+            micros / 1_000_000
+        })
+        .collect();
+    seconds.sort_unstable();
+    seconds
+}
+
+/// An every-second schedule over 300 simulated seconds, passes at random moments
+/// (0.2 to 2.9 s apart, with microsecond fractions): exactly one job per second, each
+/// keyed by its whole second, and `next_fire_at` always a whole second.
+async fn an_every_second_schedule_fires_each_second_once_on_a_simulated_clock(backend: Backend) {
+    use rand::{Rng, SeedableRng};
+    let seed: u64 = std::env::var("SPINDLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    eprintln!("every-second schedule: SPINDLE_TEST_SEED={seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let h = Harness::new(backend).await;
+    h.deploy("noop").await;
+    let start = Timestamp::from_micros(1_900_000_020_117_389);
+    let clock = ManualClock::new(start);
+    let engine = h.engine_clocked(test_engine_config(), Arc::new(clock.clone()));
+    let tick = ScheduleRequest { name: "tick".into(), cron: "* * * * * *".into(), ..every_minute("tick", "none") };
+    let row = engine.create_schedule(&h.tenant, tick).await.expect("create");
+    assert_eq!(row.machine.next_fire_at, Timestamp::from_micros(1_900_000_021_000_000), "seed {seed}");
+    let end = start.plus(Duration::from_secs(300));
+    while clock.now() < end {
+        clock.advance(Duration::from_micros(rng.random_range(200_000..2_900_000)));
+        scheduler::fire_due(&engine).await.expect("a pass");
+        let row = engine.schedule(&h.tenant, "tick").await.expect("the schedule");
+        assert_eq!(row.machine.next_fire_at.as_micros() % 1_000_000, 0, "seed {seed}");
+    }
+    let fired = fired_seconds(&h, "tick").await;
+    let last = clock.now().as_micros() / 1_000_000;
+    let want: Vec<i64> = (1_900_000_021..=last).collect();
+    assert_eq!(fired, want, "seed {seed}: every second once");
+}
+
+/// On a real clock and an idle host, an every-second schedule fires every second of a
+/// minute: none missed, none twice.
+async fn an_every_second_schedule_on_an_idle_host_misses_no_second(backend: Backend) {
+    let h = Harness::new(backend).await;
+    h.deploy("noop").await;
+    let engine = h.engine();
+    let tick = ScheduleRequest { name: "tick".into(), cron: "* * * * * *".into(), ..every_minute("tick", "none") };
+    let first = engine.create_schedule(&h.tenant, tick).await.expect("create").machine.next_fire_at;
+    let scheduler = scheduler::Scheduler::start(engine.clone());
+    // Waiting for time itself to pass: a minute and a second of firings.
+    let until = first.plus(Duration::from_secs(61));
+    tokio::time::sleep(until.since(engine.now())).await;
+    scheduler.stop().await;
+    let fired = fired_seconds(&h, "tick").await;
+    let first = first.as_micros() / 1_000_000;
+    assert!(fired.len() >= 60, "a minute of firings: {}", fired.len());
+    let want: Vec<i64> = (first..first + fired.len() as i64).collect();
+    assert_eq!(fired, want, "each second from the first, once");
 }
 
 on_both_backends!(
+    an_every_second_schedule_fires_each_second_once_on_a_simulated_clock,
+    an_every_second_schedule_on_an_idle_host_misses_no_second,
     a_fan_out_creates_each_child_once_and_the_parent_gets_every_result,
     await_any_returns_on_the_first_final_child,
     signals_are_kept_until_awaited_and_delivered_in_order_once,

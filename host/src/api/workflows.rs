@@ -12,7 +12,7 @@ use super::body::{body, job_id, json_body};
 use super::views::{ErrorBody, JobView};
 use super::{ApiError, ApiState, TenantAuth};
 use crate::api::time::rfc3339;
-use crate::scheduler::{self, ScheduleRequest};
+use crate::engine::ScheduleRequest;
 use crate::store::ScheduleRow;
 
 /// Send a signal to a job
@@ -95,13 +95,13 @@ impl From<&ScheduleRow> for ScheduleView {
             cron: s.cron.clone(),
             timezone: s.timezone.clone(),
             input: serde_json::from_slice(&s.input).unwrap_or_default(),
-            catch_up: s.catch_up.clone(),
-            overlap: s.overlap.clone(),
-            paused: s.paused,
-            next_fire_at: rfc3339(s.next_fire_at),
-            last_fired_at: s.last_fired_at.map(rfc3339),
-            last_job: s.last_job.map(|id| id.to_string()),
-            fired: s.fired,
+            catch_up: s.machine.catch_up.as_str().to_owned(),
+            overlap: s.machine.overlap.as_str().to_owned(),
+            paused: s.machine.state == spindle_core::schedule::ScheduleState::Paused,
+            next_fire_at: rfc3339(s.machine.next_fire_at),
+            last_fired_at: s.machine.last_fired_at.map(rfc3339),
+            last_job: s.machine.last_job.map(|id| id.to_string()),
+            fired: i64::try_from(s.machine.fired).unwrap_or(i64::MAX),
         }
     }
 }
@@ -120,8 +120,8 @@ pub struct NewSchedule {
     pub timezone: Option<String>,
     /// Each firing's input (JSON; default null).
     pub input: Option<serde_json::Value>,
-    /// Missed times: `none` (default: only a time at most a minute late fires), `one`
-    /// (the latest), `all` (every one).
+    /// Times missed by over a minute: `none` (default: skipped), `one` (the latest
+    /// fires), `all` (every one fires). On-time times always fire.
     pub catch_up: Option<String>,
     /// `skip` (default: nothing fires while the last firing's job is open) or `allow`.
     pub overlap: Option<String>,
@@ -137,7 +137,9 @@ pub struct ScheduleList {
 /// Create a schedule
 ///
 /// Each firing submits a job of `kind` at priority `scheduled` with the idempotency key
-/// `schedule:NAME:MICROS`, so no time fires twice, whichever host fires it.
+/// `schedule:NAME:MICROS` (its cron time, a whole second), so no time fires twice,
+/// whichever host fires it. Times follow the expression in its zone, daylight saving
+/// included, as `docs/state-machines.md` describes.
 #[utoipa::path(
     post,
     path = "/v1/schedules",
@@ -169,7 +171,7 @@ pub(super) async fn create_schedule(
         catch_up: new.catch_up.unwrap_or_else(|| "none".into()),
         overlap: new.overlap.unwrap_or_else(|| "skip".into()),
     };
-    let row = scheduler::create(&state.host.engine, &tenant, request).await?;
+    let row = state.host.engine.create_schedule(&tenant, request).await?;
     Ok((StatusCode::CREATED, Json(ScheduleView::from(&row))))
 }
 
@@ -189,7 +191,7 @@ pub(super) async fn list_schedules(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<ScheduleList>, ApiError> {
-    let rows = state.host.engine.store().schedules(&tenant).await.map_err(crate::engine::EngineError::from)?;
+    let rows = state.host.engine.schedules(&tenant).await?;
     Ok(Json(ScheduleList { schedules: rows.iter().map(ScheduleView::from).collect() }))
 }
 
@@ -211,8 +213,7 @@ pub(super) async fn get_schedule(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    let row = state.host.engine.store().schedule(&tenant, &name).await.map_err(crate::engine::EngineError::from)?;
-    let row = row.ok_or(crate::engine::EngineError::NotFound)?;
+    let row = state.host.engine.schedule(&tenant, &name).await?;
     Ok(Json(ScheduleView::from(&row)))
 }
 
@@ -234,9 +235,8 @@ pub(super) async fn delete_schedule(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let deleted =
-        state.host.engine.store().delete_schedule(&tenant, &name).await.map_err(crate::engine::EngineError::from)?;
-    if deleted { Ok(StatusCode::NO_CONTENT) } else { Err(crate::engine::EngineError::NotFound.into()) }
+    state.host.engine.delete_schedule(&tenant, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Pause a schedule
@@ -257,7 +257,7 @@ pub(super) async fn pause_schedule(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    let row = scheduler::set_paused(&state.host.engine, &tenant, &name, true).await?;
+    let row = state.host.engine.pause_schedule(&tenant, &name).await?;
     Ok(Json(ScheduleView::from(&row)))
 }
 
@@ -281,6 +281,6 @@ pub(super) async fn resume_schedule(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    let row = scheduler::set_paused(&state.host.engine, &tenant, &name, false).await?;
+    let row = state.host.engine.resume_schedule(&tenant, &name).await?;
     Ok(Json(ScheduleView::from(&row)))
 }

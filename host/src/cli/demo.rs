@@ -218,7 +218,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     host.start().await;
     // A schedule: `nightly-report` every second here (at night, it would be `0 2 * * *`).
-    let schedule = crate::scheduler::ScheduleRequest {
+    let schedule = crate::engine::ScheduleRequest {
         name: "nightly".into(),
         kind: "nightly-report".into(),
         cron: "* * * * * *".into(),
@@ -227,7 +227,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         catch_up: "none".into(),
         overlap: "skip".into(),
     };
-    crate::scheduler::create(&host.engine, &tenant, schedule).await?;
+    host.engine.create_schedule(&tenant, schedule).await?;
     println!("\nSchedule `nightly` fires a nightly-report job every second (cron `* * * * * *`, Europe/Paris).");
 
     let jobs = showcase(&base);
@@ -369,7 +369,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    crate::scheduler::set_paused(&host.engine, &tenant, "nightly", true).await?;
+    host.engine.pause_schedule(&tenant, "nightly").await?;
     let fired = host.store.list_jobs(&tenant, &filter).await?;
     let succeeded = fired.iter().filter(|j| j.job.state == JobState::Succeeded).count();
     println!(

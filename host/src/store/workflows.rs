@@ -2,6 +2,7 @@
 //! fan-out slot), signals waiting to be consumed in order, and cron schedules.
 
 use async_trait::async_trait;
+use spindle_core::schedule::{CatchUp, Overlap, Schedule, ScheduleState};
 use spindle_core::{JobId, Timestamp};
 
 use super::jobs::JobRecord;
@@ -9,7 +10,7 @@ use super::rows::{JOB_COLS, fetch_jobs};
 use super::sql::{Ty, Value};
 use super::{SqlStore, StoreError, TenantId};
 
-/// A cron schedule as stored.
+/// A cron schedule as stored: what a tenant asked for, and its machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduleRow {
     /// Its tenant.
@@ -24,24 +25,11 @@ pub struct ScheduleRow {
     pub timezone: String,
     /// Each firing's input.
     pub input: Vec<u8>,
-    /// `none`, `one` or `all`: what to fire for times missed while no host fired.
-    pub catch_up: String,
-    /// `skip` or `allow`: whether a firing may start while the last one is open.
-    pub overlap: String,
-    /// Whether it is paused.
-    pub paused: bool,
-    /// The next time it fires.
-    pub next_fire_at: Timestamp,
-    /// The last time it fired.
-    pub last_fired_at: Option<Timestamp>,
-    /// The job of its last firing.
-    pub last_job: Option<JobId>,
-    /// Firings so far.
-    pub fired: i64,
     /// When it was created.
     pub created_at: Timestamp,
+    /// Its state, rules, next time and last firing.
+    pub machine: Schedule,
 }
-
 /// Children, signals and schedules.
 #[async_trait]
 pub trait WorkflowStore: Send + Sync {
@@ -63,27 +51,15 @@ pub trait WorkflowStore: Send + Sync {
     async fn schedules(&self, tenant: &TenantId) -> Result<Vec<ScheduleRow>, StoreError>;
     /// One schedule.
     async fn schedule(&self, tenant: &TenantId, name: &str) -> Result<Option<ScheduleRow>, StoreError>;
-    /// Pauses or resumes a schedule, with its next firing time; answers whether it existed.
-    async fn set_schedule_paused(
-        &self,
-        tenant: &TenantId,
-        name: &str,
-        paused: bool,
-        next_fire_at: Timestamp,
-    ) -> Result<bool, StoreError>;
+    /// Writes a schedule's machine as a transition left it; lands only if the stored
+    /// machine still is `expected` (its state and next time): answers whether it landed.
+    async fn update_schedule(&self, schedule: &ScheduleRow, expected: &Schedule) -> Result<bool, StoreError>;
     /// Deletes a schedule; answers whether it existed.
     async fn delete_schedule(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError>;
+    /// The soonest next time of the schedules not paused.
+    async fn next_schedule_at(&self) -> Result<Option<Timestamp>, StoreError>;
     /// Schedules due at `now` (not paused), soonest first.
     async fn due_schedules(&self, now: Timestamp, limit: u32) -> Result<Vec<ScheduleRow>, StoreError>;
-    /// Records a pass over a due schedule: its next firing time and, when it fired, the
-    /// last firing. Only lands if the schedule still expects `expected_next` (a
-    /// concurrent pause, resume or pass wins).
-    async fn advance_schedule(
-        &self,
-        schedule: &ScheduleRow,
-        expected_next: Timestamp,
-        fired: Option<(Timestamp, JobId, i64)>,
-    ) -> Result<bool, StoreError>;
 }
 
 const SCHEDULE_COLS: &str = "tenant_id, name, kind, cron, timezone, input, catch_up, overlap, paused, next_fire_at, \
@@ -106,6 +82,18 @@ const SCHEDULE_TYS: &[Ty] = &[
 ];
 
 fn schedule_from_row(mut r: super::sql::Row) -> Result<ScheduleRow, StoreError> {
+    let corrupt = |column: &str, value: &str| StoreError::Corrupt(format!("schedules.{column}: unknown value {value:?}"));
+    let catch_up = r.text(6);
+    let overlap = r.text(7);
+    let machine = Schedule {
+        state: if r.int(8) != 0 { ScheduleState::Paused } else { ScheduleState::Active },
+        next_fire_at: Timestamp::from_micros(r.int(9)),
+        catch_up: CatchUp::parse(&catch_up).ok_or_else(|| corrupt("catch_up", &catch_up))?,
+        overlap: Overlap::parse(&overlap).ok_or_else(|| corrupt("overlap", &overlap))?,
+        last_fired_at: r.opt_int(10).map(Timestamp::from_micros),
+        last_job: r.opt_text(11).map(|id| super::rows::parse_id(&id, "schedule's last job")).transpose()?,
+        fired: u64::try_from(r.int(12)).unwrap_or(0),
+    };
     Ok(ScheduleRow {
         tenant: TenantId(r.text(0)),
         name: r.text(1),
@@ -113,15 +101,14 @@ fn schedule_from_row(mut r: super::sql::Row) -> Result<ScheduleRow, StoreError> 
         cron: r.text(3),
         timezone: r.text(4),
         input: r.take_blob(5).unwrap_or_default(),
-        catch_up: r.text(6),
-        overlap: r.text(7),
-        paused: r.int(8) != 0,
-        next_fire_at: Timestamp::from_micros(r.int(9)),
-        last_fired_at: r.opt_int(10).map(Timestamp::from_micros),
-        last_job: r.opt_text(11).map(|id| super::rows::parse_id(&id, "schedule's last job")).transpose()?,
-        fired: r.int(12),
         created_at: Timestamp::from_micros(r.int(13)),
+        machine,
     })
+}
+
+/// The stored `paused` flag of a machine's state.
+fn paused(machine: &Schedule) -> i64 {
+    i64::from(machine.state == ScheduleState::Paused)
 }
 
 #[async_trait]
@@ -209,10 +196,10 @@ impl WorkflowStore for SqlStore {
                     Value::from(s.cron.as_str()),
                     Value::from(s.timezone.as_str()),
                     Value::from(s.input.clone()),
-                    Value::from(s.catch_up.as_str()),
-                    Value::from(s.overlap.as_str()),
-                    Value::from(i64::from(s.paused)),
-                    Value::from(s.next_fire_at.as_micros()),
+                    Value::from(s.machine.catch_up.as_str()),
+                    Value::from(s.machine.overlap.as_str()),
+                    Value::from(paused(&s.machine)),
+                    Value::from(s.machine.next_fire_at.as_micros()),
                     Value::from(s.created_at.as_micros()),
                 ],
                 &[Ty::Text],
@@ -237,22 +224,23 @@ impl WorkflowStore for SqlStore {
         rows.into_iter().next().map(schedule_from_row).transpose()
     }
 
-    async fn set_schedule_paused(
-        &self,
-        tenant: &TenantId,
-        name: &str,
-        paused: bool,
-        next_fire_at: Timestamp,
-    ) -> Result<bool, StoreError> {
+    async fn update_schedule(&self, s: &ScheduleRow, expected: &Schedule) -> Result<bool, StoreError> {
+        let m = &s.machine;
         let changed = self
             .db
             .execute(
-                "UPDATE schedules SET paused = $1, next_fire_at = $2 WHERE tenant_id = $3 AND name = $4",
+                "UPDATE schedules SET paused = $1, next_fire_at = $2, last_fired_at = $3, last_job_id = $4, fired = $5 \
+                 WHERE tenant_id = $6 AND name = $7 AND paused = $8 AND next_fire_at = $9",
                 vec![
-                    Value::from(i64::from(paused)),
-                    Value::from(next_fire_at.as_micros()),
-                    Value::from(tenant.0.as_str()),
-                    Value::from(name),
+                    Value::from(paused(m)),
+                    Value::from(m.next_fire_at.as_micros()),
+                    Value::from(m.last_fired_at.map(Timestamp::as_micros)),
+                    Value::from(m.last_job.map(|j| j.to_string())),
+                    Value::from(i64::try_from(m.fired).unwrap_or(i64::MAX)),
+                    Value::from(s.tenant.0.as_str()),
+                    Value::from(s.name.as_str()),
+                    Value::from(paused(expected)),
+                    Value::from(expected.next_fire_at.as_micros()),
                 ],
             )
             .await?;
@@ -281,34 +269,15 @@ impl WorkflowStore for SqlStore {
         rows.into_iter().map(schedule_from_row).collect()
     }
 
-    async fn advance_schedule(
-        &self,
-        s: &ScheduleRow,
-        expected_next: Timestamp,
-        fired: Option<(Timestamp, JobId, i64)>,
-    ) -> Result<bool, StoreError> {
-        let (sql, mut args) = match fired {
-            Some((at, job, count)) => (
-                "UPDATE schedules SET next_fire_at = $1, last_fired_at = $2, last_job_id = $3, fired = fired + $4 \
-                 WHERE tenant_id = $5 AND name = $6 AND next_fire_at = $7 AND paused = 0",
-                vec![
-                    Value::from(s.next_fire_at.as_micros()),
-                    Value::from(at.as_micros()),
-                    Value::from(job.to_string()),
-                    Value::from(count),
-                ],
-            ),
-            None => (
-                "UPDATE schedules SET next_fire_at = $1 WHERE tenant_id = $2 AND name = $3 AND next_fire_at = $4 \
-                 AND paused = 0",
-                vec![Value::from(s.next_fire_at.as_micros())],
-            ),
-        };
-        args.extend([
-            Value::from(s.tenant.0.as_str()),
-            Value::from(s.name.as_str()),
-            Value::from(expected_next.as_micros()),
-        ]);
-        Ok(self.db.execute(sql, args).await? > 0)
+    async fn next_schedule_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT next_fire_at FROM schedules WHERE paused = 0 ORDER BY next_fire_at LIMIT 1",
+                Vec::new(),
+                &[Ty::Int],
+            )
+            .await?;
+        Ok(rows.first().map(|r| Timestamp::from_micros(r.int(0))))
     }
 }
