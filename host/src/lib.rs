@@ -9,6 +9,7 @@
 //! - [`capabilities`]: what a step may reach outward (deployments, rules, sealed secrets).
 //! - [`reconciler`]: settles silent jobs from execution evidence.
 //! - [`pruner`]: deletes finished jobs past their retention.
+//! - [`failpoints`]: named points where a crash test stops the host to kill it there.
 //! - [`singleton`]: the one-host-at-a-time loop the reconciler and pruner run in.
 //! - [`host`]: all of the above assembled; [`api`] and [`cli`] face users (`api::dashboard`:
 //!   the web dashboard); [`telemetry`]: logs, and spans over OTLP.
@@ -22,6 +23,7 @@ pub mod clock;
 pub mod config;
 pub mod dispatcher;
 pub mod engine;
+pub mod failpoints;
 pub mod host;
 pub mod pruner;
 pub mod reconciler;

@@ -16,6 +16,7 @@ use spindle_tests::spindle_bin;
 on_both_backends!(
     a_host_killed_mid_run_leaves_every_job_settled_once_after_restart,
     a_fan_out_of_a_thousand_survives_hosts_killed_during_it,
+    signals_survive_hosts_killed_between_arrival_and_answer,
 );
 
 async fn a_host_killed_mid_run_leaves_every_job_settled_once_after_restart(backend: Backend) {
@@ -179,4 +180,128 @@ async fn a_fan_out_of_a_thousand_survives_hosts_killed_during_it(backend: Backen
             .count();
         assert_eq!(completed, 1, "child {id} completed its step once");
     }
+}
+
+/// Where a round stops the host a signal was sent to before killing it.
+#[derive(Clone, Copy, Debug)]
+enum SignalKill {
+    /// Before anything of the signal is written.
+    Arrived,
+    /// Once the signal's write committed, before the answer is sent.
+    Stored,
+    /// At a random moment 0-8 ms after the request went out.
+    Random,
+}
+
+/// POSTs signal `go` to job `id` with an idempotency key; answers the status, or the
+/// error of a request whose host died before answering.
+async fn post_signal(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    id: &str,
+    key: &str,
+    body: String,
+) -> Result<u16, reqwest::Error> {
+    http.post(format!("{base}/v1/jobs/{id}/signals/go"))
+        .bearer_auth(token)
+        .header("Idempotency-Key", key)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+}
+
+/// With no host running: the job's view shows every signal stored and not consumed.
+async fn assert_no_invisible_signal(store: &spindle::store::SqlStore, id: JobId, round: usize) {
+    use spindle::store::sql::{Ty, Value};
+    let rows = store
+        .db()
+        .fetch(
+            "SELECT count(*) FROM signals WHERE job_id = $1 AND consumed_at IS NULL",
+            vec![Value::from(id.to_string())],
+            &[Ty::Int],
+        )
+        .await
+        .expect("count");
+    let stored = rows.first().map_or(0, |r| r.int(0));
+    let job = store.job(id).await.expect("read").expect("the job");
+    let shown: u32 = job.job.signals.values().sum();
+    assert_eq!(i64::from(shown), stored, "round {round}: unconsumed signals stored {stored}, the job shows {shown}");
+}
+
+/// A job awaits 15 signals while the host each one is sent to is killed with SIGKILL:
+/// before the signal is written, after it committed but before the answer, or at a
+/// random moment. The client, answered or not, sends it again with the same key to the
+/// next host. Every signal is delivered exactly once and in order, and at every kill the
+/// job's view shows each signal stored and not yet consumed.
+async fn signals_survive_hosts_killed_between_arrival_and_answer(backend: Backend) {
+    use rand::{Rng, SeedableRng};
+    use spindle::failpoints;
+    use spindle_tests::harness::{Scratch, fresh_store};
+    use spindle_tests::served::Served;
+    const ROUNDS: usize = 15;
+    let seed: u64 = std::env::var("SPINDLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    eprintln!("signal kills: SPINDLE_TEST_SEED={seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let (store, url, _db) = fresh_store(backend).await;
+    let flags = ["--lease-ttl", "2s", "--step-timeout", "1s"];
+    let first = Served::start(&url, &flags);
+    let token = first.tenant("acme");
+    let wasm = spindle_tests::guest_path("workflow").to_string_lossy().into_owned();
+    assert_eq!(first.cli(Some(&token), &["deploy", "workflow", &wasm]).code, 0);
+    let input = serde_json::json!({ "signal": "go", "timeout_secs": 600, "waits": ROUNDS }).to_string();
+    let submitted = first.cli(Some(&token), &["submit", "workflow", "--input", &input]);
+    assert_eq!(submitted.code, 0, "{}", submitted.stderr);
+    let id_text = submitted.stdout.trim().to_owned();
+    let id: JobId = id_text.parse().expect("a job id");
+    drop(first.kill_hard());
+    let http = reqwest::Client::new();
+    let mut host = None;
+    for round in 0..ROUNDS {
+        drop(host.take().map(Served::kill_hard));
+        let kill = [SignalKill::Arrived, SignalKill::Stored, SignalKill::Random][round % 3];
+        let point = match kill {
+            SignalKill::Arrived => "signal.arrived",
+            SignalKill::Stored => "signal.stored",
+            SignalKill::Random => "",
+        };
+        let receiver = Served::start_with_env(Scratch::new(), &url, &flags, &[(failpoints::ENV, point)]);
+        let key = format!("round-{round}");
+        let body = serde_json::json!({ "n": round }).to_string();
+        let send = tokio::spawn({
+            let (http, base, token, id, key, body) =
+                (http.clone(), receiver.url.clone(), token.clone(), id_text.clone(), key.clone(), body.clone());
+            async move { post_signal(&http, &base, &token, &id, &key, body).await }
+        });
+        match kill {
+            SignalKill::Random => tokio::time::sleep(Duration::from_micros(rng.random_range(0..8_000))).await,
+            _ => assert!(
+                receiver.wait_for_output(&format!("{}{point}", failpoints::REACHED), Duration::from_secs(60)),
+                "round {round}: the host never reached {point}"
+            ),
+        }
+        drop(receiver.kill_hard());
+        let answered = send.await.expect("the sender");
+        if !matches!(kill, SignalKill::Random) {
+            assert!(answered.is_err(), "round {round}: a host killed at {point} answered {answered:?}");
+        }
+        assert_no_invisible_signal(&store, id, round).await;
+        // The client sends it again, with the same key, to the next host.
+        let next = Served::start(&url, &flags);
+        let again = post_signal(&http, &next.url, &token, &id_text, &key, body).await;
+        assert_eq!(again.ok(), Some(202), "round {round} ({kill:?}): the retried signal is accepted");
+        host = Some(next);
+    }
+    let host = host.expect("a host");
+    let waited = host.cli(Some(&token), &["wait", &id_text]);
+    assert_eq!(waited.code, 0, "the job succeeds: {} {}", waited.stdout, waited.stderr);
+    let job = host.cli(Some(&token), &["job", &id_text, "--json"]).json();
+    let delivered: Vec<serde_json::Value> = job["steps"][0]["output"]["signals"].as_array().expect("signals").clone();
+    let want: Vec<serde_json::Value> = (0..ROUNDS).map(|n| serde_json::json!({ "n": n })).collect();
+    assert_eq!(delivered, want, "seed {seed}: each signal delivered once, in order");
+    drop(host.kill_hard());
+    assert_no_invisible_signal(&store, id, ROUNDS).await;
 }

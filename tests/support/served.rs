@@ -4,6 +4,9 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
 
 use crate::harness::Scratch;
 use crate::spindle_bin;
@@ -18,6 +21,8 @@ pub struct Served {
     pub operator: String,
     /// Its data directory.
     pub data: Scratch,
+    /// What it prints on standard output after it started listening, line by line.
+    output: Mutex<Receiver<String>>,
 }
 
 /// What a CLI run printed and how it exited.
@@ -58,7 +63,12 @@ impl Served {
     /// Starts it with a given data directory and `SPINDLE_OPERATOR_TOKEN` (to restart it
     /// with another operator token).
     pub fn start_configured(data: Scratch, database_url: &str, extra: &[&str], operator: &str) -> Self {
-        Self::spawn(data, database_url, extra, operator, "error", None)
+        Self::spawn(data, database_url, extra, operator, "error", None, &[])
+    }
+
+    /// Starts it with extra environment variables (`SPINDLE_FAILPOINTS`, say).
+    pub fn start_with_env(data: Scratch, database_url: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn(data, database_url, extra, "spt_test_operator_token", "error", None, env)
     }
 
     /// Starts it with the log filter `log` (`SPINDLE_LOG`), its log written to `log_file`.
@@ -68,7 +78,7 @@ impl Served {
 
     /// [`start_logged`](Self::start_logged) on a given data directory (to restart on it).
     pub fn start_logged_in(data: Scratch, database_url: &str, extra: &[&str], log: &str, log_file: &Path) -> Self {
-        Self::spawn(data, database_url, extra, "spt_test_operator_token", log, Some(log_file))
+        Self::spawn(data, database_url, extra, "spt_test_operator_token", log, Some(log_file), &[])
     }
 
     /// Starts the process, its log to stderr or to `log_file`.
@@ -79,6 +89,7 @@ impl Served {
         operator: &str,
         log: &str,
         log_file: Option<&Path>,
+        env: &[(&str, &str)],
     ) -> Self {
         let stderr = log_file.map_or_else(Stdio::inherit, |path| {
             let file = std::fs::File::create(path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
@@ -93,6 +104,7 @@ impl Served {
             .env("SPINDLE_OPERATOR_TOKEN", &operator)
             .env("SPINDLE_LOG", log)
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
@@ -112,9 +124,28 @@ impl Served {
                 }
             }
         };
-        // Keep draining its output so it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, url, operator, data }
+        // Keep draining its output so it never blocks on a full pipe, and keep it for
+        // `wait_for_output`.
+        let (sender, output) = channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        Self { child, url, operator, data, output: Mutex::new(output) }
+    }
+
+    /// Waits up to `timeout` for a line of its standard output that contains `needle`.
+    pub fn wait_for_output(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let output = self.output.lock().expect("output");
+        loop {
+            match output.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) if line.contains(needle) => return true,
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return false,
+            }
+        }
     }
 
     /// Sends `signal` (`STOP`, `CONT`, …) to the process.

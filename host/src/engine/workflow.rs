@@ -127,7 +127,9 @@ impl Engine {
                 state: record.job.state,
             });
         }
+        crate::failpoints::reach("signal.arrived").await;
         let stored = self.store.insert_signal(id, name, &body, self.now()).await?;
+        crate::failpoints::reach("signal.stored").await;
         let event = JobEvent::Signal { name: name.to_owned() };
         match self.apply(Some(tenant), id, Writer::Command, |_| Some(event.clone())).await {
             Ok(record) => Ok(record),
