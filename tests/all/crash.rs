@@ -232,7 +232,7 @@ async fn assert_no_invisible_signal(store: &spindle::store::SqlStore, id: JobId,
     assert_eq!(i64::from(shown), stored, "round {round}: unconsumed signals stored {stored}, the job shows {shown}");
 }
 
-/// A job awaits 15 signals while the host each one is sent to is killed with SIGKILL:
+/// A job awaits 30 signals while the host each one is sent to is killed with SIGKILL:
 /// before the signal is written, after it committed but before the answer, or at a
 /// random moment. The client, answered or not, sends it again with the same key to the
 /// next host. Every signal is delivered exactly once and in order, and at every kill the
@@ -242,7 +242,7 @@ async fn signals_survive_hosts_killed_between_arrival_and_answer(backend: Backen
     use spindle::failpoints;
     use spindle_tests::harness::{Scratch, fresh_store};
     use spindle_tests::served::Served;
-    const ROUNDS: usize = 15;
+    const ROUNDS: usize = 30;
     let seed: u64 = std::env::var("SPINDLE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     eprintln!("signal kills: SPINDLE_TEST_SEED={seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);

@@ -92,6 +92,7 @@ impl Sim {
             outbox: vec![],
             spawn: None,
             children: vec![],
+            store_signal: None,
             consume_signal: None,
             relay: vec![],
             frees_slot,

@@ -136,9 +136,9 @@ async fn signals_are_kept_until_awaited_and_delivered_in_order_once(backend: Bac
     let (h, engine) = setup(backend).await;
     // Sent while the job is still pending: nothing waits yet.
     let early = h.submit(&engine, "workflow", json!({ "signal": "go", "timeout_secs": 3600, "waits": 2 })).await;
-    engine.signal(&h.tenant, early, "go", br#"{"n":1}"#.to_vec()).await.expect("signal 1");
-    engine.signal(&h.tenant, early, "other", br#"{"n":0}"#.to_vec()).await.expect("another name");
-    engine.signal(&h.tenant, early, "go", br#"{"n":2}"#.to_vec()).await.expect("signal 2");
+    engine.signal(&h.tenant, early, "go", br#"{"n":1}"#.to_vec(), None).await.expect("signal 1");
+    engine.signal(&h.tenant, early, "other", br#"{"n":0}"#.to_vec(), None).await.expect("another name");
+    engine.signal(&h.tenant, early, "go", br#"{"n":2}"#.to_vec(), None).await.expect("signal 2");
     // Nothing is sent to this one: its one-second wait times out.
     let lonely = h.submit(&engine, "workflow", json!({ "signal": "go", "timeout_secs": 1 })).await;
     let dispatcher = h.dispatch(&engine);
@@ -146,19 +146,26 @@ async fn signals_are_kept_until_awaited_and_delivered_in_order_once(backend: Bac
     assert_eq!(record.job.state, JobState::Succeeded, "{:?}", record.job.failure);
     assert_eq!(output(&record), json!({ "signals": [{ "n": 1 }, { "n": 2 }], "timed_out": false }));
     assert_eq!(record.job.signals.get("go"), None, "both were consumed");
-    assert_eq!(record.job.signals.get("other"), Some(&1), "another name's signal stays pending");
+    // Another name's signal was never consumed: once the job ended it is no longer
+    // pending, and its history says so.
+    assert!(record.job.signals.is_empty(), "nothing pending once final: {:?}", record.job.signals);
+    let discarded = h.store.history(early).await.unwrap().into_iter().find_map(|e| match e.event {
+        HistoryEvent::SignalsDiscarded { signals } => Some(signals),
+        _ => None,
+    });
+    assert_eq!(discarded, Some([("other".to_owned(), 1)].into_iter().collect()));
     let record = h.wait_final(lonely).await;
     assert_eq!(record.job.state, JobState::Succeeded, "{:?}", record.job.failure);
     assert_eq!(output(&record), json!({ "signals": [null], "signal": null, "timed_out": true }));
     // A signal sent while the step waits wakes it.
     let waiting = h.submit(&engine, "workflow", json!({ "signal": "shipped", "timeout_secs": 3600 })).await;
     h.wait_for(waiting, |r| r.job.state == JobState::Waiting).await;
-    engine.signal(&h.tenant, waiting, "shipped", br#"{"carrier":"ups"}"#.to_vec()).await.expect("signal");
+    engine.signal(&h.tenant, waiting, "shipped", br#"{"carrier":"ups"}"#.to_vec(), None).await.expect("signal");
     let record = h.wait_final(waiting).await;
     assert_eq!(output(&record)["signal"], json!({ "carrier": "ups" }));
     dispatcher.shutdown(Duration::from_secs(5)).await;
     // A finished job refuses a signal with a typed error, and keeps nothing.
-    match engine.signal(&h.tenant, waiting, "shipped", b"{}".to_vec()).await {
+    match engine.signal(&h.tenant, waiting, "shipped", b"{}".to_vec(), None).await {
         Err(EngineError::Refused { refusal: Refusal::Finished { state }, .. }) => {
             assert_eq!(state, JobState::Succeeded);
         }
@@ -166,9 +173,36 @@ async fn signals_are_kept_until_awaited_and_delivered_in_order_once(backend: Bac
     }
     assert_eq!(h.store.oldest_signal(waiting, "shipped").await.unwrap(), None);
     // A malformed name and another tenant's job are refused too.
-    assert!(matches!(engine.signal(&h.tenant, early, "no spaces", vec![]).await, Err(EngineError::Invalid(_))));
+    assert!(matches!(engine.signal(&h.tenant, early, "no spaces", vec![], None).await, Err(EngineError::Invalid(_))));
     let stranger = spindle::store::TenantId("stranger".into());
-    assert!(matches!(engine.signal(&stranger, early, "go", vec![]).await, Err(EngineError::NotFound)));
+    assert!(matches!(engine.signal(&stranger, early, "go", vec![], None).await, Err(EngineError::NotFound)));
+}
+
+/// A signal sent with an idempotency key is delivered once however often it is sent:
+/// twice at once, again after it was consumed, and again after the job finished (each
+/// repeat answered as a repeat, not refused).
+async fn a_signal_sent_again_with_its_key_is_delivered_once(backend: Backend) {
+    let (h, engine) = setup(backend).await;
+    let job = h.submit(&engine, "workflow", json!({ "signal": "go", "timeout_secs": 3600, "waits": 2 })).await;
+    let send = |key: &'static str, n: u32| {
+        let (engine, tenant) = (engine.clone(), h.tenant.clone());
+        async move { engine.signal(&tenant, job, "go", format!(r#"{{"n":{n}}}"#).into_bytes(), Some(key)).await }
+    };
+    let (a, b) = tokio::join!(send("first", 1), send("first", 1));
+    let repeats = [a.expect("sent").repeated, b.expect("sent").repeated];
+    assert_eq!(repeats.iter().filter(|r| **r).count(), 1, "one of two sends at once is the repeat: {repeats:?}");
+    let dispatcher = h.dispatch(&engine);
+    h.wait_for(job, |r| r.job.signals.is_empty() && r.job.state == JobState::Waiting).await;
+    assert!(send("first", 1).await.expect("sent again").repeated, "consumed already: still a repeat");
+    assert!(!send("second", 2).await.expect("sent").repeated);
+    let record = h.wait_final(job).await;
+    assert_eq!(output(&record), json!({ "signals": [{ "n": 1 }, { "n": 2 }], "timed_out": false }));
+    let again = send("second", 2).await.expect("a repeat to a finished job is answered, not refused");
+    assert!(again.repeated);
+    assert!(matches!(send("third", 3).await, Err(EngineError::Refused { .. })), "a new signal to a finished job");
+    let bad = engine.signal(&h.tenant, job, "go", vec![], Some("has space")).await;
+    assert!(matches!(bad, Err(EngineError::Invalid(_))), "{bad:?}");
+    dispatcher.shutdown(Duration::from_secs(5)).await;
 }
 
 /// Cancelling a waiting parent cancels its open children; each child's history says
@@ -399,6 +433,7 @@ on_both_backends!(
     a_fan_out_creates_each_child_once_and_the_parent_gets_every_result,
     await_any_returns_on_the_first_final_child,
     signals_are_kept_until_awaited_and_delivered_in_order_once,
+    a_signal_sent_again_with_its_key_is_delivered_once,
     cancelling_a_parent_cancels_its_open_children,
     the_reconciler_leaves_a_waiting_job_alone,
     fan_outs_over_the_limits_are_refused_with_typed_codes,

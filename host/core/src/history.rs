@@ -176,6 +176,12 @@ pub enum HistoryEvent {
         /// Its name.
         name: String,
     },
+    /// The job ended with signals no step consumed: they are discarded (kept in the
+    /// signals table, no longer pending).
+    SignalsDiscarded {
+        /// How many of each name.
+        signals: std::collections::BTreeMap<String, u32>,
+    },
     /// The job was created by a parent's fan-out.
     ChildOf {
         /// The parent.
@@ -221,6 +227,7 @@ impl HistoryEvent {
             Self::AwaitingSignal { .. } => "awaiting_signal",
             Self::WaitOver { .. } => "wait_over",
             Self::SignalReceived { .. } => "signal_received",
+            Self::SignalsDiscarded { .. } => "signals_discarded",
             Self::ChildOf { .. } => "child_of",
             Self::Unrecognised => "unrecognised",
         }

@@ -122,7 +122,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             seed: "issue 14 a signal sent before the step waits wakes it at once",
-            given: || apply(&running_claimed(), JobEvent::Signal { name: "shipped".into() }, at(1)),
+            given: || apply(&running_claimed(), signal("shipped"), at(1)),
             event: |j| report(j.fence, await_shipped()),
             now: || at(2),
             expect: Expect::Applies {
@@ -181,20 +181,35 @@ fn cases() -> Vec<Case> {
         Case {
             seed: "issue 14 waiting→running: a signal of the awaited name",
             given: waiting_signal,
-            event: |_| JobEvent::Signal { name: "shipped".into() },
+            event: |_| signal("shipped"),
             now: || at(5),
             expect: Expect::Applies {
                 state: Running,
                 history: &["signal_received", "wait_over"],
-                effects: |_| vec![Effect::Dispatch { at: at(5) }],
+                effects: |_| vec![stored("shipped"), Effect::Dispatch { at: at(5) }],
             },
         },
         Case {
             seed: "issue 14 a signal of another name is kept, the wait goes on",
             given: waiting_signal,
-            event: |_| JobEvent::Signal { name: "other".into() },
+            event: |_| signal("other"),
             now: || at(5),
-            expect: Expect::Applies { state: Waiting, history: &["signal_received"], effects: none },
+            expect: Expect::Applies {
+                state: Waiting,
+                history: &["signal_received"],
+                effects: |_| vec![stored("other")],
+            },
+        },
+        Case {
+            seed: "issue 37 a job that ends with signals pending discards them, saying so",
+            given: || apply(&waiting_signal(), signal("other"), at(5)),
+            event: |_| JobEvent::Cancel { actor: actor(), reason: "stop".into() },
+            now: || at(6),
+            expect: Expect::Applies {
+                state: Cancelled,
+                history: &["cancel_requested", "step_failed", "cancelled", "signals_discarded"],
+                effects: none,
+            },
         },
         Case {
             seed: "issue 14 waiting→running: the signal's timeout passes",
@@ -278,7 +293,7 @@ fn cases() -> Vec<Case> {
         Case {
             seed: "issue 14 a signal to a finished job is refused",
             given: succeeded,
-            event: |_| JobEvent::Signal { name: "shipped".into() },
+            event: |_| signal("shipped"),
             now: || at(90),
             expect: Expect::Refused(|j| Refusal::Finished { state: j.state }),
         },
@@ -844,6 +859,20 @@ fn cases() -> Vec<Case> {
             expect: Expect::Refused(|_| Refusal::Paused),
         },
     ]
+}
+
+/// Signals left when a job ends are no longer pending: its history counts them.
+#[test]
+fn signals_left_at_the_end_are_discarded_and_counted() {
+    let waiting = apply(&apply(&waiting_signal(), signal("other"), at(5)), signal("other"), at(5));
+    assert_eq!(waiting.signals.get("other"), Some(&2));
+    let t = transition(&waiting, &JobEvent::Cancel { actor: actor(), reason: "stop".into() }, at(6)).unwrap();
+    assert!(t.job.signals.is_empty(), "nothing pending once final");
+    let discarded = t.history.iter().find_map(|e| match e {
+        spindle_core::HistoryEvent::SignalsDiscarded { signals } => Some(signals.clone()),
+        _ => None,
+    });
+    assert_eq!(discarded, Some([("other".to_owned(), 2)].into_iter().collect()));
 }
 
 #[test]

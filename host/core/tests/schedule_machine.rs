@@ -141,7 +141,10 @@ fn every_catch_up_and_overlap_rule_selects_what_its_row_says() {
     }
     // The rows themselves say what the docs say.
     let row = |c| CATCH_UP_RULES.iter().find(|r| r.catch_up == c).unwrap().missed;
-    assert_eq!((row(CatchUp::None), row(CatchUp::One), row(CatchUp::All)), (Fires::Nothing, Fires::Latest, Fires::Every));
+    assert_eq!(
+        (row(CatchUp::None), row(CatchUp::One), row(CatchUp::All)),
+        (Fires::Nothing, Fires::Latest, Fires::Every)
+    );
 }
 
 /// An every-second schedule over 10,000 simulated seconds, its passes at random moments

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -19,19 +19,24 @@ use crate::store::ScheduleRow;
 ///
 /// The body (JSON by convention, at most the input limit) is kept with the job and
 /// delivered, oldest first and each once, to a step that awaits a signal of this name —
-/// now if one waits, otherwise when one does. A finished job refuses it.
+/// now if one waits, otherwise when one does. Storing it and telling the job are one
+/// transaction. With an `Idempotency-Key` header, a signal already sent to the job under
+/// that key is not sent again: the answer is the same `202`, with the job as it now is
+/// and the header `Idempotent-Replayed: true`, so a client that got no answer can send
+/// again safely. A finished job refuses a new signal.
 #[utoipa::path(
     post,
     path = "/v1/jobs/{id}/signals/{name}",
     tag = "jobs",
     params(
         ("id" = String, Path, description = "The job's id (a UUID)"),
-        ("name" = String, Path, description = "The signal's name: 1-128 letters, digits, '-', '_', '.', ':'")
+        ("name" = String, Path, description = "The signal's name: 1-128 letters, digits, '-', '_', '.', ':'"),
+        ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters: one delivery per key and job")
     ),
     request_body(content = String, description = "The signal's body", content_type = "application/json"),
     responses(
-        (status = 202, description = "Kept; the job as it now is", body = JobView),
-        (status = 400, description = "`invalid-request`: a malformed name", body = ErrorBody),
+        (status = 202, description = "Kept (or kept already under this key: `Idempotent-Replayed: true`); the job as it now is", body = JobView),
+        (status = 400, description = "`invalid-request`: a malformed name or key", body = ErrorBody),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
         (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
         (status = 404, description = "`not-found` (also another tenant's job)", body = ErrorBody),
@@ -48,12 +53,21 @@ pub(super) async fn send_signal(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
     Path((id, name)): Path<(String, String)>,
+    headers: HeaderMap,
     bytes: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<JobView>), ApiError> {
+) -> Result<(StatusCode, [(&'static str, &'static str); 1], Json<JobView>), ApiError> {
     let id = job_id(&id)?;
     let body = body(bytes)?;
-    let record = state.host.engine.signal(&tenant, id, &name, body.to_vec()).await?;
-    Ok((StatusCode::ACCEPTED, Json(JobView::new(&record, None))))
+    let key = match headers.get("idempotency-key").map(|v| v.to_str()) {
+        None => None,
+        Some(Ok(key)) => Some(key),
+        Some(Err(_)) => {
+            return Err(crate::engine::EngineError::Invalid("idempotency key: printable ASCII only".into()).into());
+        }
+    };
+    let sent = state.host.engine.signal(&tenant, id, &name, body.to_vec(), key).await?;
+    let replayed = if sent.repeated { "true" } else { "false" };
+    Ok((StatusCode::ACCEPTED, [("idempotent-replayed", replayed)], Json(JobView::new(&sent.record, None))))
 }
 
 /// A cron schedule.

@@ -467,7 +467,7 @@ async fn act(
                 );
             if waits_for_shipping {
                 let body = serde_json::to_vec(&json!({ "carrier": "ups", "tracking": "1Z999AA10123456784" }))?;
-                host.engine.signal(tenant, id, "shipped", body).await?;
+                host.engine.signal(tenant, id, "shipped", body, None).await?;
                 return Ok(true);
             }
             Ok(record.job.state.is_final())

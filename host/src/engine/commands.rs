@@ -158,6 +158,19 @@ impl Engine {
         id: JobId,
         event_for: impl Fn(&JobRecord) -> Option<JobEvent> + Send + Sync,
     ) -> Result<JobRecord, EngineError> {
+        self.apply_locked_keyed(tenant, id, None, event_for).await.map(|(record, _)| record)
+    }
+
+    /// [`apply_locked`](Self::apply_locked) for a signal with the sender's idempotency
+    /// key: under the same row lock, a key already stored for the job derives nothing
+    /// and answers the job as it is, with `true` (a repeat).
+    pub(crate) async fn apply_locked_keyed(
+        &self,
+        tenant: Option<&TenantId>,
+        id: JobId,
+        signal_key: Option<&str>,
+        event_for: impl Fn(&JobRecord) -> Option<JobEvent> + Send + Sync,
+    ) -> Result<(JobRecord, bool), EngineError> {
         let now = self.now();
         let refused = std::sync::Mutex::new(None);
         let before = std::sync::Mutex::new(None);
@@ -191,7 +204,10 @@ impl Engine {
                 }
             }
         };
-        let updated = self.store.update_job(id, now, &derive, self.deriver()).await?;
+        let updated = match signal_key {
+            Some(key) => self.store.signal_job(id, Some(key), now, &derive, self.deriver()).await?,
+            None => self.store.update_job(id, now, &derive, self.deriver()).await?,
+        };
         if foreign.load(Ordering::Relaxed) {
             return Err(EngineError::NotFound);
         }
@@ -200,14 +216,16 @@ impl Engine {
         }
         match updated {
             Updated::Missing => Err(EngineError::NotFound),
-            Updated::Skipped(record) => Ok(record),
+            Updated::Repeated(record) if tenant.is_some_and(|t| *t != record.tenant) => Err(EngineError::NotFound),
+            Updated::Repeated(record) => Ok((record, true)),
+            Updated::Skipped(record) => Ok((record, false)),
             Updated::Wrote(record, WriteOutcome::Written { .. }) => {
                 self.wake.notify_one();
                 self.relay_wake.notify_one();
                 if let Some(from) = before.into_inner().ok().flatten() {
                     self.announce(id, from, record.job.state);
                 }
-                Ok(record)
+                Ok((record, false))
             }
             Updated::Wrote(_, outcome) => {
                 Err(EngineError::Store(StoreError::Corrupt(format!("a locked write did not commit: {outcome:?}"))))

@@ -324,6 +324,7 @@ mod tests {
             outbox: Vec::new(),
             spawn: None,
             children: Vec::new(),
+            store_signal: None,
             consume_signal: None,
             relay: Vec::new(),
             frees_slot: false,

@@ -8,7 +8,7 @@ use spindle_core::{Fence, Job, Refusal, Timestamp};
 use spindle_core::job::Submission;
 
 use crate::store::jobs::NewJob;
-use crate::store::{JobRecord, JobWrite, LeaseOp, OutboxEffect, Relay};
+use crate::store::{JobRecord, JobWrite, LeaseOp, NewSignal, OutboxEffect, Relay};
 
 /// A write and what must happen around it.
 #[derive(Debug)]
@@ -32,6 +32,7 @@ pub fn plan(before: &JobRecord, transition: Transition, now: Timestamp) -> Resul
     let mut failure_effect_first = false;
     let mut wake = false;
     let mut children = Vec::new();
+    let mut store_signal = None;
     let mut consume_signal = None;
     let mut relay = Vec::new();
     for effect in effects {
@@ -81,6 +82,7 @@ pub fn plan(before: &JobRecord, transition: Transition, now: Timestamp) -> Resul
             Effect::NotifyParent { parent } => {
                 relay.push(Relay { job: parent, effect: OutboxEffect::ChildSettled, detail: None });
             }
+            Effect::StoreSignal { name, body, key } => store_signal = Some(NewSignal { name, body, key }),
             Effect::ConsumeSignal { name } => consume_signal = Some(name),
         }
     }
@@ -110,6 +112,7 @@ pub fn plan(before: &JobRecord, transition: Transition, now: Timestamp) -> Resul
             outbox,
             spawn,
             children,
+            store_signal,
             consume_signal,
             relay: relay.clone(),
             frees_slot,

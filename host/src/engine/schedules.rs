@@ -155,7 +155,11 @@ impl Engine {
             let plan = CronPlan::parse(&row.cron, &row.timezone).map_err(|e| EngineError::Invalid(e.to_string()))?;
             let changed = transition(&row.machine, &plan, event, self.now()).map_err(schedule_refused)?;
             if changed.schedule.state == ScheduleState::Deleted {
-                return if self.store.delete_schedule(tenant, name).await? { Ok(row) } else { Err(EngineError::NotFound) };
+                return if self.store.delete_schedule(tenant, name).await? {
+                    Ok(row)
+                } else {
+                    Err(EngineError::NotFound)
+                };
             }
             let written = ScheduleRow { machine: changed.schedule, ..row.clone() };
             if written.machine == row.machine || self.store.update_schedule(&written, &row.machine).await? {

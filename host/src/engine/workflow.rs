@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use spindle_core::job::{JobEvent, StepReport};
 use spindle_core::workflow::{ChildOrder, Met, WaitFor};
-use spindle_core::{Actor, JobId, JobState, Refusal, SafeFailure};
+use spindle_core::{Actor, JobId, JobState, SafeFailure};
 use spindle_runtime::{Awaited, ChildResult, ChildSpec, ChildState};
 
 use super::{Engine, EngineError, Writer, tenant_key};
@@ -18,6 +18,17 @@ use crate::store::{JobRecord, OutboxEffect, TenantId};
 
 /// Longest a signal's name may be.
 pub const MAX_SIGNAL_NAME: usize = 128;
+/// Longest a signal's idempotency key may be.
+pub const MAX_SIGNAL_KEY: usize = 255;
+
+/// What sending a signal came to.
+#[derive(Clone, Debug)]
+pub struct Signalled {
+    /// The job as it now is.
+    pub record: JobRecord,
+    /// The signal's key was stored already: nothing was sent again.
+    pub repeated: bool,
+}
 
 impl Engine {
     /// Resolves the children an `await-children` outcome asks for (each kind's current
@@ -100,15 +111,19 @@ impl Engine {
         })
     }
 
-    /// Sends signal `name` to a tenant's job: stored, then the job told (which wakes a
-    /// step waiting for that name). A finished job refuses it and nothing is kept.
+    /// Sends signal `name` to a tenant's job: the signal is stored and the job told (a
+    /// step waiting for that name wakes) in one transaction, decided by the core. With
+    /// an idempotency `key`, a signal already stored under it is not sent again: the
+    /// answer is the job as it now is, marked a repeat. A finished job refuses a new
+    /// signal and nothing is kept.
     pub async fn signal(
         &self,
         tenant: &TenantId,
         id: JobId,
         name: &str,
         body: Vec<u8>,
-    ) -> Result<JobRecord, EngineError> {
+        key: Option<&str>,
+    ) -> Result<Signalled, EngineError> {
         if name.is_empty()
             || name.len() > MAX_SIGNAL_NAME
             || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
@@ -117,27 +132,21 @@ impl Engine {
                 "signal name {name:?}: 1-{MAX_SIGNAL_NAME} characters of letters, digits, '-', '_', '.', ':'"
             )));
         }
+        if let Some(key) = key
+            && (key.is_empty() || key.len() > MAX_SIGNAL_KEY || !key.chars().all(|c| c.is_ascii_graphic()))
+        {
+            return Err(EngineError::Invalid(format!(
+                "idempotency key: 1-{MAX_SIGNAL_KEY} printable ASCII characters, no spaces"
+            )));
+        }
         if body.len() > self.config.max_payload_bytes {
             return Err(EngineError::PayloadTooLarge { bytes: body.len(), cap: self.config.max_payload_bytes });
         }
-        let record = self.job(tenant, id).await?;
-        if record.job.state.is_final() {
-            return Err(EngineError::Refused {
-                refusal: Refusal::Finished { state: record.job.state },
-                state: record.job.state,
-            });
-        }
         crate::failpoints::reach("signal.arrived").await;
-        let stored = self.store.insert_signal(id, name, &body, self.now()).await?;
+        let event = JobEvent::Signal { name: name.to_owned(), body, key: key.map(str::to_owned) };
+        let (record, repeated) = self.apply_locked_keyed(Some(tenant), id, key, |_| Some(event.clone())).await?;
         crate::failpoints::reach("signal.stored").await;
-        let event = JobEvent::Signal { name: name.to_owned() };
-        match self.apply(Some(tenant), id, Writer::Command, |_| Some(event.clone())).await {
-            Ok(record) => Ok(record),
-            Err(e) => {
-                self.store.delete_signal(stored).await?;
-                Err(e)
-            }
-        }
+        Ok(Signalled { record, repeated })
     }
 
     /// Carries out queued workflow effects: counts parents' children again (waking a

@@ -208,6 +208,8 @@ pub enum Updated {
     Skipped(JobRecord),
     /// The derivation's write and how it ended.
     Wrote(JobRecord, WriteOutcome),
+    /// A signal with the key given was stored already: nothing derived, the job as read.
+    Repeated(JobRecord),
 }
 
 /// Jobs.
@@ -229,6 +231,18 @@ pub trait JobStore: Send + Sync {
     async fn update_job(
         &self,
         id: JobId,
+        now: Timestamp,
+        derive: Derive<'_>,
+        deriver: &dyn Deriver,
+    ) -> Result<Updated, StoreError>;
+    /// [`update_job`](Self::update_job) for a signal: when `key` is given and a signal
+    /// with that key was stored for the job already, nothing is derived
+    /// ([`Updated::Repeated`]); the check and the write share the row lock, so two
+    /// sends of one key store one signal.
+    async fn signal_job(
+        &self,
+        id: JobId,
+        key: Option<&str>,
         now: Timestamp,
         derive: Derive<'_>,
         deriver: &dyn Deriver,
@@ -263,6 +277,59 @@ pub trait JobStore: Send + Sync {
     /// Makes the space pruned jobs held reusable at once, instead of when autovacuum
     /// next comes by (PostgreSQL; SQLite reuses freed pages by itself).
     async fn reclaim_pruned(&self) -> Result<(), StoreError>;
+}
+
+impl SqlStore {
+    /// Locks job `id`'s row (PostgreSQL; SQLite's writer holds the database), answers a
+    /// repeat when a signal with `signal_key` was stored for it already, otherwise
+    /// derives the write from the locked row and commits it, in one transaction.
+    async fn update_locked(
+        &self,
+        id: JobId,
+        signal_key: Option<&str>,
+        now: Timestamp,
+        derive: Derive<'_>,
+        deriver: &dyn Deriver,
+    ) -> Result<Updated, StoreError> {
+        let mut tx = self.db.begin().await?;
+        let lock = match self.db.backend() {
+            Backend::Sqlite => "",
+            Backend::Postgres => " FOR UPDATE",
+        };
+        let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1{lock}");
+        let mut records = fetch_jobs(&mut tx, &sql, vec![Value::from(id.to_string())]).await?;
+        // Nothing to write: end the transaction now. A dropped one rolls back only when
+        // its pooled connection is next used, and until then PostgreSQL keeps the row
+        // locked (claims would skip it, other updates would wait for it).
+        let Some(record) = records.pop() else {
+            tx.commit().await?;
+            return Ok(Updated::Missing);
+        };
+        if let Some(key) = signal_key {
+            let seen = tx
+                .fetch(
+                    "SELECT id FROM signals WHERE job_id = $1 AND idempotency_key = $2",
+                    vec![Value::from(id.to_string()), Value::from(key)],
+                    &[Ty::Int],
+                )
+                .await?;
+            if !seen.is_empty() {
+                tx.commit().await?;
+                return Ok(Updated::Repeated(record));
+            }
+        }
+        let Some(write) = derive(&record) else {
+            tx.commit().await?;
+            return Ok(Updated::Skipped(record));
+        };
+        let mut new_record = write.record.clone();
+        let outcome = commit_writes(&mut tx, &[&write], now, deriver).await?.pop().unwrap_or(WriteOutcome::Conflict);
+        if let WriteOutcome::Written { version } = outcome {
+            new_record.version = version;
+        }
+        tx.commit().await?;
+        Ok(Updated::Wrote(new_record, outcome))
+    }
 }
 
 /// Whose finished jobs a pruning pass deletes.
@@ -814,31 +881,18 @@ impl JobStore for SqlStore {
         derive: Derive<'_>,
         deriver: &dyn Deriver,
     ) -> Result<Updated, StoreError> {
-        let mut tx = self.db.begin().await?;
-        let lock = match self.db.backend() {
-            Backend::Sqlite => "",
-            Backend::Postgres => " FOR UPDATE",
-        };
-        let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1{lock}");
-        let mut records = fetch_jobs(&mut tx, &sql, vec![Value::from(id.to_string())]).await?;
-        // Nothing to write: end the transaction now. A dropped one rolls back only when
-        // its pooled connection is next used, and until then PostgreSQL keeps the row
-        // locked (claims would skip it, other updates would wait for it).
-        let Some(record) = records.pop() else {
-            tx.commit().await?;
-            return Ok(Updated::Missing);
-        };
-        let Some(write) = derive(&record) else {
-            tx.commit().await?;
-            return Ok(Updated::Skipped(record));
-        };
-        let mut new_record = write.record.clone();
-        let outcome = commit_writes(&mut tx, &[&write], now, deriver).await?.pop().unwrap_or(WriteOutcome::Conflict);
-        if let WriteOutcome::Written { version } = outcome {
-            new_record.version = version;
-        }
-        tx.commit().await?;
-        Ok(Updated::Wrote(new_record, outcome))
+        self.update_locked(id, None, now, derive, deriver).await
+    }
+
+    async fn signal_job(
+        &self,
+        id: JobId,
+        key: Option<&str>,
+        now: Timestamp,
+        derive: Derive<'_>,
+        deriver: &dyn Deriver,
+    ) -> Result<Updated, StoreError> {
+        self.update_locked(id, key, now, derive, deriver).await
     }
 
     async fn write(

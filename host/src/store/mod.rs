@@ -60,7 +60,7 @@ pub use sql::{Backend, ConnectOptions, SqliteSync};
 pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantId, TenantStore, TokenInfo, token_id};
 pub use traces::TraceStore;
 pub use workflows::{ScheduleRow, WorkflowStore};
-pub use writes::{IndexedColumns, JobWrite, LeaseOp, Relay, WriteOutcome};
+pub use writes::{IndexedColumns, JobWrite, LeaseOp, NewSignal, Relay, WriteOutcome};
 
 /// The storage traits, to call a concrete store's methods (`use spindle::store::prelude::*`).
 pub mod prelude {

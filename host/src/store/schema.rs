@@ -17,6 +17,7 @@ const SQLITE: &[(i64, &str)] = &[
     (9, include_str!("../../migrations/sqlite/0009_deployments.sql")),
     (10, include_str!("../../migrations/sqlite/0010_dashboard.sql")),
     (11, include_str!("../../migrations/sqlite/0011_one_tenant_index.sql")),
+    (12, include_str!("../../migrations/sqlite/0012_signal_keys.sql")),
 ];
 const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_initial.sql")),
@@ -34,6 +35,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (13, include_str!("../../migrations/postgres/0013_room_for_rewrites.sql")),
     (14, include_str!("../../migrations/postgres/0014_one_tenant_index.sql")),
     (15, include_str!("../../migrations/postgres/0015_text_in_byte_order.sql")),
+    (16, include_str!("../../migrations/postgres/0016_signal_keys.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.

@@ -39,10 +39,6 @@ pub trait WorkflowStore: Send + Sync {
     async fn settled_children(&self, parent: JobId, slot: &str) -> Result<u32, StoreError>;
     /// `parent`'s open children (of one fan-out, or all).
     async fn open_children(&self, parent: JobId, slot: Option<&str>) -> Result<Vec<JobId>, StoreError>;
-    /// Stores a signal for `job`; answers its id.
-    async fn insert_signal(&self, job: JobId, name: &str, body: &[u8], now: Timestamp) -> Result<i64, StoreError>;
-    /// Withdraws a signal its job refused (it was final).
-    async fn delete_signal(&self, id: i64) -> Result<(), StoreError>;
     /// The body of the oldest signal of `name` not yet consumed by `job`.
     async fn oldest_signal(&self, job: JobId, name: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// Creates a schedule (its name must be free in its tenant).
@@ -82,7 +78,8 @@ const SCHEDULE_TYS: &[Ty] = &[
 ];
 
 fn schedule_from_row(mut r: super::sql::Row) -> Result<ScheduleRow, StoreError> {
-    let corrupt = |column: &str, value: &str| StoreError::Corrupt(format!("schedules.{column}: unknown value {value:?}"));
+    let corrupt =
+        |column: &str, value: &str| StoreError::Corrupt(format!("schedules.{column}: unknown value {value:?}"));
     let catch_up = r.text(6);
     let overlap = r.text(7);
     let machine = Schedule {
@@ -144,29 +141,6 @@ impl WorkflowStore for SqlStore {
         sql.push_str(" ORDER BY parent_slot, parent_index");
         let rows = self.db.fetch(&sql, args, &[Ty::Text]).await?;
         rows.iter().map(|r| super::rows::parse_id(&r.text(0), "child id")).collect()
-    }
-
-    async fn insert_signal(&self, job: JobId, name: &str, body: &[u8], now: Timestamp) -> Result<i64, StoreError> {
-        let mut tx = self.db.begin().await?;
-        let rows = tx
-            .fetch(
-                "INSERT INTO signals (job_id, name, body, created_at) VALUES ($1, $2, $3, $4) RETURNING id",
-                vec![
-                    Value::from(job.to_string()),
-                    Value::from(name),
-                    Value::from(body.to_vec()),
-                    Value::from(now.as_micros()),
-                ],
-                &[Ty::Int],
-            )
-            .await?;
-        tx.commit().await?;
-        Ok(rows.first().map_or(0, |r| r.int(0)))
-    }
-
-    async fn delete_signal(&self, id: i64) -> Result<(), StoreError> {
-        self.db.execute("DELETE FROM signals WHERE id = $1", vec![Value::from(id)]).await?;
-        Ok(())
     }
 
     async fn oldest_signal(&self, job: JobId, name: &str) -> Result<Option<Vec<u8>>, StoreError> {

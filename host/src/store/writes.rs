@@ -41,6 +41,8 @@ pub struct JobWrite {
     pub spawn: Option<NewJob>,
     /// Children of a fan-out to create with it.
     pub children: Vec<NewJob>,
+    /// A signal sent to the job, to store (pending) with it.
+    pub store_signal: Option<NewSignal>,
     /// A delivered signal of this name to mark consumed with it.
     pub consume_signal: Option<String>,
     /// Workflow effects to queue for the relay (a parent to count again, children to
@@ -52,6 +54,17 @@ pub struct JobWrite {
     /// When the change happened (its history's time), which a group commit may write
     /// a little later.
     pub at: Timestamp,
+}
+
+/// A signal to store with its job's write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewSignal {
+    /// Its name.
+    pub name: String,
+    /// Its body.
+    pub body: Vec<u8>,
+    /// The sender's idempotency key: one signal per key and job.
+    pub key: Option<String>,
 }
 
 /// A workflow effect queued with a write, for the relay to carry out after it commits.
@@ -298,6 +311,7 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
     let mut spawns: Vec<&NewJob> = Vec::new();
     let mut children: Vec<&NewJob> = Vec::new();
     let mut consumed: Vec<(String, String)> = Vec::new();
+    let mut signals = Vec::new();
     let mut ready = false;
     let mut freed: BTreeMap<String, u32> = BTreeMap::new();
     for (i, w) in writes.iter().enumerate() {
@@ -356,6 +370,15 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
             ready = true;
             children.extend(w.children.iter());
         }
+        if let Some(signal) = &w.store_signal {
+            signals.push(vec![
+                Value::from(id.as_str()),
+                Value::from(signal.name.as_str()),
+                Value::from(signal.body.clone()),
+                Value::from(w.at.as_micros()),
+                Value::from(signal.key.clone()),
+            ]);
+        }
         if let Some(name) = &w.consume_signal {
             consumed.push((id.clone(), name.clone()));
         }
@@ -375,6 +398,9 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
             return Err(StoreError::Duplicate(format!("a child's idempotency key {key:?} is taken")));
         }
     }
+    // Before the consumptions: a signal sent and consumed in one batch (a chain) is
+    // stored first.
+    insert_rows(tx, "INSERT INTO signals (job_id, name, body, created_at, idempotency_key)", "", 5, signals).await?;
     for (job, name) in consumed {
         tx.execute(
             "UPDATE signals SET consumed_at = $1 WHERE id = (SELECT id FROM signals WHERE job_id = $2 AND name = $3 \

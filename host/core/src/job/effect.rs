@@ -89,6 +89,16 @@ pub enum Effect {
         /// The parent.
         parent: JobId,
     },
+    /// A signal was sent: store it, pending, with the write (so the job's count of
+    /// pending signals and the stored signals never disagree).
+    StoreSignal {
+        /// Its name.
+        name: String,
+        /// Its body.
+        body: Vec<u8>,
+        /// The sender's idempotency key.
+        key: Option<String>,
+    },
     /// The oldest pending signal of this name was delivered and the step's report is
     /// accepted: mark it consumed, with the write.
     ConsumeSignal {

@@ -250,10 +250,16 @@ pub enum JobEvent {
         /// The key.
         key: String,
     },
-    /// A signal was sent to the job (and stored, pending, before this event).
+    /// A signal was sent to the job: it is stored with this transition
+    /// ([`Effect::StoreSignal`](super::Effect::StoreSignal)) and pending until a wait for
+    /// its name consumes it.
     Signal {
         /// Its name.
         name: String,
+        /// Its body (JSON by convention).
+        body: Vec<u8>,
+        /// The sender's idempotency key, if it gave one.
+        key: Option<String>,
     },
     /// Children of the fan-out `slot` were counted final: `settled` of them (counts only
     /// grow, so an old count changes nothing).

@@ -37,7 +37,7 @@ pub fn transition(job: &Job, event: &JobEvent, now: Timestamp) -> Result<Transit
         JobEvent::KeyBusy { key, held_until } => t.key_busy(key, *held_until, now)?,
         JobEvent::AtCapacity { gate, recheck_at } => t.at_capacity(gate, *recheck_at, now)?,
         JobEvent::KeyReleased { key } => t.key_released(key, now)?,
-        JobEvent::Signal { name } => t.signal(name, now)?,
+        JobEvent::Signal { name, body, key } => t.signal(name, body, key.as_deref(), now)?,
         JobEvent::ChildrenSettled { slot, settled } => t.children_settled(slot, *settled, now)?,
     }
     t.finish(job, now)
@@ -76,11 +76,16 @@ impl Draft {
     /// checked against its table.
     fn finish(mut self, before: &Job, now: Timestamp) -> Result<Transition, Refusal> {
         change_state(before.state, self.job.state)?;
-        if self.job.state.is_final()
-            && !before.state.is_final()
-            && let Some(parent) = &self.job.parent
-        {
-            self.effects.push(Effect::NotifyParent { parent: parent.job });
+        if self.job.state.is_final() && !before.state.is_final() {
+            if let Some(parent) = &self.job.parent {
+                self.effects.push(Effect::NotifyParent { parent: parent.job });
+            }
+            // No step will consume what is still pending: the job's view stops listing
+            // it, and its history says what was left.
+            if !self.job.signals.is_empty() {
+                let signals = std::mem::take(&mut self.job.signals);
+                self.history.push(HistoryEvent::SignalsDiscarded { signals });
+            }
         }
         let queue = self.queue_after(before, now);
         self.job.queue = change("queue", QUEUE_TRANSITIONS, before.queue, queue)?;
@@ -901,9 +906,15 @@ impl Draft {
         }
     }
 
-    /// A signal was sent: it is pending until a wait for its name consumes it.
-    fn signal(&mut self, name: &str, now: Timestamp) -> Result<(), Refusal> {
+    /// A signal was sent: it is stored with the write and pending until a wait for its
+    /// name consumes it.
+    fn signal(&mut self, name: &str, body: &[u8], key: Option<&str>, now: Timestamp) -> Result<(), Refusal> {
         self.refuse_if_final()?;
+        self.effects.push(Effect::StoreSignal {
+            name: name.to_owned(),
+            body: body.to_vec(),
+            key: key.map(str::to_owned),
+        });
         let pending = self.job.signals.entry(name.to_owned()).or_insert(0);
         *pending = pending.saturating_add(1);
         self.history.push(HistoryEvent::SignalReceived { name: name.to_owned() });

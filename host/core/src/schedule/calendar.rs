@@ -66,10 +66,9 @@ impl CronPlan {
     /// Parses a five-field (minute to weekday) or six-field (seconds first) expression
     /// and an IANA zone name.
     pub fn parse(expression: &str, zone: &str) -> Result<Self, PlanError> {
-        let cron = expression.parse::<Cron>().map_err(|e| PlanError::Expression {
-            expression: expression.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let cron = expression
+            .parse::<Cron>()
+            .map_err(|e| PlanError::Expression { expression: expression.to_owned(), reason: e.to_string() })?;
         let zone = zone.parse::<Tz>().map_err(|_| PlanError::Zone(zone.to_owned()))?;
         let fixed = cron.determine_job_type() == JobType::FixedTime;
         let plan = Self { cron, zone, fixed };

@@ -431,7 +431,11 @@ fn pass(
             considered = 0;
             continue;
         }
-        if t < on_time_from { missed.push(t) } else { on_time.push(t) }
+        if t < on_time_from {
+            missed.push(t)
+        } else {
+            on_time.push(t)
+        }
         considered += 1;
         at = plan.next_after(t);
     }

@@ -244,8 +244,8 @@ pub fn universe(job: &Job) -> Vec<JobEvent> {
         JobEvent::KeyReleased { key: "@running/acme".into() },
         JobEvent::KeyReleased { key: "account:1".into() },
         JobEvent::KeyReleased { key: "account:2".into() },
-        JobEvent::Signal { name: "shipped".into() },
-        JobEvent::Signal { name: "other".into() },
+        signal("shipped"),
+        signal("other"),
         JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 1 },
         JobEvent::ChildrenSettled { slot: "1/0/1".into(), settled: 3 },
         JobEvent::ChildrenSettled { slot: "9/9/9".into(), settled: 3 },
@@ -271,4 +271,14 @@ pub fn universe(job: &Job) -> Vec<JobEvent> {
         }
     }
     events
+}
+
+/// Signal `name` with a small body and no key.
+pub fn signal(name: &str) -> JobEvent {
+    JobEvent::Signal { name: name.into(), body: br#"{"ok":true}"#.to_vec(), key: None }
+}
+
+/// The effect that stores [`signal`]`(name)` with its write.
+pub fn stored(name: &str) -> spindle_core::Effect {
+    spindle_core::Effect::StoreSignal { name: name.into(), body: br#"{"ok":true}"#.to_vec(), key: None }
 }

@@ -209,6 +209,9 @@ pub enum ClientCommand {
         /// Its body (JSON).
         #[arg(long, default_value = "null")]
         data: String,
+        /// An idempotency key: sent again with the same key, it is delivered once.
+        #[arg(long)]
+        key: Option<String>,
     },
     /// Manage cron schedules: each firing submits a job.
     #[command(subcommand)]
@@ -668,9 +671,13 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                 }
             });
         }
-        ClientCommand::Signal { id, name, data } => {
+        ClientCommand::Signal { id, name, data, key } => {
             let body: Value = serde_json::from_str(&data).context("--data is not valid JSON")?;
-            let job: JobView = client.post(&format!("/v1/jobs/{id}/signals/{}", percent_encode(&name)), &body).await?;
+            let path = format!("/v1/jobs/{id}/signals/{}", percent_encode(&name));
+            let job: JobView = match &key {
+                Some(key) => client.post_keyed(&path, &body, key).await?,
+                None => client.post(&path, &body).await?,
+            };
             emit(json, &job, |j| println!("{} {} (signal {name} kept)", j.id, j.state));
         }
         ClientCommand::Schedule(ScheduleCommand::Create { name, kind, cron, input, timezone, catch_up, overlap }) => {

@@ -125,6 +125,16 @@ impl Client {
         self.send(self.http.post(self.url(path)).json(body)).await
     }
 
+    /// `POST path` with a JSON body and an `Idempotency-Key` header.
+    pub(super) async fn post_keyed<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+        key: &str,
+    ) -> anyhow::Result<T> {
+        self.send(self.http.post(self.url(path)).header("Idempotency-Key", key).json(body)).await
+    }
+
     /// `PUT path` with a JSON body.
     pub(super) async fn put<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> anyhow::Result<T> {
         self.send(self.http.put(self.url(path)).json(body)).await
