@@ -200,19 +200,31 @@ async fn maintenance_loop(engine: Arc<Engine>, config: DispatcherConfig, mut sto
 }
 
 /// Runs the workflow relay (children counted for their parents, children cancelled)
-/// whenever a write queued work for it, and every maintenance interval for what other
-/// hosts queued.
+/// whenever a write on this host queued work for it (the writer's own signal: a child's
+/// settlement wakes its parent's count at once), when a count it had to put off is due,
+/// and every maintenance interval as a safety net (and for what a host that died
+/// queued).
 async fn relay_loop(engine: Arc<Engine>, config: DispatcherConfig, mut stopped: watch::Receiver<bool>) {
     let wake = engine.relay_signal();
+    let mut retry_at = None;
     loop {
         match engine.run_relay(1_000).await {
-            Ok(n) if n > 0 => continue,
+            Ok(pass) if pass.ran > 0 => {
+                if let Some(at) = pass.retry_at {
+                    retry_at = Some(retry_at.map_or(at, |earlier: spindle_core::Timestamp| earlier.min(at)));
+                }
+                continue;
+            }
             Ok(_) => {}
             Err(e) => tracing::error!(error = %e, "running workflow effects failed"),
         }
+        let mut sleep_for = config.maintenance_interval;
+        if let Some(at) = retry_at.take() {
+            sleep_for = sleep_for.min(at.since(engine.now()).max(Duration::from_millis(1)));
+        }
         tokio::select! {
             () = wake.notified() => {}
-            () = tokio::time::sleep(config.maintenance_interval) => {}
+            () = tokio::time::sleep(sleep_for) => {}
             _ = stopped.changed() => return,
         }
     }

@@ -20,7 +20,7 @@
 //! | [`claim`] | time to claim the next job with 1,000 vs 1,000,000 queued |
 //! | [`phases`] | where one job's time goes: claim, sandbox, settle, one worker |
 //! | [`outbound`] | one outbound HTTP call per step: overhead over a bare client, jobs/s |
-//! | [`fan_out`] | one step's 10,000 children: outcome to all running, all settled, parent done |
+//! | [`fan_out`] | one step's 1,000 children, ten times: outcome to all running, last child to parent woken (p50/p99 beside the targets) |
 
 pub mod claim;
 pub mod compile;
@@ -93,7 +93,7 @@ pub enum Section {
     Claim,
     /// One outbound HTTP call per step: the overhead over a bare client, and jobs/s.
     Outbound,
-    /// One step fanning out 10,000 children and joining them.
+    /// One step fanning out 1,000 children and joining them, ten times.
     FanOut,
     /// One tenant's backlog of 100,000 jobs beside another's steady trickle, fair claiming
     /// on and off.

@@ -499,11 +499,13 @@ impl Report {
             t.row(&format!("one-call jobs × {}, end to end", o.jobs), &format!("{:.0} jobs/s", o.jobs_per_sec));
         }
         if let Some(f) = &self.fan_out {
-            t.section(&format!("Fan-out: one step creates {} children and joins them all", f.children));
-            t.row("parent's outcome → every child running", &format!("{:.0} ms", f.to_all_running_ms));
-            t.row("parent's outcome → every child final", &format!("{:.0} ms", f.to_all_settled_ms));
-            t.row("parent's outcome → parent completed", &format!("{:.0} ms", f.to_parent_completed_ms));
-            t.row("children per second", &format!("{:.0}", f.children_per_sec));
+            t.section(&format!(
+                "Fan-out: one step creates {} children and joins them all ({} runs)",
+                f.children, f.runs
+            ));
+            for (label, value) in super::fan_out::rows(f) {
+                t.row(&label, &value);
+            }
         }
         if !self.languages.is_empty() {
             t.section("Languages: the greet kind in each (deploy compiles in a child process, as `serve` does)");

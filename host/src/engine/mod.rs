@@ -63,7 +63,7 @@ pub use samples::SAMPLE_EVERY;
 pub use schedules::{MAX_SCHEDULE_NAME, ScheduleRequest};
 pub use submit::{SubmitRequest, tenant_key, untenant_key};
 pub use tenancy::{CONFIGURED_OPERATOR_TOKEN, MAX_TOKEN_LIFETIME, MAX_TOKEN_NAME_CHARS, TokenScope};
-pub use workflow::{MAX_SIGNAL_KEY, MAX_SIGNAL_NAME, Signalled};
+pub use workflow::{MAX_SIGNAL_KEY, MAX_SIGNAL_NAME, RelayPass, Signalled};
 
 /// The engine.
 #[derive(Debug)]

@@ -21,6 +21,19 @@ pub const MAX_SIGNAL_NAME: usize = 128;
 /// Longest a signal's idempotency key may be.
 pub const MAX_SIGNAL_KEY: usize = 255;
 
+/// How long a parent still contended after the relay's quick retries waits before it
+/// is counted again.
+pub const RELAY_RETRY: Duration = Duration::from_millis(50);
+
+/// What one relay pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RelayPass {
+    /// Queued effects it took.
+    pub ran: usize,
+    /// When a count it could not finish is due again.
+    pub retry_at: Option<spindle_core::Timestamp>,
+}
+
 /// What sending a signal came to.
 #[derive(Clone, Debug)]
 pub struct Signalled {
@@ -150,12 +163,14 @@ impl Engine {
     }
 
     /// Carries out queued workflow effects: counts parents' children again (waking a
-    /// parent whose join is met) and cancels children. Answers how many ran.
-    pub async fn run_relay(&self, limit: u32) -> Result<usize, EngineError> {
+    /// parent whose join is met) and cancels children. A parent other writers keep
+    /// changing is counted again at once, after a short backoff; one still contended
+    /// after that is left for [`RelayPass::retry_at`].
+    pub async fn run_relay(&self, limit: u32) -> Result<RelayPass, EngineError> {
         const LEASE: Duration = Duration::from_secs(30);
         let lease = i64::try_from(LEASE.as_micros()).unwrap_or(i64::MAX);
         let items = self.store.outbox_claim(OutboxEffect::WORKFLOW, self.now(), lease, limit).await?;
-        let count = items.len();
+        let mut pass = RelayPass { ran: items.len(), retry_at: None };
         // One count per parent, however many of its children settled.
         let mut parents: BTreeMap<JobId, Vec<i64>> = BTreeMap::new();
         for item in items {
@@ -169,24 +184,36 @@ impl Engine {
             }
         }
         for (parent, ids) in parents {
+            if self.count_children_soon(parent).await? {
+                for id in ids {
+                    self.store.outbox_done(id).await?;
+                }
+            } else {
+                let soon = self.now().plus(RELAY_RETRY);
+                for id in ids {
+                    self.store.outbox_retry(id, soon).await?;
+                }
+                pass.retry_at = Some(pass.retry_at.map_or(soon, |at| at.min(soon)));
+            }
+        }
+        Ok(pass)
+    }
+
+    /// [`count_children`](Self::count_children), again after 1, 2, 4 and 8 ms while
+    /// other writers keep changing the parent (another host's relay, its own step):
+    /// answers whether it was counted.
+    async fn count_children_soon(&self, parent: JobId) -> Result<bool, EngineError> {
+        for backoff_ms in [1, 2, 4, 8, 0] {
             match self.count_children(parent).await {
-                Ok(()) => {
-                    for id in ids {
-                        self.store.outbox_done(id).await?;
-                    }
+                Ok(()) => return Ok(true),
+                Err(EngineError::Contention) if backoff_ms > 0 => {
+                    tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
                 }
-                // Other writers kept changing the parent (another host's relay, its
-                // own step): count again soon rather than when the lease runs out.
-                Err(EngineError::Contention) => {
-                    let soon = self.now().plus(Duration::from_millis(50));
-                    for id in ids {
-                        self.store.outbox_retry(id, soon).await?;
-                    }
-                }
+                Err(EngineError::Contention) => return Ok(false),
                 Err(e) => return Err(e),
             }
         }
-        Ok(count)
+        Ok(false)
     }
 
     /// Counts the children of the fan-out `parent` waits for, and tells it.
