@@ -178,6 +178,41 @@ async fn signals_are_kept_until_awaited_and_delivered_in_order_once(backend: Bac
     assert!(matches!(engine.signal(&stranger, early, "go", vec![], None).await, Err(EngineError::NotFound)));
 }
 
+/// The transaction that settles a parent's last child wakes the parent: with no
+/// dispatcher (so no relay pass ever runs), claiming and running jobs by hand takes the
+/// parent through its fan-out, its children and its woken step to success, and the
+/// children's relay rows are still queued, unread.
+async fn the_last_childs_settlement_wakes_its_parent_in_its_own_commit(backend: Backend) {
+    let (h, engine) = setup(backend).await;
+    let parent = h.submit(&engine, "workflow", json!({ "fan_out": 3, "child_kind": "noop" })).await;
+    for _ in 0..10 {
+        let claimed = engine.claim(10).await.expect("claim");
+        if claimed.is_empty() {
+            break;
+        }
+        for record in claimed {
+            engine.execute_then_claim(record, None).await;
+        }
+    }
+    let record = h.store.job(parent).await.unwrap().unwrap();
+    assert_eq!(record.job.state, JobState::Succeeded, "woken without a relay pass: {:?}", record.job.wait);
+    assert_eq!(output(&record)["final"], 3);
+    let history = h.store.history(parent).await.unwrap();
+    assert!(history.iter().any(|e| matches!(e.event, HistoryEvent::WaitOver { .. })));
+    use spindle::store::sql::{Ty, Value};
+    let queued = h
+        .store
+        .db()
+        .fetch(
+            "SELECT count(*) FROM outbox WHERE job_id = $1 AND effect = 'child_settled'",
+            vec![Value::from(parent.to_string())],
+            &[Ty::Int],
+        )
+        .await
+        .unwrap();
+    assert_eq!(queued.first().map(|r| r.int(0)), Some(3), "the relay never ran");
+}
+
 /// A signal sent with an idempotency key is delivered once however often it is sent:
 /// twice at once, again after it was consumed, and again after the job finished (each
 /// repeat answered as a repeat, not refused).
@@ -431,6 +466,7 @@ on_both_backends!(
     an_every_second_schedule_fires_each_second_once_on_a_simulated_clock,
     an_every_second_schedule_on_an_idle_host_misses_no_second,
     a_fan_out_creates_each_child_once_and_the_parent_gets_every_result,
+    the_last_childs_settlement_wakes_its_parent_in_its_own_commit,
     await_any_returns_on_the_first_final_child,
     signals_are_kept_until_awaited_and_delivered_in_order_once,
     a_signal_sent_again_with_its_key_is_delivered_once,

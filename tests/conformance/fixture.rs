@@ -67,6 +67,9 @@ impl Deriver for Picky<'_> {
     fn due(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite> {
         self.host.due(record, now)
     }
+    fn children_settled(&self, record: &JobRecord, slot: &str, settled: u32, now: Timestamp) -> Option<JobWrite> {
+        self.host.children_settled(record, slot, settled, now)
+    }
     fn at_capacity(&self, record: &JobRecord, gate: &str, recheck_at: Timestamp, now: Timestamp) -> Option<JobWrite> {
         self.host.at_capacity(record, gate, recheck_at, now)
     }

@@ -102,14 +102,14 @@ async fn outbox_effects_are_queued_with_the_write_and_leased_out(backend: Backen
     assert_eq!(sorted(again), sorted(vec![notify.clone(), effect.clone()]));
 
     // A failed attempt is rescheduled, counted, and due at its time.
-    db.outbox_retry(notify.id, at(90_000)).await.unwrap();
+    db.outbox_retry(&[notify.id], at(90_000)).await.unwrap();
     assert_eq!(db.outbox_claim(OutboxEffect::HOOKS, at(89_999), lease, 10).await.unwrap(), vec![]);
     let retried = db.outbox_claim(OutboxEffect::HOOKS, at(90_000), lease, 10).await.unwrap();
     assert_eq!(retried, vec![OutboxItem { attempts: 1, ..notify.clone() }]);
 
     // Done: gone for good.
-    db.outbox_done(notify.id).await.unwrap();
-    db.outbox_done(effect.id).await.unwrap();
+    db.outbox_done(&[notify.id]).await.unwrap();
+    db.outbox_done(&[effect.id]).await.unwrap();
     assert_eq!(db.outbox_claim(OutboxEffect::HOOKS, at(10_000_000), lease, 10).await.unwrap(), vec![]);
 }
 

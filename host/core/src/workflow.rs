@@ -174,6 +174,28 @@ impl Wait {
     }
 }
 
+/// Whether `settled` final children meet the join `wait` waits for (a children wait not
+/// yet over).
+pub fn join_met(wait: &Wait, settled: u32) -> bool {
+    match &wait.what {
+        WaitFor::Children { total, join, .. } => wait.met.is_none() && settled >= join.target(*total),
+        WaitFor::Signal { .. } => false,
+    }
+}
+
+/// Whether a new count of a fan-out's final children is worth writing to its parent:
+/// when it meets the join (the parent wakes), or when it grew by a tenth of the children
+/// since the count last written. The relay counts after every batch of settlements;
+/// writing each count would rewrite the parent once a pass while its children run, and
+/// hold up the pass that follows the last child, which is the one that wakes it.
+pub fn count_worth_writing(wait: &WaitFor, settled: u32) -> bool {
+    let WaitFor::Children { total, join, settled: counted, .. } = wait else { return false };
+    if settled <= *counted {
+        return false;
+    }
+    settled >= join.target(*total) || settled - counted >= (total / 10).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +207,29 @@ mod tests {
         assert_eq!(Join::Any.target(0), 0);
         assert_eq!(Join::Count(3).target(5), 3);
         assert_eq!(Join::Count(9).target(5), 5);
+    }
+
+    #[test]
+    fn a_count_is_written_when_it_wakes_or_moved_a_tenth() {
+        let wait = |join, settled| WaitFor::Children {
+            slot: slot(1, 0, 1),
+            total: 1_000,
+            join,
+            leftover: Leftover::Cancel,
+            settled,
+        };
+        assert!(count_worth_writing(&wait(Join::All, 0), 1_000), "the join is met");
+        assert!(count_worth_writing(&wait(Join::Any, 0), 1), "any: the first wakes");
+        assert!(count_worth_writing(&wait(Join::Count(5), 0), 5));
+        assert!(!count_worth_writing(&wait(Join::All, 0), 99), "under a tenth, not met");
+        assert!(count_worth_writing(&wait(Join::All, 0), 100), "a tenth");
+        assert!(!count_worth_writing(&wait(Join::All, 500), 500), "no growth");
+        assert!(!count_worth_writing(&wait(Join::All, 500), 400), "counts only grow");
+        let few =
+            WaitFor::Children { slot: slot(1, 0, 1), total: 3, join: Join::All, leftover: Leftover::Keep, settled: 0 };
+        assert!(count_worth_writing(&few, 1), "small fan-outs: every count");
+        let signal = WaitFor::Signal { name: "go".into(), deadline: crate::time::Timestamp::EPOCH };
+        assert!(!count_worth_writing(&signal, 1));
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<FanOutBench> {
     let mut scenario = ctx.open("fan-out", ctx.settings.concurrency).await?;
     ctx.deploy(&scenario, "workflow").await?;
     ctx.deploy(&scenario, "noop").await?;
-    let task = ctx.progress.task(&format!("fan-out: {RUNS} × {CHILDREN} children"), Some(RUNS as u64));
+    let task = ctx.progress.task(format!("fan-out: {RUNS} × {CHILDREN} children"), Some(RUNS as u64));
     scenario.start();
     let mut runs = Vec::with_capacity(RUNS);
     for run in 1..=RUNS {
@@ -103,8 +103,16 @@ async fn one(ctx: &Context, scenario: &super::Scenario) -> anyhow::Result<Run> {
             break record;
         }
         ensure!(started.elapsed() < Duration::from_secs(600), "the fan-out did not finish in 10 minutes");
-        // Woken by the engine's state changes; the timeout only bounds a missed one.
-        let _ = tokio::time::timeout(Duration::from_millis(50), changes.recv()).await;
+        // Woken by the parent's own state changes (reading the parent at each child's
+        // would load the host it measures); the timeout only bounds a missed one.
+        let _ = tokio::time::timeout(Duration::from_millis(200), async {
+            while let Ok(change) = changes.recv().await {
+                if change.job == parent {
+                    break;
+                }
+            }
+        })
+        .await;
     };
     ensure!(record.job.state == JobState::Succeeded, "the parent ended {}: {:?}", record.job.state, record.job.failure);
     let history = engine.history(&ctx.tenant, parent).await?;
@@ -126,10 +134,7 @@ async fn one(ctx: &Context, scenario: &super::Scenario) -> anyhow::Result<Run> {
 
 /// How many of `parent`'s children succeeded, when the last one's first step started
 /// (jobs keep `started_at` in the machine, in no column) and when the last one settled.
-async fn children_times(
-    scenario: &super::Scenario,
-    parent: JobId,
-) -> anyhow::Result<(usize, Timestamp, Timestamp)> {
+async fn children_times(scenario: &super::Scenario, parent: JobId) -> anyhow::Result<(usize, Timestamp, Timestamp)> {
     let rows = scenario
         .host
         .store

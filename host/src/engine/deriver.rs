@@ -92,6 +92,10 @@ impl Deriver for HostDeriver {
         self.derive(record, &JobEvent::Due, now)
     }
 
+    fn children_settled(&self, record: &JobRecord, slot: &str, settled: u32, now: Timestamp) -> Option<JobWrite> {
+        self.derive(record, &JobEvent::ChildrenSettled { slot: slot.to_owned(), settled }, now)
+    }
+
     fn at_capacity(&self, record: &JobRecord, gate: &str, recheck_at: Timestamp, now: Timestamp) -> Option<JobWrite> {
         self.derive(record, &JobEvent::AtCapacity { gate: gate.to_owned(), recheck_at }, now)
     }

@@ -92,7 +92,7 @@ impl Engine {
         let count = items.len();
         for item in items {
             let Some(record) = self.store.job(item.job_id).await? else {
-                self.store.outbox_done(item.id).await?;
+                self.store.outbox_done(&[item.id]).await?;
                 continue;
             };
             let hook = match item.effect {
@@ -106,13 +106,13 @@ impl Engine {
             self.store.append_history(item.job_id, &[ran], self.now()).await?;
             if failed.is_some() && item.attempts + 1 < MAX_ATTEMPTS {
                 let delay = Duration::from_secs(2u64.saturating_pow(u32::try_from(item.attempts + 1).unwrap_or(10)));
-                self.store.outbox_retry(item.id, self.now().plus(delay)).await?;
+                self.store.outbox_retry(&[item.id], self.now().plus(delay)).await?;
             } else {
                 if failed.is_some() {
                     self.counters.alerts.fetch_add(1, Ordering::Relaxed);
                     tracing::error!(job = %item.job_id, effect = item.effect.as_str(), "operational alert: an effect failed every attempt");
                 }
-                self.store.outbox_done(item.id).await?;
+                self.store.outbox_done(&[item.id]).await?;
             }
         }
         Ok(count)

@@ -171,6 +171,7 @@ impl Engine {
         let lease = i64::try_from(LEASE.as_micros()).unwrap_or(i64::MAX);
         let items = self.store.outbox_claim(OutboxEffect::WORKFLOW, self.now(), lease, limit).await?;
         let mut pass = RelayPass { ran: items.len(), retry_at: None };
+        let mut done = Vec::new();
         // One count per parent, however many of its children settled.
         let mut parents: BTreeMap<JobId, Vec<i64>> = BTreeMap::new();
         for item in items {
@@ -178,24 +179,21 @@ impl Engine {
                 OutboxEffect::ChildSettled => parents.entry(item.job_id).or_default().push(item.id),
                 OutboxEffect::CancelChildren => {
                     self.cancel_children(item.job_id, item.detail.as_deref()).await?;
-                    self.store.outbox_done(item.id).await?;
+                    self.store.outbox_done(&[item.id]).await?;
                 }
                 OutboxEffect::NotifySuccess | OutboxEffect::FailureEffect => {}
             }
         }
         for (parent, ids) in parents {
             if self.count_children_soon(parent).await? {
-                for id in ids {
-                    self.store.outbox_done(id).await?;
-                }
+                done.extend(ids);
             } else {
                 let soon = self.now().plus(RELAY_RETRY);
-                for id in ids {
-                    self.store.outbox_retry(id, soon).await?;
-                }
+                self.store.outbox_retry(&ids, soon).await?;
                 pass.retry_at = Some(pass.retry_at.map_or(soon, |at| at.min(soon)));
             }
         }
+        self.store.outbox_done(&done).await?;
         Ok(pass)
     }
 
@@ -219,12 +217,15 @@ impl Engine {
     /// Counts the children of the fan-out `parent` waits for, and tells it.
     async fn count_children(&self, parent: JobId) -> Result<(), EngineError> {
         let Some(record) = self.store.job(parent).await? else { return Ok(()) };
-        let Some(WaitFor::Children { slot, .. }) =
+        let Some(wait @ WaitFor::Children { slot, .. }) =
             record.job.wait.as_ref().filter(|w| w.met.is_none()).map(|w| &w.what)
         else {
             return Ok(());
         };
         let settled = self.store.settled_children(parent, slot).await?;
+        if !spindle_core::workflow::count_worth_writing(wait, settled) {
+            return Ok(());
+        }
         let event = JobEvent::ChildrenSettled { slot: slot.clone(), settled };
         match self.apply(None, parent, Writer::Recovery, |_| Some(event.clone())).await {
             Ok(_) | Err(EngineError::Refused { .. } | EngineError::NotFound) => Ok(()),

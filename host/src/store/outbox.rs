@@ -79,9 +79,9 @@ pub trait OutboxStore: Send + Sync {
         limit: u32,
     ) -> Result<Vec<OutboxItem>, StoreError>;
     /// Marks an effect done.
-    async fn outbox_done(&self, id: i64) -> Result<(), StoreError>;
-    /// Reschedules an effect that failed.
-    async fn outbox_retry(&self, id: i64, at: Timestamp) -> Result<(), StoreError>;
+    async fn outbox_done(&self, ids: &[i64]) -> Result<(), StoreError>;
+    /// Reschedules effects that failed, or were put off, to `at`.
+    async fn outbox_retry(&self, ids: &[i64], at: Timestamp) -> Result<(), StoreError>;
     /// Adds to a shared counter.
     async fn bump_counter(&self, name: &str, by: i64) -> Result<(), StoreError>;
     /// Every shared counter.
@@ -136,18 +136,25 @@ impl OutboxStore for SqlStore {
         Ok(items)
     }
 
-    async fn outbox_done(&self, id: i64) -> Result<(), StoreError> {
-        self.db.execute("DELETE FROM outbox WHERE id = $1", vec![Value::from(id)]).await?;
+    async fn outbox_done(&self, ids: &[i64]) -> Result<(), StoreError> {
+        // One statement per chunk: a relay pass marks a thousand children's rows at once.
+        for chunk in ids.chunks(super::rows::MAX_PARAMS) {
+            let sql = format!("DELETE FROM outbox WHERE id IN ({})", super::rows::placeholders(1, chunk.len()));
+            self.db.execute(&sql, chunk.iter().map(|id| Value::from(*id)).collect()).await?;
+        }
         Ok(())
     }
 
-    async fn outbox_retry(&self, id: i64, at: Timestamp) -> Result<(), StoreError> {
-        self.db
-            .execute(
-                "UPDATE outbox SET attempts = attempts + 1, run_at = $1 WHERE id = $2",
-                vec![Value::from(at.as_micros()), Value::from(id)],
-            )
-            .await?;
+    async fn outbox_retry(&self, ids: &[i64], at: Timestamp) -> Result<(), StoreError> {
+        for chunk in ids.chunks(super::rows::MAX_PARAMS - 1) {
+            let sql = format!(
+                "UPDATE outbox SET attempts = attempts + 1, run_at = $1 WHERE id IN ({})",
+                super::rows::placeholders(2, chunk.len())
+            );
+            let mut args = vec![Value::from(at.as_micros())];
+            args.extend(chunk.iter().map(|id| Value::from(*id)));
+            self.db.execute(&sql, args).await?;
+        }
         Ok(())
     }
 

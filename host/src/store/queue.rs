@@ -33,6 +33,8 @@ pub trait Deriver: Send + Sync {
     fn key_released(&self, record: &JobRecord, key: &str, now: Timestamp) -> Option<JobWrite>;
     /// A delayed or blocked job whose time has come.
     fn due(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite>;
+    /// A parent waiting for fan-out `slot`, `settled` of whose children are now final.
+    fn children_settled(&self, record: &JobRecord, slot: &str, settled: u32, now: Timestamp) -> Option<JobWrite>;
     /// A ready job whose claim found the running limit `gate` full: it waits for a slot
     /// until `recheck_at` at the latest.
     fn at_capacity(&self, record: &JobRecord, gate: &str, recheck_at: Timestamp, now: Timestamp) -> Option<JobWrite>;
@@ -95,13 +97,15 @@ pub trait QueueStore: Send + Sync {
     fn ready_signals(&self) -> ReadySignals;
 }
 
-/// Other hosts' "work is ready" signals: PostgreSQL's `LISTEN spindle_ready`, relayed
-/// over a connection of its own that reconnects when lost. An embedded SQLite store has
-/// no other hosts: it never signals.
+/// "Work is ready" signals from writes this host's engine did not make or cannot see
+/// the effect of: PostgreSQL's `LISTEN spindle_ready`, relayed over a connection of its
+/// own that reconnects when lost; on an embedded SQLite store, the writer's own signal
+/// for jobs a write woke (a parent whose last child settled, a key released).
 #[derive(Debug)]
 pub struct ReadySignals {
     pool: Option<sqlx::PgPool>,
     listener: Option<sqlx::postgres::PgListener>,
+    local: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 /// How long a lost `LISTEN` connection waits before it connects again.
@@ -110,6 +114,12 @@ const RELISTEN_AFTER: Duration = Duration::from_secs(1);
 impl ReadySignals {
     /// The next signal.
     pub async fn next(&mut self) {
+        if let Some(local) = self.local.as_mut() {
+            if local.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            return;
+        }
         let Some(pool) = &self.pool else { return std::future::pending().await };
         loop {
             if self.listener.is_none() {
@@ -182,6 +192,51 @@ pub(super) async fn wake_blocked(
     }
     let writes: Vec<&JobWrite> = writes.iter().collect();
     let applied = apply_writes(tx, &writes, now).await?;
+    Ok(applied.ready)
+}
+
+/// Wakes the parents in `parents` (of children the transaction settled) whose join their
+/// final children now meet, each through the core, in the transaction that settled the
+/// last of them: the parent's next step is dispatched with that commit, not after a
+/// relay pass. Each parent's row is locked before its children are counted, so of two
+/// transactions settling its last two children on two hosts, the second counts after
+/// the first committed and sees both. A count that does not meet the join writes
+/// nothing here (the relay records progress). Answers whether a parent became ready.
+pub(super) async fn wake_parents(
+    tx: &mut Tx,
+    parents: &BTreeSet<spindle_core::JobId>,
+    now: Timestamp,
+    deriver: &dyn Deriver,
+) -> Result<bool, StoreError> {
+    if parents.is_empty() {
+        return Ok(false);
+    }
+    let lock = match tx.backend() {
+        Backend::Sqlite => "",
+        Backend::Postgres => " FOR UPDATE",
+    };
+    let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id IN ({}) ORDER BY id{lock}", placeholders(1, parents.len()));
+    let waiting = fetch_jobs(tx, &sql, parents.iter().map(|p| Value::from(p.to_string())).collect()).await?;
+    let mut writes = Vec::new();
+    for record in &waiting {
+        let Some(wait) = record.job.wait.as_ref() else { continue };
+        let spindle_core::workflow::WaitFor::Children { slot, .. } = &wait.what else { continue };
+        let rows = tx
+            .fetch(
+                "SELECT count(*) FROM jobs WHERE parent_id = $1 AND parent_slot = $2 AND settled_at IS NOT NULL",
+                vec![Value::from(record.job.id.to_string()), Value::from(slot.as_str())],
+                &[Ty::Int],
+            )
+            .await?;
+        let settled = rows.first().map_or(0, |r| u32::try_from(r.int(0)).unwrap_or(u32::MAX));
+        if spindle_core::workflow::join_met(wait, settled) {
+            writes.extend(deriver.children_settled(record, slot, settled, now));
+        }
+    }
+    if writes.is_empty() {
+        return Ok(false);
+    }
+    let applied = apply_writes(tx, &writes.iter().collect::<Vec<_>>(), now).await?;
     Ok(applied.ready)
 }
 
@@ -494,10 +549,9 @@ impl QueueStore for SqlStore {
     }
 
     fn ready_signals(&self) -> ReadySignals {
-        let pool = match &self.db {
-            Db::Postgres(pool) => Some(pool.clone()),
-            Db::Sqlite { .. } => None,
-        };
-        ReadySignals { pool, listener: None }
+        match &self.db {
+            Db::Postgres(pool) => ReadySignals { pool: Some(pool.clone()), listener: None, local: None },
+            Db::Sqlite { turns, .. } => ReadySignals { pool: None, listener: None, local: Some(turns.ready_signals()) },
+        }
     }
 }

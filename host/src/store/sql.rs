@@ -636,6 +636,14 @@ impl Autocommit {
 }
 
 impl Tx {
+    /// Tells this host's dispatcher that the transaction woke jobs (SQLite: through the
+    /// writer's turns; PostgreSQL's `NOTIFY` reaches this host's own `LISTEN` already).
+    pub fn wake_this_host(&self) {
+        if let Self::Sqlite(_, turn) = self {
+            turn.signal_ready();
+        }
+    }
+
     /// The backend.
     pub fn backend(&self) -> Backend {
         match self {

@@ -30,11 +30,20 @@ impl State {
     }
 }
 
-/// The writer's turns.
-#[derive(Debug, Default)]
+/// The writer's turns, and the signal its writes give this host's dispatcher when they
+/// woke jobs the writing engine does not know of (SQLite has no other hosts to notify,
+/// and no `NOTIFY`).
+#[derive(Debug)]
 pub struct WriterTurns {
     state: Mutex<State>,
     freed: Notify,
+    ready: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for WriterTurns {
+    fn default() -> Self {
+        Self { state: Mutex::default(), freed: Notify::new(), ready: tokio::sync::watch::channel(0).0 }
+    }
 }
 
 /// The writer, held until dropped.
@@ -62,7 +71,20 @@ impl Drop for Waiting<'_> {
     }
 }
 
+impl Turn {
+    /// Tells this host's dispatchers that the write holding this turn made work ready.
+    /// Sent before the commit: a claim takes a turn of its own, so it reads after it.
+    pub fn signal_ready(&self) {
+        self.0.ready.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
 impl WriterTurns {
+    /// The signals [`Turn::signal_ready`] sends.
+    pub fn ready_signals(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.ready.subscribe()
+    }
+
     /// Waits for the writer: as soon as it is free, unless writers of the other class
     /// wait and the last turn went to this one.
     pub async fn take(self: &Arc<Self>, urgent: bool) -> Turn {

@@ -16,7 +16,7 @@ use super::capacity::{kind_gate, tenant_gate};
 use super::jobs::{JobRecord, NewJob, insert_new_jobs};
 use super::leases;
 use super::outbox::OutboxEffect;
-use super::queue::{Deriver, notify_ready, wake_blocked, wake_gated};
+use super::queue::{Deriver, notify_ready, wake_blocked, wake_gated, wake_parents};
 use super::rows::{MAX_PARAMS, history_rows, insert_rows, machine_json, over_rows, placeholders, step_row};
 use super::sql::{Backend, Row, Tx, Ty, Value, connection_lost};
 
@@ -248,6 +248,8 @@ pub(super) struct Applied {
     pub ready: bool,
     /// Running-limit gates the landed writes freed a slot under, and how many.
     pub freed: BTreeMap<String, u32>,
+    /// Parents of the children the landed writes settled.
+    pub parents: BTreeSet<spindle_core::JobId>,
 }
 
 /// Commits `writes` inside `tx` (each checked against its own version), then wakes the
@@ -277,8 +279,14 @@ pub(super) async fn finish(
 ) -> Result<(), StoreError> {
     let woke = wake_blocked(tx, &applied.released, now, deriver).await?;
     let woke_gated = wake_gated(tx, &applied.freed, now, deriver).await?;
-    if applied.ready || woke || woke_gated {
+    let woke_parents = wake_parents(tx, &applied.parents, now, deriver).await?;
+    if applied.ready || woke || woke_gated || woke_parents {
         notify_ready(tx).await?;
+    }
+    if woke || woke_gated || woke_parents {
+        // This host's dispatcher too: it knows of its own writes' ready jobs, not of
+        // jobs these writes woke.
+        tx.wake_this_host();
     }
     Ok(())
 }
@@ -314,6 +322,7 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
     let mut signals = Vec::new();
     let mut ready = false;
     let mut freed: BTreeMap<String, u32> = BTreeMap::new();
+    let mut parents = BTreeSet::new();
     for (i, w) in writes.iter().enumerate() {
         if outcomes[i].is_some() {
             continue;
@@ -353,6 +362,9 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
             ]);
         }
         for relay in &w.relay {
+            if relay.effect == OutboxEffect::ChildSettled {
+                parents.insert(relay.job);
+            }
             outbox.push(vec![
                 Value::from(relay.job.to_string()),
                 Value::from(relay.effect.as_str()),
@@ -410,7 +422,7 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
         .await?;
     }
     let outcomes = outcomes.into_iter().map(|o| o.unwrap_or(WriteOutcome::Conflict)).collect();
-    Ok(Applied { outcomes, released, ready, freed })
+    Ok(Applied { outcomes, released, ready, freed, parents })
 }
 
 /// Writes step rows (from [`step_row`]): an update of the ones stored, an insert of the
