@@ -375,16 +375,8 @@ impl Registry {
     async fn check_deployed_bytes(&self, tenant: &TenantId, adding: usize) -> Result<(), RegistryError> {
         let Some(max) = self.store.tenant_limits(tenant).await?.max_deployed_bytes else { return Ok(()) };
         let deployed = self.store.deployed_bytes(tenant).await?;
-        let after = deployed.saturating_add(adding as u64);
-        if after > max {
-            return Err(RegistryError::Store(StoreError::QuotaExceeded(crate::store::QuotaRefusal {
-                quota: "max-deployed-bytes",
-                message: format!(
-                    "tenant {tenant} has {deployed} bytes of components deployed; {adding} more would pass its limit of {max}"
-                ),
-                retry_after: std::time::Duration::ZERO,
-            })));
-        }
+        spindle_core::capacity::admit_component(&tenant.0, deployed, adding as u64, Some(max))
+            .map_err(|refusal| RegistryError::Store(StoreError::QuotaExceeded(refusal)))?;
         Ok(())
     }
 

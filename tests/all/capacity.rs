@@ -113,7 +113,7 @@ async fn without_fair_claims_jobs_go_in_submission_order_and_quotas_hold(backend
     submit_n(&engine, &a, "noop", 3).await;
     let batch = (0..2).map(|_| request("noop", json!({}))).collect();
     let refusal = quota_of(engine.submit_many(&b, batch).await.expect_err("a batch past the quota"));
-    assert_eq!(refusal.quota, "max-queued");
+    assert_eq!(refusal.quota.as_str(), "max-queued");
     submit_n(&engine, &b, "noop", 1).await;
     submit_n(&engine, &a, "noop", 1).await;
     let order = claim_order(&engine, 8).await;
@@ -160,7 +160,7 @@ async fn a_submission_over_the_queue_quota_is_refused_whole(backend: Backend) {
     submit_n(&engine, &a, "noop", 4).await;
     let batch = (0..2).map(|_| request("noop", json!({}))).collect();
     let refusal = quota_of(engine.submit_many(&a, batch).await.expect_err("a batch past the quota"));
-    assert_eq!(refusal.quota, "max-queued");
+    assert_eq!(refusal.quota.as_str(), "max-queued");
     assert!(refusal.retry_after >= Duration::from_secs(1));
     assert_eq!(pending_count(&h, &a).await, 4, "the refused batch wrote none of its jobs");
     submit_n(&engine, &a, "noop", 1).await;
@@ -188,7 +188,7 @@ async fn a_submission_over_the_rate_is_refused_until_its_time(backend: Backend) 
         .expect("limits");
     submit_n(&engine, &a, "noop", 2).await;
     let refusal = quota_of(engine.submit(&a, request("noop", json!({}))).await.expect_err("past the burst"));
-    assert_eq!(refusal.quota, "rate");
+    assert_eq!(refusal.quota.as_str(), "rate");
     assert_eq!(refusal.retry_after, Duration::from_millis(250));
     assert_eq!(pending_count(&h, &a).await, 2);
     clock.advance(Duration::from_millis(250));

@@ -10,6 +10,7 @@
 //! - [`step`]: the step machine (seed 002).
 //! - [`queue`]: where an open job waits for its next step (part of the job machine).
 //! - [`reconcile`]: what the reconciler feeds the job machine.
+//! - [`capacity`]: fair tags, submission quotas and running limits, decided from facts.
 //! - [`breaker`]: the per (tenant, kind) fault breaker, with hysteresis.
 //! - [`policy`]: priority layers and candidate order, backoff, hysteresis.
 //! - [`table`]: the machines as tables, and their mermaid diagrams.
@@ -17,6 +18,7 @@
 //! - [`workflow`]: waits for children and signals, as data the job machine carries.
 
 pub mod breaker;
+pub mod capacity;
 pub mod failure;
 pub mod history;
 pub mod ids;

@@ -277,7 +277,7 @@ impl From<RegistryError> for ApiError {
                 Self::new(ErrorCode::UnknownVersion, format!("kind {kind:?} has no version {version}"))
             }
             RegistryError::Store(StoreError::QuotaExceeded(refusal)) => {
-                Self::quota(refusal.quota, refusal.message, None)
+                Self::quota(refusal.quota.as_str(), refusal.message, None)
             }
             RegistryError::Store(e) => Self::internal(e),
         }
@@ -290,7 +290,7 @@ impl From<StoreError> for ApiError {
             StoreError::Duplicate(what) => Self::new(ErrorCode::AlreadyExists, format!("{what} already exists")),
             StoreError::NotFound(what) => Self::new(ErrorCode::NotFound, format!("no such {what}")),
             StoreError::QuotaExceeded(refusal) => {
-                Self::quota(refusal.quota, refusal.message, Some(refusal.retry_after))
+                Self::quota(refusal.quota.as_str(), refusal.message, Some(refusal.retry_after))
             }
             // Deploys kept replacing the version as the submission went again: nothing
             // was written, and the next try will most likely pass.

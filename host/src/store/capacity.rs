@@ -1,18 +1,18 @@
-//! A tenant's share of the host, as the store enforces it across every host sharing the
-//! database: fair tags for claims, submission quotas (jobs queued, a rate), running
-//! limits (per tenant, per kind) and usage counters.
+//! A tenant's share of the hosts, as the store enforces it across every host sharing the
+//! database: the facts the core's capacity decisions need ([`spindle_core::capacity`]:
+//! fair tags, submission quotas, running limits), read under the locks that make them
+//! hold, and the answers written back; plus tenant and kind limits and usage counters.
+//! The store decides nothing here: every tag, verdict and arrival time is the core's.
 //!
-//! - **Fair claiming** is start-time fair queueing: a job inserted for tenant T at
-//!   priority P is tagged `max(T's last tag at P, V) + UNIT / weight(T)`, where V is the
-//!   smallest tag ready at P (the layer's virtual time). Claims take ready jobs by
-//!   (priority, tag, sequence) through one index, so tenants with backlogs alternate by
-//!   weight while a tenant that arrives later starts at the head, not behind a backlog.
-//! - **Running limits** are checked inside the claim's transaction with the limit's row
-//!   locked, then the running steps counted: hosts admit one at a time and a limit is never
-//!   exceeded. A candidate over a limit waits (queue `blocked`) on the limit's gate, woken
-//!   when a step under that gate ends.
-//! - **Submission quotas** lock the tenant's admission row, then count and meter: a batch
-//!   over a quota is refused whole, before anything is written.
+//! - **Fair claiming**: a layer's clock and a tenant's last tag are read, the core tags
+//!   the jobs, and the last tag is recorded with them. Claims take ready jobs by
+//!   (priority, tag, sequence) through one index.
+//! - **Running limits**: the limits' rows are locked (in key order) and the steps running
+//!   under them counted inside the claim's transaction, so hosts admit one at a time and
+//!   a limit is never exceeded; the core says which candidates wait on which gate.
+//! - **Submission quotas**: the tenant's admission row is locked, its queued jobs counted
+//!   and its rate limiter's arrival time read; the core admits the batch or refuses it
+//!   whole, before anything is written.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -27,12 +27,8 @@ use super::sql::{Backend, Tx, Ty, Value};
 use super::tenants::TenantId;
 use super::{SqlStore, StoreError};
 
-/// A weight's share of virtual time: a job of a tenant of weight `w` advances the tenant's
-/// tag by `TAG_UNIT / w`.
-pub const TAG_UNIT: i64 = 1_000_000;
-
-/// The largest weight (and so the finest share) a tenant may have.
-pub const MAX_WEIGHT: u32 = 1_000;
+use spindle_core::capacity::{AdmissionFacts, LayerClock, Quotas, RunningFacts};
+pub use spindle_core::capacity::{MAX_WEIGHT, QuotaRefusal, TAG_UNIT, Verdict};
 
 /// How long a job waiting for a running slot waits at most before its claim is tried
 /// again, if no step under its gate ends first (a release no host saw: a crashed host's
@@ -71,7 +67,12 @@ impl TenantLimits {
 
     /// The burst the rate limiter allows.
     pub fn burst(&self) -> Option<u32> {
-        self.rate_per_sec.map(|rate| self.rate_burst.unwrap_or(rate).max(1))
+        self.quotas().burst()
+    }
+
+    /// Its submission quotas, as the core decides on them.
+    pub fn quotas(&self) -> Quotas {
+        Quotas { max_queued: self.max_queued, rate_per_sec: self.rate_per_sec, rate_burst: self.rate_burst }
     }
 }
 
@@ -131,17 +132,6 @@ pub struct LiveCount {
     pub running: u64,
 }
 
-/// Why a submission was refused: the quota, what to say, and when to try again.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct QuotaRefusal {
-    /// What was over: `max-queued` or `rate`.
-    pub quota: &'static str,
-    /// What to tell the caller.
-    pub message: String,
-    /// When trying again may succeed.
-    pub retry_after: Duration,
-}
-
 /// Tenant limits, kind limits and usage.
 #[async_trait]
 pub trait CapacityStore: Send + Sync {
@@ -187,7 +177,7 @@ const LIMIT_TYS: [Ty; 9] =
 
 fn limits_of(row: &super::sql::Row, first: usize) -> TenantLimits {
     TenantLimits {
-        weight: u32::try_from(row.int(first)).unwrap_or(1).clamp(1, MAX_WEIGHT),
+        weight: u32::try_from(row.int(first)).unwrap_or(1),
         max_running: to_u32(row.opt_int(first + 1)),
         max_queued: to_u64(row.opt_int(first + 2)),
         rate_per_sec: to_u32(row.opt_int(first + 3)),
@@ -215,7 +205,7 @@ impl CapacityStore for SqlStore {
         );
         let args = vec![
             Value::from(tenant.0.as_str()),
-            Value::from(i64::from(limits.weight.clamp(1, MAX_WEIGHT))),
+            Value::from(i64::from(limits.weight)),
             opt_u(limits.max_running),
             opt_u(limits.max_queued),
             opt_u(limits.rate_per_sec),
@@ -406,13 +396,14 @@ pub(super) async fn fair_tags(
             Some(read) => read,
             None => clock_and_last_tag(tx, tenant, priority).await?,
         };
-        let step = TAG_UNIT / i64::from(weights.get(tenant).copied().unwrap_or(1));
-        let mut tag = last.map_or(clock, |last| last.max(clock));
-        for i in members {
-            tag = tag.saturating_add(step);
-            tags.tags[i] = tag;
+        let weight = weights.get(tenant).copied().unwrap_or(1);
+        let given = spindle_core::capacity::fair_tags(clock, last, weight, members.len());
+        for (i, tag) in members.iter().zip(&given) {
+            tags.tags[*i] = *tag;
         }
-        tags.last.push((tenant.to_owned(), priority, tag));
+        if let Some(&tag) = given.last() {
+            tags.last.push((tenant.to_owned(), priority, tag));
+        }
     }
     Ok(tags)
 }
@@ -445,13 +436,13 @@ async fn weights_of(tx: &mut Tx, tenants: &BTreeSet<&str>) -> Result<Weights, St
     let sql =
         format!("SELECT tenant_id, weight FROM tenant_limits WHERE tenant_id IN ({})", placeholders(1, tenants.len()));
     let rows = tx.fetch(&sql, tenants.iter().map(|t| Value::from(*t)).collect(), &[Ty::Text, Ty::Int]).await?;
-    Ok(rows.iter().map(|r| (r.text(0), u32::try_from(r.int(1)).unwrap_or(1).clamp(1, MAX_WEIGHT))).collect())
+    Ok(rows.iter().map(|r| (r.text(0), u32::try_from(r.int(1)).unwrap_or(1))).collect())
 }
 
 /// A layer's virtual time (the smallest tag ready in it, the head of the claim index, or
 /// when nothing is ready the largest tag any tenant was given in it) and the tenant's
 /// last tag in the layer, in one round trip.
-async fn clock_and_last_tag(tx: &mut Tx, tenant: &str, priority: i64) -> Result<(i64, Option<i64>), StoreError> {
+async fn clock_and_last_tag(tx: &mut Tx, tenant: &str, priority: i64) -> Result<(LayerClock, Option<i64>), StoreError> {
     let rows = tx
         .fetch(
             &format!("SELECT {}", clock_columns("$2", "$1")),
@@ -473,8 +464,8 @@ fn clock_columns(tenant: &str, priority: &str) -> String {
 }
 
 /// The clock and the last tag from [`clock_columns`]' values at `first` in `row`.
-fn clock_of(row: Option<&super::sql::Row>, first: usize) -> (i64, Option<i64>) {
-    let clock = row.and_then(|r| r.opt_int(first).or(r.opt_int(first + 1))).unwrap_or(0);
+fn clock_of(row: Option<&super::sql::Row>, first: usize) -> (LayerClock, Option<i64>) {
+    let clock = LayerClock { head: row.and_then(|r| r.opt_int(first)), latest: row.and_then(|r| r.opt_int(first + 1)) };
     (clock, row.and_then(|r| r.opt_int(first + 2)))
 }
 
@@ -483,7 +474,7 @@ fn clock_of(row: Option<&super::sql::Row>, first: usize) -> (i64, Option<i64>) {
 #[derive(Debug, Default)]
 pub(super) struct Admitted {
     weights: Weights,
-    clocks: HashMap<(String, i64), (i64, Option<i64>)>,
+    clocks: HashMap<(String, i64), (LayerClock, Option<i64>)>,
 }
 
 /// What [`admit`] answers.
@@ -571,8 +562,8 @@ pub(super) async fn admit(tx: &mut Tx, jobs: &[&NewJob], fair: bool, now: Timest
             .await?
             .first()
             .map_or(0, |r| r.int(0));
-        if let Some(max) = limits.max_queued {
-            let queued = tx
+        let queued = match limits.max_queued {
+            Some(_) => tx
                 .fetch(
                     "SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND state = 'pending'",
                     vec![Value::from(tenant.as_str())],
@@ -580,76 +571,40 @@ pub(super) async fn admit(tx: &mut Tx, jobs: &[&NewJob], fair: bool, now: Timest
                 )
                 .await?
                 .first()
-                .map_or(0, |r| u64::try_from(r.int(0)).unwrap_or(0));
-            if queued + n > max {
-                return Ok(Admission::Refused(QuotaRefusal {
-                    quota: "max-queued",
-                    message: format!(
-                        "tenant {tenant} has {queued} jobs queued; {n} more would pass its limit of {max}"
-                    ),
-                    retry_after: Duration::from_secs(1),
-                }));
+                .map_or(0, |r| u64::try_from(r.int(0)).unwrap_or(0)),
+            None => 0,
+        };
+        let facts = AdmissionFacts { queued, tat };
+        match spindle_core::capacity::admit(&tenant, limits.quotas(), facts, n, now.as_micros()) {
+            Ok(Some(next)) => {
+                tx.execute(
+                    "UPDATE tenant_admission SET rate_tat = $2 WHERE tenant_id = $1",
+                    vec![Value::from(tenant.as_str()), Value::from(next)],
+                )
+                .await?;
             }
-        }
-        if let (Some(rate), Some(burst)) = (limits.rate_per_sec, limits.burst()) {
-            match gcra(tat, now.as_micros(), n, rate, burst) {
-                Ok(next) => {
-                    tx.execute(
-                        "UPDATE tenant_admission SET rate_tat = $2 WHERE tenant_id = $1",
-                        vec![Value::from(tenant.as_str()), Value::from(next)],
-                    )
-                    .await?;
-                }
-                Err(wait) => {
-                    let message = if n > u64::from(burst) {
-                        format!("a batch of {n} jobs is larger than tenant {tenant}'s burst of {burst} submissions")
-                    } else {
-                        format!("tenant {tenant} may submit {rate} jobs per second (bursts of {burst})")
-                    };
-                    return Ok(Admission::Refused(QuotaRefusal { quota: "rate", message, retry_after: wait }));
-                }
-            }
+            Ok(None) => {}
+            Err(refusal) => return Ok(Admission::Refused(refusal)),
         }
     }
     Ok(Admission::Admitted(admitted))
 }
 
-/// The generic cell rate algorithm: a tenant whose theoretical arrival time is `tat` asks
-/// to submit `n` at `now` (µs), at `rate` per second with bursts of `burst`. Answers the
-/// new arrival time, or how long to wait.
-pub fn gcra(tat: i64, now: i64, n: u64, rate: u32, burst: u32) -> Result<i64, Duration> {
-    let interval = 1_000_000 / i64::from(rate.max(1));
-    let n = i64::try_from(n).unwrap_or(i64::MAX);
-    let next = tat.max(now).saturating_add(interval.saturating_mul(n));
-    let allowed = interval.saturating_mul(i64::from(burst.max(1)));
-    let over = next - now - allowed;
-    if over <= 0 {
-        return Ok(next);
-    }
-    if n > i64::from(burst.max(1)) {
-        // Never admissible: say when a burst's worth would be.
-        return Err(Duration::from_secs(u64::try_from((allowed + 999_999) / 1_000_000).unwrap_or(1).max(1)));
-    }
-    Err(Duration::from_micros(u64::try_from(over).unwrap_or(0)))
-}
-
-/// The gate a running limit names, for [`spindle_core::job::JobEvent::AtCapacity`] and the
-/// wake when a slot frees.
+/// The gate a tenant's running limit names.
 pub fn tenant_gate(tenant: &TenantId) -> String {
-    format!("@running/{tenant}")
+    spindle_core::capacity::tenant_gate(&tenant.0)
 }
 
 /// The gate of a kind's running limit.
 pub fn kind_gate(tenant: &TenantId, kind: &str) -> String {
-    format!("@running/{tenant}/{kind}")
+    spindle_core::capacity::kind_gate(&tenant.0, kind)
 }
 
-/// The running slots a batch's writes free (claims a limit counted, ending), per tenant
-/// and per (tenant, kind): claims in the same transaction may take them.
+/// The running slots a batch's writes free (claims a limit counted, ending), per
+/// (tenant, kind): claims in the same transaction may take them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Freeing {
-    tenants: HashMap<String, i64>,
-    kinds: HashMap<(String, String), i64>,
+    slots: HashMap<(String, String), i64>,
 }
 
 impl Freeing {
@@ -657,15 +612,14 @@ impl Freeing {
     pub(super) fn of(writes: &[super::JobWrite]) -> Self {
         let mut freeing = Self::default();
         for w in writes.iter().filter(|w| w.frees_slot) {
-            *freeing.tenants.entry(w.record.tenant.0.clone()).or_default() += 1;
-            *freeing.kinds.entry((w.record.tenant.0.clone(), w.record.kind.clone())).or_default() += 1;
+            *freeing.slots.entry((w.record.tenant.0.clone(), w.record.kind.clone())).or_default() += 1;
         }
         freeing
     }
 
     /// Whether any slot is counted free.
     pub(super) fn counted(&self) -> bool {
-        !self.tenants.is_empty()
+        !self.slots.is_empty()
     }
 }
 
@@ -675,18 +629,6 @@ pub(super) fn freeing_failed(writes: &[super::JobWrite], outcomes: &[super::Writ
         .iter()
         .zip(outcomes)
         .any(|(w, outcome)| w.frees_slot && !matches!(outcome, super::WriteOutcome::Written { .. }))
-}
-
-/// What the running limits say of a claim candidate.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Verdict {
-    /// Claim it; `limited` when a limit counted it (its end frees a slot).
-    Claim {
-        /// See [`Verdict::Claim`].
-        limited: bool,
-    },
-    /// A limit is full: wait on this gate.
-    Wait(String),
 }
 
 /// Which claim candidates their running limits admit, in order. `limited` says, per
@@ -701,7 +643,7 @@ pub(super) async fn gate_claims(
     admitted: &[JobRecord],
     freeing: &Freeing,
 ) -> Result<Vec<Verdict>, StoreError> {
-    let mut verdicts = vec![Verdict::Claim { limited: false }; candidates.len()];
+    let verdicts = vec![Verdict::Claim { limited: false }; candidates.len()];
     if !limited.iter().any(|l| *l) {
         return Ok(verdicts);
     }
@@ -761,60 +703,13 @@ pub(super) async fn gate_claims(
             &[Ty::Text, Ty::Text, Ty::Int],
         )
         .await?;
-    let mut by_tenant: HashMap<String, i64> = HashMap::new();
-    let mut by_kind: HashMap<(String, String), i64> = HashMap::new();
-    for r in rows {
-        *by_tenant.entry(r.text(0)).or_default() += r.int(2);
-        *by_kind.entry((r.text(0), r.text(1))).or_default() += r.int(2);
-    }
-    for a in admitted {
-        *by_tenant.entry(a.tenant.0.clone()).or_default() += 1;
-        *by_kind.entry((a.tenant.0.clone(), a.kind.clone())).or_default() += 1;
-    }
-    for (tenant, n) in &freeing.tenants {
-        *by_tenant.entry(tenant.clone()).or_default() -= n;
-    }
-    for (key, n) in &freeing.kinds {
-        *by_kind.entry(key.clone()).or_default() -= n;
-    }
-    for (candidate, verdict) in candidates.iter().zip(verdicts.iter_mut()) {
-        let tenant = &candidate.tenant.0;
-        let key = (tenant.clone(), candidate.kind.clone());
-        let tenant_max = tenant_limits.get(tenant);
-        let kind_max = kind_limits.get(&key);
-        if tenant_max.is_some_and(|max| by_tenant.get(tenant).copied().unwrap_or(0) >= *max) {
-            *verdict = Verdict::Wait(tenant_gate(&candidate.tenant));
-            continue;
-        }
-        if kind_max.is_some_and(|max| by_kind.get(&key).copied().unwrap_or(0) >= *max) {
-            *verdict = Verdict::Wait(kind_gate(&candidate.tenant, &candidate.kind));
-            continue;
-        }
-        *verdict = Verdict::Claim { limited: tenant_max.is_some() || kind_max.is_some() };
-        *by_tenant.entry(tenant.clone()).or_default() += 1;
-        *by_kind.entry(key).or_default() += 1;
-    }
-    Ok(verdicts)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gcra_admits_a_burst_then_the_rate() {
-        let second = 1_000_000;
-        // 10/s, bursts of 10: ten at once pass, the eleventh waits a tenth of a second.
-        let mut tat = 0;
-        for _ in 0..10 {
-            tat = gcra(tat, 0, 1, 10, 10).expect("within the burst");
-        }
-        let wait = gcra(tat, 0, 1, 10, 10).expect_err("over the burst");
-        assert_eq!(wait, Duration::from_millis(100));
-        // A tenth of a second later, one more passes.
-        tat = gcra(tat, second / 10, 1, 10, 10).expect("one interval later");
-        assert!(gcra(tat, second / 10, 1, 10, 10).is_err());
-        // A batch larger than the burst never passes, and says a whole second.
-        assert_eq!(gcra(0, 0, 11, 10, 10), Err(Duration::from_secs(1)));
-    }
+    let facts = RunningFacts {
+        tenant_limits,
+        kind_limits,
+        running: rows.iter().map(|r| ((r.text(0), r.text(1)), r.int(2))).collect(),
+        admitted: admitted.iter().map(|a| (a.tenant.0.clone(), a.kind.clone())).collect(),
+        freeing: freeing.slots.clone(),
+    };
+    let pairs: Vec<(&str, &str)> = candidates.iter().map(|c| (c.tenant.0.as_str(), c.kind.as_str())).collect();
+    Ok(spindle_core::capacity::gate_claims(&pairs, &facts))
 }
