@@ -24,7 +24,7 @@ mkdir -p "$OUT"
 
 echo "==> building the guests and a release spindle" >&2
 cargo xtask guests >&2
-cargo build --release -p spindle >&2
+cargo build --release -p spindle-cli >&2
 SPINDLE=$ROOT/target/release/spindle
 
 echo "==> PostgreSQL (durable defaults)" >&2

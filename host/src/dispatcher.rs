@@ -169,7 +169,7 @@ async fn dispatch_loop(
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "promoting due jobs failed"),
             }
-            if let Ok(Some(due)) = engine.store().next_due().await {
+            if let Ok(Some(due)) = engine.next_due().await {
                 sleep_for = sleep_for.min(due.since(engine.now()).max(Duration::from_millis(1)));
             }
         }
@@ -264,7 +264,7 @@ async fn sample_loop(engine: Arc<Engine>, mut stopped: watch::Receiver<bool>) {
 
 /// Wakes the dispatcher when the store signals that another host made work ready.
 async fn relay_ready_signals(engine: Arc<Engine>, mut stopped: watch::Receiver<bool>) {
-    let mut signals = engine.store().ready_signals();
+    let mut signals = engine.ready_signals();
     loop {
         tokio::select! {
             () = signals.next() => engine.wake_signal().notify_one(),

@@ -11,14 +11,14 @@
 //! - [`pruner`]: deletes finished jobs past their retention.
 //! - [`failpoints`]: named points where a crash test stops the host to kill it there.
 //! - [`singleton`]: the one-host-at-a-time loop the reconciler and pruner run in.
-//! - [`host`]: all of the above assembled; [`api`] and [`cli`] face users (`api::dashboard`:
-//!   the web dashboard); [`telemetry`]: logs, and spans over OTLP.
-//! - [`bench`]: the benchmark harness behind `spindle bench`.
+//! - [`host`]: all of the above assembled; [`api`] faces users (`api::dashboard`: the web
+//!   dashboard); [`telemetry`]: logs, and spans over OTLP.
+//!
+//! The `spindle` command is the `spindle-cli` crate (`host/cli`); the benchmark harness
+//! and the demo are `spindle-bench` (`host/bench`).
 
 pub mod api;
-pub mod bench;
 pub mod capabilities;
-pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod dispatcher;

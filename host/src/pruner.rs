@@ -86,7 +86,7 @@ pub async fn prune_once(engine: &Engine, policy: &RetentionPolicy) -> Result<Opt
     for (scope, keep) in scopes {
         let before = now.minus(keep);
         while pruned < policy.per_pass {
-            let n = engine.store().prune(before, &scope, policy.batch).await?;
+            let n = engine.prune(before, &scope, policy.batch).await?;
             pruned += n;
             if n < u64::from(policy.batch) {
                 break;
@@ -94,7 +94,7 @@ pub async fn prune_once(engine: &Engine, policy: &RetentionPolicy) -> Result<Opt
         }
     }
     if pruned >= policy.vacuum_after.max(1) {
-        engine.store().reclaim_pruned().await?;
+        engine.reclaim_pruned().await?;
     }
     Ok(Some(pruned))
 }

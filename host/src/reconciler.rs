@@ -75,10 +75,10 @@ pub async fn reconcile_once(engine: &Engine, policy: &ReconcilePolicy) -> Result
         return Ok(None);
     }
     let mut report = PassReport::default();
-    let candidates = engine.store().silent_jobs(now.minus(policy.silence), policy.batch).await?;
+    let candidates = engine.silent_jobs(now.minus(policy.silence), policy.batch).await?;
     for id in candidates {
         report.examined += 1;
-        let Some(record) = engine.store().job(id).await? else { continue };
+        let Some(record) = engine.load(id).await? else { continue };
         if matches!(record.job.state, JobState::Paused | JobState::Waiting) {
             // Nothing runs a paused or waiting job, by design: no evidence to gather.
             continue;

@@ -49,7 +49,7 @@ impl SingletonLoop {
                     _ = stopped.changed() => break,
                 }
             }
-            let _ = engine.store().release_singleton(lease, &engine.config().host_id).await;
+            let _ = engine.release_singleton(lease).await;
         });
         Self { stop, task }
     }
@@ -66,5 +66,5 @@ impl SingletonLoop {
 /// that dies loses it within two intervals.
 pub async fn hold(engine: &Engine, lease: &str, interval: Duration) -> Result<bool, EngineError> {
     let ttl = i64::try_from((interval * 2).as_micros()).unwrap_or(i64::MAX);
-    Ok(engine.store().singleton(lease, &engine.config().host_id, ttl, engine.now()).await?.is_some())
+    engine.hold_singleton(lease, ttl).await
 }

@@ -92,8 +92,8 @@ fn guests(root: &Path, args: &[String]) -> anyhow::Result<()> {
 /// with `spindle guest`.
 fn build_spindle(root: &Path) -> anyhow::Result<()> {
     let mut build = cargo();
-    build.current_dir(root).args(["build", "-p", "spindle", "--bin", "spindle"]);
-    run(build, "cargo build -p spindle (the tests start `spindle serve`; C and Go guests build with it)")
+    build.current_dir(root).args(["build", "-p", "spindle-cli", "--bin", "spindle"]);
+    run(build, "cargo build -p spindle-cli (the tests start `spindle serve`; C and Go guests build with it)")
 }
 
 /// The `spindle` binary and every test of the workspace, built by one cargo command so
@@ -135,7 +135,15 @@ fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
         "--exclude",
         "spindle",
     ]);
-    for excluded in ["spindle-core", "spindle-runtime", "spindle-guest-tools", "spindle-tests", "xtask"] {
+    for excluded in [
+        "spindle-cli",
+        "spindle-bench",
+        "spindle-core",
+        "spindle-runtime",
+        "spindle-guest-tools",
+        "spindle-tests",
+        "xtask",
+    ] {
         clippy_guests.args(["--exclude", excluded]);
     }
     clippy_guests.args(["--", "-D", "warnings"]);
@@ -154,8 +162,8 @@ fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
 fn demo(root: &Path, extra: &[String]) -> anyhow::Result<()> {
     let guests = guests::build_guests(root, guests::Languages::Rust)?;
     let mut build = cargo();
-    build.current_dir(root).args(["build", "--quiet", "-p", "spindle", "--bin", "spindle"]);
-    run(build, "cargo build -p spindle")?;
+    build.current_dir(root).args(["build", "--quiet", "-p", "spindle-cli", "--bin", "spindle"]);
+    run(build, "cargo build -p spindle-cli")?;
     let bin = target_dir(root).join("debug").join("spindle");
     let data = target_dir(root).join("demo");
     let mut demo = Command::new(bin);

@@ -136,7 +136,7 @@ fn toolchain_env(
     env: &mut BTreeMap<&'static str, PathBuf>,
 ) -> anyhow::Result<()> {
     if language.uses_spindle() {
-        ensure!(spindle.is_file(), "{} is missing: build it first (cargo build -p spindle)", spindle.display());
+        ensure!(spindle.is_file(), "{} is missing: build it first (cargo build -p spindle-cli)", spindle.display());
         env.insert("SPINDLE", spindle.to_path_buf());
     }
     match language {

@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 
 use super::{ApiError, ApiState};
 use crate::engine::TokenScope;
-use crate::store::{Role, TenantId};
+use crate::engine::{Role, TenantId};
 
 /// A request authenticated with a tenant token.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use super::body::json_body;
 use super::views::{BreakerStateView, CapacityView, ErrorBody, LimitsView};
 use super::{ApiError, ApiState, ErrorCode, OperatorAuth, TenantAuth};
-use crate::store::{TenantId, TenantLimits};
+use crate::engine::{TenantId, TenantLimits};
 
 /// Set a tenant's limits
 ///
@@ -67,7 +67,7 @@ pub(super) async fn get_limits(
     Path(name): Path<String>,
 ) -> Result<Json<CapacityView>, ApiError> {
     let tenant = TenantId(name.clone());
-    if state.host.engine.store().tenant(&tenant).await?.is_none() {
+    if let Err(crate::engine::EngineError::NotFound) = state.host.engine.tenant(&tenant).await {
         return Err(ApiError::new(ErrorCode::NotFound, "no such tenant"));
     }
     let capacity = state.host.engine.capacity(&tenant).await?;

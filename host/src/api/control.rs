@@ -12,7 +12,7 @@ use super::body::{job_id, json_body};
 use super::views::{CancelBody, ErrorBody, JobView};
 use super::{ApiError, ApiState, TenantAuth};
 use crate::engine::Command;
-use crate::store::TenantId;
+use crate::engine::TenantId;
 
 /// The acting token's name in history.
 fn actor(tenant: &TenantId) -> String {

@@ -10,8 +10,8 @@ use spindle_runtime::LoadError;
 
 use super::views::{ErrorBody, ErrorDetail, ViolationView};
 use crate::engine::EngineError;
+use crate::engine::StoreError;
 use crate::registry::RegistryError;
-use crate::store::StoreError;
 
 /// A top-level error code: the family a caller branches on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

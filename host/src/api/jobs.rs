@@ -19,7 +19,7 @@ use super::time;
 use super::views::{Action, Actions, ErrorBody, JobPage, JobSummaryView, JobView, Submit};
 use super::{ApiError, ApiState, TenantAuth};
 use crate::engine::SubmitRequest;
-use crate::store::{Inserted, JobFilter, TenantId};
+use crate::engine::{Inserted, JobFilter, TenantId};
 
 /// Submit a job
 ///
@@ -133,8 +133,8 @@ pub(super) async fn get_job(
     let id = job_id(&id)?;
     let record = state.host.engine.job(&tenant, id).await?;
     let history = state.host.engine.history(&tenant, id).await?;
-    let calls = state.host.engine.store().calls(id).await?;
-    let logs = state.host.engine.store().job_logs(id, None, i64::MAX, 1).await?;
+    let calls = state.host.engine.job_calls(&tenant, id).await?;
+    let logs = state.host.engine.job_logs(&tenant, id, None, i64::MAX, 1).await?;
     let mut view = JobView::new(&record, Some(&history));
     view.outbound = Some(calls.iter().map(Into::into).collect());
     view.actions = Some(actions(&state.host.engine.actions(&record)));

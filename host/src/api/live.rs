@@ -21,7 +21,7 @@ use utoipa::IntoParams;
 use super::body::{ApiQuery, job_id};
 use super::views::{ErrorBody, HistoryEntryView, JobLive, LogLineView, LogPage};
 use super::{ApiError, ApiState, TenantAuth};
-use crate::store::TenantId;
+use crate::engine::TenantId;
 
 /// Longest a follower waits between two reads of the store.
 const POLL: Duration = Duration::from_millis(250);
@@ -78,7 +78,7 @@ pub(super) async fn logs(
     let mut page = LogPage { lines: Vec::new(), capped: false, dropped: 0 };
     let mut after = after;
     loop {
-        let logs = state.host.engine.store().job_logs(id, query.step.as_deref(), after, PAGE).await?;
+        let logs = state.host.engine.job_logs(&tenant, id, query.step.as_deref(), after, PAGE).await?;
         page.dropped = logs.dropped;
         page.capped = logs.dropped > 0;
         let full = logs.lines.len() == PAGE as usize;
@@ -119,7 +119,7 @@ fn follow_logs(
                     Ok(record) => record.job.state.is_final(),
                     Err(_) => true,
                 };
-                match f.state.host.engine.store().job_logs(f.id, step.as_deref(), f.after, PAGE).await {
+                match f.state.host.engine.job_logs(&f.tenant, f.id, step.as_deref(), f.after, PAGE).await {
                     Ok(logs) => {
                         let full = logs.lines.len() == PAGE as usize;
                         f.after = logs.lines.last().map_or(f.after, |l| l.seq);
@@ -224,7 +224,7 @@ pub(super) async fn events(
                 Ok(record) => record,
                 Err(_) => return None,
             };
-            let history = match f.state.host.engine.store().history(f.id).await {
+            let history = match f.state.host.engine.history(&f.tenant, f.id).await {
                 Ok(history) => history,
                 Err(e) => {
                     tracing::warn!(job = %f.id, error = %e, "following a job's events failed");

@@ -16,12 +16,12 @@ fn label(value: &str) -> String {
 }
 
 /// One counter of a usage row.
-type UsageField = fn(&crate::store::Usage) -> u64;
+type UsageField = fn(&crate::engine::Usage) -> u64;
 
 /// Usage per tenant and kind across every host (as stored: up to a second behind), and
 /// the steps running now.
 async fn write_usage(out: &mut String, engine: &crate::engine::Engine) -> Result<(), ApiError> {
-    let usage = engine.store().usage(None).await?;
+    let usage = engine.usage(None).await?;
     let metrics: [(&str, &str, UsageField); 5] = [
         ("spindle_tenant_steps_total", "Steps run (every attempt)", |u| u.steps),
         ("spindle_tenant_faults_total", "Steps that faulted in the sandbox or ran out of time", |u| u.faults),
@@ -51,7 +51,7 @@ async fn write_usage(out: &mut String, engine: &crate::engine::Engine) -> Result
             );
         }
     }
-    let live = engine.store().live_counts(None).await?;
+    let live = engine.live_counts(None).await?;
     let _ = writeln!(
         out,
         "# HELP spindle_tenant_running Steps running now, by tenant and kind.\n# TYPE spindle_tenant_running gauge"

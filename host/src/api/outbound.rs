@@ -11,7 +11,7 @@ use spindle_runtime::outbound::Rules;
 use super::body::{body, json_body};
 use super::views::{ErrorBody, SecretList, SecretView, TenantOutbound};
 use super::{ApiError, ApiState, OperatorAuth, TenantAuth};
-use crate::store::TenantId;
+use crate::engine::TenantId;
 
 /// Set what a tenant's steps may reach
 ///

@@ -38,7 +38,7 @@ pub(super) async fn queues(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<Queues>, ApiError> {
-    let depth = state.host.engine.store().queue_depth(&tenant).await?;
+    let depth = state.host.engine.queue_depth(&tenant).await?;
     let running = state.host.engine.running_over_time(&tenant);
     Ok(Json(Queues {
         depth: depth.iter().map(QueueDepthView::from).collect(),
@@ -108,7 +108,7 @@ pub(super) async fn list_operations(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<OperationList>, ApiError> {
-    let operations = state.host.engine.store().operations(&tenant, 100).await?;
+    let operations = state.host.engine.operations(&tenant, 100).await?;
     Ok(Json(OperationList { operations: operations.iter().map(OperationView::from).collect() }))
 }
 
@@ -131,12 +131,9 @@ pub(super) async fn get_operation(
     TenantAuth(tenant): TenantAuth,
     Path(id): Path<String>,
 ) -> Result<Json<OperationView>, ApiError> {
-    let operation = state
-        .host
-        .engine
-        .store()
-        .operation(&tenant, &id)
-        .await?
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no such operation"))?;
+    let operation = state.host.engine.operation(&tenant, &id).await.map_err(|e| match e {
+        crate::engine::EngineError::NotFound => ApiError::new(ErrorCode::NotFound, "no such operation"),
+        other => other.into(),
+    })?;
     Ok(Json(OperationView::from(&operation)))
 }

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use super::body::json_body;
 use super::views::{ErrorBody, NewTenant, Retention, TenantList, TenantToken, TenantView};
 use super::{ApiError, ApiState, OperatorAuth};
-use crate::store::TenantId;
+use crate::engine::TenantId;
 
 /// Create a tenant and its first token
 ///

@@ -15,8 +15,8 @@ use utoipa::IntoParams;
 use super::body::{ApiQuery, json_body};
 use super::views::{CreatedToken, ErrorBody, NewToken, TokenList, TokenView};
 use super::{ApiError, ApiState, CallerAuth, ErrorCode};
+use crate::engine::TenantId;
 use crate::engine::TokenScope;
-use crate::store::TenantId;
 
 /// What a tenant token is told when it reaches past its own tenant.
 const ONLY_YOUR_OWN: &str = "a tenant token manages only its own tenant's tokens";

@@ -13,7 +13,7 @@ use super::views::{ErrorBody, JobView};
 use super::{ApiError, ApiState, TenantAuth};
 use crate::api::time::rfc3339;
 use crate::engine::ScheduleRequest;
-use crate::store::ScheduleRow;
+use crate::engine::ScheduleRow;
 
 /// Send a signal to a job
 ///

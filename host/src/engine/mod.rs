@@ -26,6 +26,7 @@ mod meter;
 mod operations;
 mod outbound;
 pub mod plan;
+mod queries;
 mod recovery;
 mod samples;
 mod schedules;
@@ -47,6 +48,13 @@ use crate::clock::Clock;
 use crate::registry::Registry;
 use crate::store::Storage;
 
+/// The records the engine takes and answers with. The store keeps them; the API names
+/// them through the engine, its one door to the store.
+pub use crate::store::{
+    Alert, DeployRecord, DeployState, HistoryEntry, Inserted, JobFilter, JobLogs, JobRecord, KindEntry, KindVersion,
+    LiveCount, LogLine, Operation, QueueDepth, RecordedCall, Role, ScheduleRow, SecretInfo, StoreError, Tenant,
+    TenantId, TenantLimits, TokenInfo, Usage,
+};
 pub use breakers::{BreakerView, Breakers};
 pub use capacity::Capacity;
 pub use commands::{Command, CommandChecks};
@@ -134,11 +142,6 @@ impl Engine {
             ceilings: capacity::CeilingCache::default(),
             samples: samples::Samples::default(),
         }
-    }
-
-    /// The store.
-    pub fn store(&self) -> &Arc<dyn Storage> {
-        &self.store
     }
 
     /// The registry.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::engine::Capacity;
-use crate::store::TenantLimits;
+use crate::engine::TenantLimits;
 
 /// A tenant's limits. Each field left out (or null) is "no limit" (for the sandbox
 /// ceilings: the host's own); a `PUT` replaces them all.

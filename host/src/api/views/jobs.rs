@@ -11,7 +11,7 @@ use utoipa::openapi::Object;
 
 use super::{job_state_schema, one_of};
 use crate::api::time::rfc3339;
-use crate::store::{HistoryEntry, JobRecord};
+use crate::engine::{HistoryEntry, JobRecord};
 
 /// Bytes shown as JSON when they are JSON, else as a note of their size; over
 /// [`SHOWN_BYTES`], a note of their size either way (a job's input and each output may be
@@ -360,8 +360,8 @@ pub struct LogLineView {
     pub message: String,
 }
 
-impl From<&crate::store::LogLine> for LogLineView {
-    fn from(l: &crate::store::LogLine) -> Self {
+impl From<&crate::engine::LogLine> for LogLineView {
+    fn from(l: &crate::engine::LogLine) -> Self {
         Self {
             seq: l.seq,
             at: rfc3339(l.at),

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 use crate::api::time::rfc3339;
 use crate::capabilities::Deployment;
-use crate::store::{DeployRecord, DeployState, KindEntry, KindVersion};
+use crate::engine::{DeployRecord, DeployState, KindEntry, KindVersion};
 
 /// One declared step.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::time::rfc3339;
-use crate::store::{RecordedCall, SecretInfo};
+use crate::engine::{RecordedCall, SecretInfo};
 
 /// What a tenant's steps may reach, within the operator's policy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::time::rfc3339;
-use crate::store::{Alert, Operation, QueueDepth};
+use crate::engine::{Alert, Operation, QueueDepth};
 
 /// A tenant's open jobs of one kind and priority class, by where each waits.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::time::rfc3339;
-use crate::store::Tenant;
+use crate::engine::Tenant;
 
 /// A tenant to create.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

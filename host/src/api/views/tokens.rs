@@ -8,7 +8,7 @@ use utoipa::openapi::Object;
 
 use super::one_of;
 use crate::api::time::rfc3339;
-use crate::store::{Role, TokenInfo};
+use crate::engine::{Role, TokenInfo};
 
 fn role_schema() -> Object {
     one_of(
@@ -158,7 +158,7 @@ pub struct TokenList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::TenantId;
+    use crate::engine::TenantId;
 
     #[test]
     fn a_listed_token_says_whether_it_works() {

@@ -19,8 +19,8 @@ use tokio::time::MissedTickBehavior;
 
 use super::stats::Summary;
 use super::{Context, requests};
-use crate::engine::{Engine, SubmitRequest};
-use crate::store::{TenantId, TenantLimits};
+use spindle::engine::{Engine, SubmitRequest};
+use spindle::store::{TenantId, TenantLimits};
 
 /// Jobs tenant A keeps queued.
 const BACKLOG: u64 = 100_000;

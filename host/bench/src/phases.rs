@@ -7,8 +7,8 @@
 //! sandbox, so execute − sandbox is the settle and lookup. The kind-version lookup that
 //! `execute` does before every step is timed on its own.
 //!
-//! [`Engine::claim`]: crate::engine::Engine::claim
-//! [`Engine::execute`]: crate::engine::Engine::execute
+//! [`Engine::claim`]: spindle::engine::Engine::claim
+//! [`Engine::execute`]: spindle::engine::Engine::execute
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::Context;
 use super::stats::Summary;
-use crate::engine::Outcome;
+use spindle::engine::Outcome;
 
 /// Jobs run through.
 const JOBS: usize = 2_000;

@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use super::stats::Summary;
 use super::{Context, requests};
-use crate::engine::Engine;
-use crate::store::TenantId;
+use spindle::engine::Engine;
+use spindle::store::TenantId;
 
 /// Submitting tasks at once.
 pub const CLIENTS: usize = 64;

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::api::views::{CapacityView, CreatedToken, JobPage, JobView, SpecView, TokenList};
+use spindle::api::views::{CapacityView, CreatedToken, JobPage, JobView, SpecView, TokenList};
 
 /// Prints `value` as pretty JSON with `--json`, else as `human` prints it.
 pub(super) fn emit<T: Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) {
@@ -186,7 +186,7 @@ pub(super) fn children(page: &JobPage) {
 }
 
 /// Schedules as a table.
-pub(super) fn schedules(list: &crate::api::ScheduleList) {
+pub(super) fn schedules(list: &spindle::api::ScheduleList) {
     println!("{:<20} {:<18} {:<16} {:<14} {:<6} {:>6}  next", "name", "kind", "cron", "zone", "state", "fired");
     for s in &list.schedules {
         println!(

@@ -20,8 +20,8 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
 use super::{Context, submit_bulk};
-use crate::store::Backend;
-use crate::store::sql::{Db, Ty, Value};
+use spindle::store::Backend;
+use spindle::store::sql::{Db, Ty, Value};
 
 /// Host counts measured, in order.
 const HOST_COUNTS: [usize; 3] = [1, 2, 3];

@@ -25,7 +25,7 @@ use serde::Serialize;
 use spindle_core::JobState;
 
 use super::{Context, count_in_state, stats, submit_bulk, wait_settled};
-use crate::store::{Backend, SqliteSync};
+use spindle::store::{Backend, SqliteSync};
 
 /// One throughput measurement.
 #[derive(Clone, Debug, Serialize)]

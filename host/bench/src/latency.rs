@@ -17,7 +17,7 @@ use tokio::time::MissedTickBehavior;
 
 use super::stats::Summary;
 use super::{Context, wait_settled};
-use crate::engine::SubmitRequest;
+use spindle::engine::SubmitRequest;
 
 /// The latency probe's figures.
 #[derive(Clone, Debug, Serialize)]

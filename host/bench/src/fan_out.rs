@@ -16,8 +16,8 @@ use spindle_core::{HistoryEvent, JobId, JobState, Timestamp};
 
 use super::Context;
 use super::stats::Summary;
-use crate::engine::SubmitRequest;
-use crate::store::sql::{Ty, Value};
+use spindle::engine::SubmitRequest;
+use spindle::store::sql::{Ty, Value};
 
 /// Children in each fan-out.
 pub const CHILDREN: usize = 1_000;

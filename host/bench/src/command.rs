@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use crate::bench::progress::Progress;
-use crate::bench::{Section, Settings};
-use crate::dispatcher::DispatcherConfig;
-use crate::store::Backend;
+use crate::progress::Progress;
+use crate::{Section, Settings};
+use spindle::dispatcher::DispatcherConfig;
+use spindle::store::Backend;
 
 /// Which store to benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -100,7 +100,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         work_dir: work_dir.clone(),
         language: args.language,
     };
-    let result = crate::bench::run(settings, Progress::to_stderr()).await;
+    let result = crate::run(settings, Progress::to_stderr()).await;
     let _ = std::fs::remove_dir_all(&work_dir);
     let mut report = result?;
     report.check_targets();

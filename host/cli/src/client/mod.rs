@@ -14,13 +14,13 @@ use remote::Client;
 pub use remote::HostRefused;
 use serde_json::Value;
 
-use crate::api::views::{
+use spindle::api::views::{
     CancelBody, CapacityView, CreatedToken, DeployView, Deployed, DeploymentView, ErrorDetail, JobPage, JobView,
     KindList, KindView, LogLineView, LogPage, NewTenant, NewToken, Retention, Rollback, RolledBack, SecretList,
     SecretView, SpecView, Submit, TenantList, TenantOutbound, TenantToken, TenantView, TokenList,
 };
-use crate::api::{ScheduleList, ScheduleView};
-use crate::config::parse_duration;
+use spindle::api::{ScheduleList, ScheduleView};
+use spindle::config::parse_duration;
 
 /// Where the host is and who is asking.
 #[derive(Clone, Debug, clap::Args)]
@@ -858,7 +858,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
         }
         ClientCommand::Tenant(TenantCommand::ResetBreaker { name, kind }) => {
             let path = format!("/v1/tenants/{}/kinds/{}/breaker/reset", percent_encode(&name), percent_encode(&kind));
-            let breakers: Vec<crate::api::views::BreakerStateView> = client.post(&path, &empty).await?;
+            let breakers: Vec<spindle::api::views::BreakerStateView> = client.post(&path, &empty).await?;
             emit(json, &breakers, |list| {
                 println!("{name}/{kind}: breakers reset");
                 for b in list {

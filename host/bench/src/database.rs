@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use anyhow::{Context as _, bail};
 use sqlx::{AssertSqlSafe, Connection as _};
 
-use crate::store::Backend;
-use crate::store::sql::{Db, Ty};
+use spindle::store::Backend;
+use spindle::store::sql::{Db, Ty};
 
 /// Makes and drops the benchmark's databases.
 #[derive(Debug)]
@@ -142,7 +142,7 @@ pub fn with_database(url: &str, database: &str) -> anyhow::Result<String> {
 /// How durable the store's commits are, as the database itself reports it, and the
 /// server's version.
 pub async fn durability(db: &Db) -> anyhow::Result<(String, String)> {
-    let text = |rows: Vec<crate::store::sql::Row>| rows.first().map(|r| r.text(0)).unwrap_or_default();
+    let text = |rows: Vec<spindle::store::sql::Row>| rows.first().map(|r| r.text(0)).unwrap_or_default();
     match db {
         Db::Sqlite { .. } => {
             let journal = text(db.fetch("PRAGMA journal_mode", vec![], &[Ty::Text]).await?);

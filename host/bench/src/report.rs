@@ -15,7 +15,7 @@ use super::sandbox::SandboxOverhead;
 use super::stats::Summary;
 use super::throughput::Throughput;
 use super::{Section, Settings};
-use crate::store::Backend;
+use spindle::store::Backend;
 
 /// Everything one `spindle bench` run measured.
 #[derive(Clone, Debug, Serialize)]
@@ -618,7 +618,7 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::stats::Summary;
+    use crate::stats::Summary;
 
     fn summary(p50: f64, p99: f64) -> Summary {
         Summary { count: 10, mean: p50, p50, p99, max: p99 }

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::api::router;
-use crate::config::{ServeArgs, ServeConfig};
-use crate::host::Host;
+use spindle::api::router;
+use spindle::config::{ServeArgs, ServeConfig};
+use spindle::host::Host;
 
 /// Runs a host until SIGINT or SIGTERM, then shuts down gracefully: stop claiming, let
 /// running steps finish within the grace period, hand back the rest.
@@ -28,7 +28,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(%addr, database = %redact(&config.host.database_url()), host = %config.host.engine.host_id, "spindle is serving");
     println!("spindle listening on http://{addr}");
     let app = router(host.clone());
-    crate::api::server::serve(listener, app, config.server, shutdown_signal()).await;
+    spindle::api::server::serve(listener, app, config.server, shutdown_signal()).await;
     tracing::info!("shutting down");
     host.shutdown(config.shutdown_grace).await;
     Ok(())
@@ -47,7 +47,7 @@ async fn ensure_operator_token(host: &Host) -> anyhow::Result<()> {
         _ => match std::fs::read_to_string(&path) {
             Ok(token) => token.trim().to_owned(),
             Err(_) => {
-                let token = crate::tokens::generate();
+                let token = spindle::tokens::generate();
                 let mut file = std::fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)

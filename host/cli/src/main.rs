@@ -2,8 +2,12 @@
 
 use std::process::ExitCode;
 
+mod client;
+mod guest;
+mod serve;
+
+use crate::client::{ClientArgs, ClientCommand};
 use clap::{Parser, Subcommand};
-use spindle::cli::client::{ClientArgs, ClientCommand};
 use spindle::config::ServeArgs;
 
 /// mimalloc instead of glibc's allocator: a host allocates and frees small objects on
@@ -15,7 +19,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Spindle: durable workflows and background jobs whose steps run as sandboxed
 /// WebAssembly components.
 #[derive(Debug, Parser)]
-#[command(name = "spindle", version, about)]
+#[command(name = "spindle", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,18 +33,18 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Spindle's main job on the embedded default: deploy the examples and run jobs
     /// through every outcome on a SQLite file (see `cargo xtask demo`).
-    Demo(spindle::cli::demo::DemoArgs),
+    Demo(spindle_bench::demo::DemoArgs),
     /// Measure throughput, latency, sandbox overhead, memory and claim latency on a
     /// fresh database (SQLite or PostgreSQL); see docs/benchmarks.md.
-    Bench(spindle::cli::bench::BenchArgs),
+    Bench(spindle_bench::command::BenchArgs),
     /// Write a ready project for a new job kind in Rust, Python, JavaScript, C or Go: the
     /// kind, its build script, a README, a local test, the SDK and the contract's WIT.
-    New(spindle::cli::guest::NewArgs),
+    New(crate::guest::NewArgs),
     /// Build steps for job kinds in C and Go: the contract's WIT, bindings, and making a
     /// core module a component.
     Guest {
         #[command(subcommand)]
-        command: spindle::cli::guest::GuestCommand,
+        command: crate::guest::GuestCommand,
     },
     /// Compiles the component on stdin for the sandbox `SPINDLE_COMPILE_CONFIG`
     /// describes, writing the artifact to stdout: what a host runs to compile a deploy in
@@ -58,8 +62,8 @@ fn main() -> ExitCode {
     }
     // Commands that run here, with no runtime and no host.
     let local = match &cli.command {
-        Command::Guest { command } => Some(spindle::cli::guest::run(command.clone())),
-        Command::New(args) => Some(spindle::cli::guest::new_project(args.clone())),
+        Command::Guest { command } => Some(crate::guest::run(command.clone())),
+        Command::New(args) => Some(crate::guest::new_project(args.clone())),
         _ => None,
     };
     if let Some(result) = local {
@@ -95,17 +99,17 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve(args) => spindle::cli::serve::run(*args).await.map(|()| 0),
-            Command::Demo(args) => spindle::cli::demo::run(args).await.map(|()| 0),
-            Command::Bench(args) => spindle::cli::bench::run(args).await.map(|()| 0),
-            Command::Client(command) => spindle::cli::client::run(cli.client, command).await,
+            Command::Serve(args) => crate::serve::run(*args).await.map(|()| 0),
+            Command::Demo(args) => spindle_bench::demo::run(args).await.map(|()| 0),
+            Command::Bench(args) => spindle_bench::command::run(args).await.map(|()| 0),
+            Command::Client(command) => crate::client::run(cli.client, command).await,
             Command::CompileComponent | Command::Guest { .. } | Command::New(_) => Ok(0),
         }
     });
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {}", spindle::cli::client::describe_error(&e));
+            eprintln!("error: {}", crate::client::describe_error(&e));
             ExitCode::FAILURE
         }
     }

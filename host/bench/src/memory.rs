@@ -17,7 +17,7 @@ use anyhow::bail;
 use serde::Serialize;
 
 use super::{Context, stats, submit_bulk};
-use crate::store::JobStore;
+use spindle::store::JobStore;
 
 /// Jobs waiting.
 const QUEUED: usize = 10_000;

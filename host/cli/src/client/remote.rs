@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::api::views::ErrorBody;
+use spindle::api::views::ErrorBody;
 
 /// An error the host answered.
 #[derive(Debug)]
@@ -52,7 +52,7 @@ impl HostRefused {
     /// A deploy that failed after its upload was answered, as the sync answer would
     /// have refused it: a component's own `component.*` code is `invalid-component`'s
     /// reason.
-    pub(super) fn deploy_failed(error: crate::api::views::ErrorDetail) -> Self {
+    pub(super) fn deploy_failed(error: spindle::api::views::ErrorDetail) -> Self {
         if error.code.starts_with("component.") {
             Self { code: "invalid-component".into(), reason: Some(error.code), message: error.message }
         } else {

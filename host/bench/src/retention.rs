@@ -12,9 +12,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{Context, submit_bulk, wait_settled};
-use crate::pruner::{RetentionPolicy, prune_once};
-use crate::store::Backend;
-use crate::store::sql::{Db, Ty};
+use spindle::pruner::{RetentionPolicy, prune_once};
+use spindle::store::Backend;
+use spindle::store::sql::{Db, Ty};
 
 /// Jobs per wave.
 const WAVE: usize = 50_000;

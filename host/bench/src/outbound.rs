@@ -24,7 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::stats::Summary;
 use super::{Context, count_in_state, submit_bulk, wait_settled};
-use crate::capabilities::Deployment;
+use spindle::capabilities::Deployment;
 
 const WARMUP_CALLS: usize = 200;
 const CALLS: usize = 2_000;

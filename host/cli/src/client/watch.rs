@@ -5,7 +5,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::print::{exit_for, is_final, state_line};
 use super::remote::Client;
-use crate::api::views::JobView;
+use spindle::api::views::JobView;
 
 /// Redraws the job's bars on each of its events until it is final; answers the exit code
 /// `wait` would.

@@ -15,8 +15,8 @@ use serde::Serialize;
 use spindle_core::JobState;
 
 use super::{Context, count_in_state, submit_bulk, wait_settled};
-use crate::store::Backend;
-use crate::store::sql::{Db, Ty, Value};
+use spindle::store::Backend;
+use spindle::store::sql::{Db, Ty, Value};
 
 /// Record types listed per phase, the largest first.
 const TOP_RECORDS: usize = 8;

@@ -9,7 +9,7 @@
 //! PostgreSQL the tables are then analysed, as autovacuum would do shortly after such a
 //! load; SQLite is left as Spindle leaves it (no `ANALYZE`).
 //!
-//! Then, with no dispatcher running, [`Engine::claim`](crate::engine::Engine::claim) is
+//! Then, with no dispatcher running, [`Engine::claim`](spindle::engine::Engine::claim) is
 //! called directly: 20 warm-up claims of one job, 200 measured claims of one job, and
 //! 20 measured claims of a batch of 32 (the dispatcher's batch size). Each claimed job
 //! leaves the queue, so the depth changes by under 0.1% at 1,000,000.
@@ -26,8 +26,8 @@ use serde::Serialize;
 
 use super::stats::Summary;
 use super::{Context, requests};
-use crate::store::Backend;
-use crate::store::sql::{Db, Ty, Value};
+use spindle::store::Backend;
+use spindle::store::sql::{Db, Ty, Value};
 
 /// Rows copied per seeding transaction.
 const SEED_CHUNK: u64 = 50_000;
@@ -68,12 +68,12 @@ const LIST_READS: usize = 50;
 
 /// The listing figures at one depth: first page, by state, deep page, by id.
 async fn listing(
-    engine: &crate::engine::Engine,
-    tenant: &crate::store::TenantId,
+    engine: &spindle::engine::Engine,
+    tenant: &spindle::store::TenantId,
     queued: u64,
     template: &str,
 ) -> anyhow::Result<[Summary; 4]> {
-    use crate::store::JobFilter;
+    use spindle::store::JobFilter;
     let page = |filter: JobFilter| JobFilter { limit: 50, ..filter };
     let first = engine.list_jobs(tenant, &page(JobFilter::default())).await?;
     ensure!(first.len() == 50.min(queued as usize), "the first page held {} jobs", first.len());

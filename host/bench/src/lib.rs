@@ -1,5 +1,7 @@
 //! `spindle bench`: what a host does per second and per job, measured against a fresh
-//! database for every scenario, on SQLite or PostgreSQL.
+//! database for every scenario, on SQLite or PostgreSQL; and `spindle demo` ([`demo`]),
+//! Spindle's main job on the embedded default. A crate of their own: the host's crate
+//! carries neither, nor their progress bars.
 //!
 //! Each section measures one thing and returns plain figures; [`report`] prints them
 //! (a table, or JSON) and checks them against the targets. Nothing here changes how the
@@ -23,8 +25,11 @@
 //! | [`fan_out`] | one step's 1,000 children, ten times: outcome to all running, last child to parent woken (p50/p99 beside the targets) |
 
 pub mod claim;
+pub mod command;
 pub mod compile;
 pub mod database;
+pub mod demo;
+mod demo_services;
 pub mod fan_out;
 pub mod languages;
 pub mod latency;
@@ -52,15 +57,15 @@ use anyhow::Context as _;
 use serde::Serialize;
 use spindle_core::JobState;
 
-use crate::dispatcher::Dispatcher;
-use crate::engine::{Engine, SubmitRequest};
-use crate::host::{Host, HostConfig};
-use crate::reconciler::Reconciler;
-use crate::store::sql::{Ty, Value};
-use crate::store::{Backend, TenantId};
 use database::{Databases, Fresh};
 use progress::{Progress, Task};
 use report::Report;
+use spindle::dispatcher::Dispatcher;
+use spindle::engine::{Engine, SubmitRequest};
+use spindle::host::{Host, HostConfig};
+use spindle::reconciler::Reconciler;
+use spindle::store::sql::{Ty, Value};
+use spindle::store::{Backend, TenantId};
 
 /// A part of the benchmark, for `--only`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, Serialize)]

@@ -22,10 +22,10 @@ use spindle_core::{JobId, JobState};
 use spindle_runtime::outbound::{OperatorPolicy, Rules};
 
 use super::demo_services::{DECLINED_CARD, Services};
-use crate::capabilities::Deployment;
-use crate::engine::{Command, SubmitRequest};
-use crate::host::{Host, HostConfig};
-use crate::store::{JobRecord, JobStore, OutboundStore, TenantId};
+use spindle::capabilities::Deployment;
+use spindle::engine::{Command, SubmitRequest};
+use spindle::host::{Host, HostConfig};
+use spindle::store::{JobRecord, JobStore, OutboundStore, TenantId};
 
 /// `spindle demo` flags.
 #[derive(Clone, Debug, clap::Args)]
@@ -218,7 +218,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     host.start().await;
     // A schedule: `nightly-report` every second here (at night, it would be `0 2 * * *`).
-    let schedule = crate::engine::ScheduleRequest {
+    let schedule = spindle::engine::ScheduleRequest {
         name: "nightly".into(),
         kind: "nightly-report".into(),
         cron: "* * * * * *".into(),
@@ -343,7 +343,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if let Some(i) = jobs.iter().position(|j| j.kind == "order-fulfilment") {
         let order = host.engine.job(&tenant, ids[i]).await?;
         println!("\nWorkflow \"{}\" ({}), as `spindle job ID` prints its tree:", jobs[i].label, order.job.id);
-        let filter = crate::store::JobFilter { parent: Some(order.job.id), limit: 100, ..Default::default() };
+        let filter = spindle::store::JobFilter { parent: Some(order.job.id), limit: 100, ..Default::default() };
         for child in host.store.list_jobs(&tenant, &filter).await?.iter().rev() {
             println!("  └─ {} {} {}", child.job.id, child.kind, child.job.state.as_str());
         }
@@ -360,7 +360,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
     }
     // Let the schedule fire three times, then pause it.
-    let filter = crate::store::JobFilter { kind: Some("nightly-report".into()), limit: 100, ..Default::default() };
+    let filter = spindle::store::JobFilter { kind: Some("nightly-report".into()), limit: 100, ..Default::default() };
     let schedule_deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < schedule_deadline {
         let fired = host.store.list_jobs(&tenant, &filter).await?;
