@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use spindle::clock::{Clock as _, ManualClock};
 use spindle::engine::{Command, Engine, EngineError, ScheduleRequest};
 use spindle::scheduler;
-use spindle::store::jobs::JobFilter;
+use spindle::store::JobFilter;
 use spindle::store::prelude::*;
 use spindle::store::{Backend, JobRecord};
 use spindle_core::{HistoryEvent, JobId, JobState, Refusal, Timestamp};

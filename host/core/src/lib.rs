@@ -14,6 +14,7 @@
 //! - [`breaker`]: the per (tenant, kind) fault breaker, with hysteresis.
 //! - [`policy`]: priority layers and candidate order, backoff, hysteresis.
 //! - [`table`]: the machines as tables, and their mermaid diagrams.
+//! - [`reports`]: what a step's sandbox reports besides its outcome: log lines, requests.
 //! - [`schedule`]: the cron schedule machine: exact firing times, catch-up and overlap.
 //! - [`workflow`]: waits for children and signals, as data the job machine carries.
 
@@ -27,6 +28,7 @@ pub mod policy;
 pub mod progress;
 pub mod queue;
 pub mod reconcile;
+pub mod reports;
 pub mod schedule;
 pub mod step;
 pub mod table;

@@ -31,11 +31,8 @@ impl Engine {
         if deployment.is_empty() {
             return Ok(Arc::new(Capabilities { tenant, ..Capabilities::default() }));
         }
-        let tenant_rules = if deployment.allow.is_empty() {
-            Rules::default()
-        } else {
-            self.store.tenant_outbound(&record.tenant).await?
-        };
+        let tenant_rules =
+            if deployment.allow.is_empty() { Rules::default() } else { self.tenant_outbound(&record.tenant).await? };
         let mut secrets = std::collections::BTreeMap::new();
         if !deployment.secrets.is_empty() {
             let key = self.key()?;
@@ -93,7 +90,12 @@ impl Engine {
         if rules.as_ref().is_some_and(|r| r.0.len() > crate::capabilities::MAX_DEPLOYMENT_ENTRIES) {
             return Err(EngineError::Invalid("a tenant has at most 64 outbound rules".into()));
         }
-        match self.store.set_tenant_outbound(tenant, rules.as_ref()).await {
+        // Kept as the rules' JSON document: the store holds it and decides nothing of it.
+        let json = rules
+            .map(|rules| serde_json::to_string(&rules))
+            .transpose()
+            .map_err(|e| EngineError::Invalid(format!("outbound rules: {e}")))?;
+        match self.store.set_tenant_outbound(tenant, json.as_deref()).await {
             Err(crate::store::StoreError::NotFound(_)) => Err(EngineError::NotFound),
             other => Ok(other?),
         }
@@ -101,6 +103,10 @@ impl Engine {
 
     /// What `tenant`'s steps may reach.
     pub async fn tenant_outbound(&self, tenant: &TenantId) -> Result<Rules, EngineError> {
-        Ok(self.store.tenant_outbound(tenant).await?)
+        match self.store.tenant_outbound(tenant).await? {
+            None => Ok(Rules::default()),
+            Some(json) => serde_json::from_str(&json)
+                .map_err(|e| EngineError::Store(crate::store::StoreError::Corrupt(format!("tenants.outbound: {e}")))),
+        }
     }
 }

@@ -7,7 +7,7 @@ use spindle_core::{Fence, Job, Refusal, Timestamp};
 
 use spindle_core::job::Submission;
 
-use crate::store::jobs::NewJob;
+use crate::store::NewJob;
 use crate::store::{JobRecord, JobWrite, LeaseOp, NewSignal, OutboxEffect, Relay};
 
 /// A write and what must happen around it.

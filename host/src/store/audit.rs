@@ -6,10 +6,11 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use spindle_core::Timestamp;
 
+use super::error::StoreError;
+use super::handle::SqlStore;
+use super::records::TenantId;
 use super::rows::{corrupt, ts};
 use super::sql::{Row, Ty, Value};
-use super::tenants::TenantId;
-use super::{SqlStore, StoreError};
 
 /// A bulk operation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,11 +21,11 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use spindle_core::Timestamp;
 
-use super::jobs::{JobRecord, NewJob};
+use super::error::StoreError;
+use super::handle::SqlStore;
+use super::records::{JobRecord, NewJob, TenantId};
 use super::rows::placeholders;
 use super::sql::{Backend, Tx, Ty, Value};
-use super::tenants::TenantId;
-use super::{SqlStore, StoreError};
 
 use spindle_core::capacity::{AdmissionFacts, LayerClock, Quotas, RunningFacts};
 pub use spindle_core::capacity::{MAX_WEIGHT, QuotaRefusal, TAG_UNIT, Verdict};

@@ -4,213 +4,26 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use spindle_core::policy::priority::Priority;
 use spindle_core::table::DiagramState;
-use spindle_core::{HistoryEvent, Job, JobId, JobState, Timestamp};
+use spindle_core::{HistoryEvent, JobId, JobState, Timestamp};
 
 use super::capacity::Admission;
-use super::queue::Deriver;
-use super::rows::{
-    Batch, JOB_COLS, MAX_PARAMS, corrupt, fetch_jobs, history_rows, insert_rows, machine_json, parse_id, step_row, ts,
+use super::error::StoreError;
+use super::handle::SqlStore;
+use super::inserts::insert_new_jobs;
+use super::job_rows::{JOB_COLS, fetch_jobs, history_rows};
+use super::records::{
+    Depth, Derive, Deriver, HistoryEntry, Inserted, JobFilter, JobRecord, JobWrite, NewJob, PruneScope, QueueDepth,
+    TenantId, Updated, WriteOutcome,
 };
-use super::sql::{Backend, Column, Tx, Ty, Value, unnest_from};
-use super::tenants::TenantId;
-use super::writes::{IndexedColumns, JobWrite, TRANSACTION_ATTEMPTS, WriteOutcome, commit_writes, retryable};
-use super::{SqlStore, StoreError};
-
-/// A job as stored: the machine plus what the store keeps beside it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobRecord {
-    /// The job machine's state, with the current pass's steps.
-    pub job: Job,
-    /// The row version this record was read at.
-    pub version: i64,
-    /// Submission sequence number (dispatch order within a priority layer).
-    pub seq: i64,
-    /// The owning tenant.
-    pub tenant: TenantId,
-    /// The kind's name.
-    pub kind: String,
-    /// The kind version the job is pinned to.
-    pub kind_version: i64,
-    /// Its priority layer.
-    pub priority: Priority,
-    /// Its input.
-    pub payload: Vec<u8>,
-    /// The submission's idempotency key.
-    pub idempotency_key: Option<String>,
-    /// Exclusive lease keys its claims take.
-    pub lease_keys: Vec<String>,
-}
-
-impl JobRecord {
-    /// The retry job of this one: `job` (built by `Job::successor_of`) with this job's
-    /// tenant, kind version, priority, input and lease keys, and no idempotency key.
-    pub fn retry_job(&self, job: Job, history: Vec<HistoryEvent>) -> NewJob {
-        NewJob {
-            job,
-            tenant: self.tenant.clone(),
-            kind: self.kind.clone(),
-            kind_version: self.kind_version,
-            priority: self.priority,
-            payload: self.payload.clone(),
-            idempotency_key: None,
-            lease_keys: self.lease_keys.clone(),
-            history,
-        }
-    }
-}
-
-/// A job to insert.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewJob {
-    /// The submitted machine.
-    pub job: Job,
-    /// Its tenant.
-    pub tenant: TenantId,
-    /// Its kind.
-    pub kind: String,
-    /// The pinned kind version.
-    pub kind_version: i64,
-    /// Its priority layer.
-    pub priority: Priority,
-    /// Its input.
-    pub payload: Vec<u8>,
-    /// Optional idempotency key.
-    pub idempotency_key: Option<String>,
-    /// Exclusive lease keys.
-    pub lease_keys: Vec<String>,
-    /// History of its creation.
-    pub history: Vec<HistoryEvent>,
-}
-
-impl NewJob {
-    /// The job as its insert stored it, at sequence `seq` (version 1; its history is
-    /// stored beside it, not in the record).
-    pub(super) fn into_record(self, seq: i64) -> JobRecord {
-        JobRecord {
-            job: self.job,
-            version: 1,
-            seq,
-            tenant: self.tenant,
-            kind: self.kind,
-            kind_version: self.kind_version,
-            priority: self.priority,
-            payload: self.payload,
-            idempotency_key: self.idempotency_key,
-            lease_keys: self.lease_keys,
-        }
-    }
-}
-
-/// What a submission produced.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Inserted {
-    /// A new job.
-    Created(JobRecord),
-    /// A job with the same idempotency key already existed: it is returned instead.
-    Existing(JobRecord),
-}
-
-impl Inserted {
-    /// The job, new or existing.
-    pub fn record(&self) -> &JobRecord {
-        match self {
-            Self::Created(r) | Self::Existing(r) => r,
-        }
-    }
-}
-
-/// Filters for listing jobs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct JobFilter {
-    /// Only this state.
-    pub state: Option<JobState>,
-    /// Only this kind.
-    pub kind: Option<String>,
-    /// Only children of this job.
-    pub parent: Option<JobId>,
-    /// Only failed jobs that have not been retried (the dead-letter view).
-    pub dead_letters: bool,
-    /// Only jobs older than this sequence number (the cursor of the previous page).
-    pub before_seq: Option<i64>,
-    /// Only jobs of this priority class.
-    pub priority: Option<spindle_core::policy::priority::Priority>,
-    /// Only jobs submitted at or after this time.
-    pub created_after: Option<Timestamp>,
-    /// Only jobs submitted before this time.
-    pub created_before: Option<Timestamp>,
-    /// Only the job with this id, or the jobs whose idempotency key starts with this.
-    pub text: Option<String>,
-    /// Page size.
-    pub limit: u32,
-}
+use super::rows::{MAX_PARAMS, corrupt, insert_rows, parse_id, ts};
+use super::sql::{Backend, Tx, Ty, Value};
+use super::writes::{TRANSACTION_ATTEMPTS, commit_writes, retryable};
 
 /// How far submission times may run out of sequence order: submissions of different
 /// hosts stamp their own clocks. Time filters bound the scan by sequence this far beyond
 /// the times asked for, then filter by the times themselves.
 const CLOCK_SKEW_MICROS: i64 = 60_000_000;
-
-/// One entry of a job's history as stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HistoryEntry {
-    /// Its order.
-    pub id: i64,
-    /// When.
-    pub at: Timestamp,
-    /// What.
-    pub event: HistoryEvent,
-}
-
-/// A tenant's open jobs of one kind and priority class, by where each waits.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct QueueDepth {
-    /// The kind.
-    pub kind: String,
-    /// The priority class.
-    pub priority: spindle_core::policy::priority::Priority,
-    /// Ready to be claimed.
-    pub ready: u64,
-    /// Waiting for their time (a delay, a retry's backoff, a snooze).
-    pub delayed: u64,
-    /// Waiting for a lease key, a running limit or a breaker.
-    pub blocked: u64,
-    /// Waiting for children or a signal.
-    pub waiting: u64,
-    /// With a step running.
-    pub running: u64,
-    /// Paused.
-    pub paused: u64,
-}
-
-/// A queue's depth per kind and state, for metrics.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Depth {
-    /// The tenant.
-    pub tenant: TenantId,
-    /// The kind.
-    pub kind: String,
-    /// The state.
-    pub state: String,
-    /// How many jobs.
-    pub count: i64,
-}
-
-/// A locked read-modify-write's derivation: the write for the job as read, or `None`.
-pub type Derive<'a> = &'a (dyn Fn(&JobRecord) -> Option<JobWrite> + Send + Sync);
-
-/// How a locked read-modify-write ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Updated {
-    /// No such job.
-    Missing,
-    /// The derivation wrote nothing; the job as read.
-    Skipped(JobRecord),
-    /// The derivation's write and how it ended.
-    Wrote(JobRecord, WriteOutcome),
-    /// A signal with the key given was stored already: nothing derived, the job as read.
-    Repeated(JobRecord),
-}
 
 /// Jobs.
 #[async_trait]
@@ -330,231 +143,6 @@ impl SqlStore {
         tx.commit().await?;
         Ok(Updated::Wrote(new_record, outcome))
     }
-}
-
-/// Whose finished jobs a pruning pass deletes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PruneScope {
-    /// This tenant's.
-    Tenant(TenantId),
-    /// Every tenant's but these (which keep their jobs for times of their own).
-    AllBut(Vec<TenantId>),
-}
-
-/// Columns of one row of the batched job INSERT: identity and submission, the indexed
-/// columns, the machine, the workflow parent, the fair tag.
-const INSERT_COLS: usize = 23;
-
-/// `INSERT INTO jobs (…)` with the columns [`job_insert_row`] fills, in its order, and
-/// `version` (1 for every new job).
-fn insert_into_jobs() -> String {
-    format!(
-        "INSERT INTO jobs (id, tenant_id, kind, kind_version, priority, created_at, payload, idempotency_key, \
-         lease_keys, {}, machine, parent_id, parent_slot, parent_index, fair_tag, version)",
-        IndexedColumns::COLUMNS
-    )
-}
-
-/// The types of [`job_insert_row`]'s values, in its order.
-fn insert_types() -> Vec<Ty> {
-    let head = [Ty::Text, Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Blob, Ty::OptText, Ty::Text];
-    let tail = [Ty::Text, Ty::OptText, Ty::OptText, Ty::OptInt, Ty::Int];
-    let types = [&head[..], &IndexedColumns::TYPES, &tail].concat();
-    debug_assert_eq!(types.len(), INSERT_COLS);
-    types
-}
-
-/// The types of a step row's values ([`step_row`]) and a history row's ([`history_rows`]).
-const STEP_TYS: [Ty; 7] = [Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Text, Ty::Text, Ty::OptBlob];
-const HISTORY_TYS: [Ty; 4] = [Ty::Text, Ty::Int, Ty::Text, Ty::Text];
-
-/// A job's idempotency key taken: the job is not inserted, and nothing else of it is.
-const UNLESS_KEY_TAKEN: &str = "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
-
-/// One new job's row for [`insert_into_jobs`].
-fn job_insert_row(new: &NewJob, tag: i64) -> Result<Vec<Value>, StoreError> {
-    let job = &new.job;
-    let mut row = Vec::with_capacity(INSERT_COLS);
-    row.extend([
-        Value::from(job.id.to_string()),
-        Value::from(new.tenant.0.as_str()),
-        Value::from(new.kind.as_str()),
-        Value::from(new.kind_version),
-        Value::from(i64::from(new.priority.rank())),
-        Value::from(job.created_at.as_micros()),
-        Value::from(new.payload.clone()),
-        Value::from(new.idempotency_key.clone()),
-        Value::from(serde_json::to_string(&new.lease_keys).map_err(corrupt)?),
-    ]);
-    row.extend(IndexedColumns::of(job).values());
-    row.push(Value::from(machine_json(job)?));
-    let parent = job.parent.as_ref();
-    row.push(Value::from(parent.map(|p| p.job.to_string())));
-    row.push(Value::from(parent.map(|p| p.slot.clone())));
-    row.push(Value::from(parent.map(|p| i64::from(p.index))));
-    row.push(Value::from(tag));
-    Ok(row)
-}
-
-/// Inserts jobs with their steps and history; answers each one's sequence number,
-/// `None` where its idempotency key was taken. Each job gets its fair tag (all 0 unless
-/// `fair`); `admitted`, when the caller admitted the jobs, holds what admission read
-/// for the tags. With `notify`, other hosts are told that work is ready. With `pinned`, each
-/// job's kind version must be its kind's current one, or nothing is written
-/// ([`StoreError::VersionMoved`]).
-///
-/// On PostgreSQL all of it is one statement (see [`insert_in_one_statement`]), on SQLite
-/// one batch of statements (see [`insert_in_one_batch`]).
-pub(super) async fn insert_new_jobs(
-    tx: &mut Tx,
-    jobs: &[&NewJob],
-    now: Timestamp,
-    fair: bool,
-    admitted: Option<&super::capacity::Admitted>,
-    notify: bool,
-    pinned: bool,
-) -> Result<Vec<Option<i64>>, StoreError> {
-    let pins = if pinned { pins_of(jobs) } else { Pins::new() };
-    let fair_tags = super::capacity::fair_tags(tx, jobs, fair, admitted).await?;
-    let rows =
-        jobs.iter().zip(&fair_tags.tags).map(|(new, tag)| job_insert_row(new, *tag)).collect::<Result<_, _>>()?;
-    let seqs = match tx.backend() {
-        Backend::Postgres => insert_in_one_statement(tx, jobs, rows, &fair_tags, now, notify, &pins).await?,
-        Backend::Sqlite => insert_in_one_batch(tx, jobs, rows, &fair_tags, now, &pins).await?,
-    };
-    Ok(jobs.iter().map(|new| seqs.get(&new.job.id.to_string()).copied()).collect())
-}
-
-/// PostgreSQL: the jobs, the steps and history of those inserted (a job whose key was
-/// taken brings none), the tenants' last fair tags and the ready signal in one
-/// statement of data-modifying `WITH` queries, every table's rows bound as arrays: one
-/// round trip, and one statement text (prepared once per connection) whatever the
-/// number of jobs. A single submission made eleven round trips before, five of them
-/// these writes. Pinned versions no longer current (`g`) write nothing (no job, no fair
-/// tag, no ready signal: the statement may run outside a transaction, with no rollback
-/// to undo it), and come back as rows of their own. A deploy committing after the statement's snapshot orders
-/// after the submission, as one committing just after a version was read always did.
-async fn insert_in_one_statement(
-    tx: &mut Tx,
-    jobs: &[&NewJob],
-    rows: Vec<Vec<Value>>,
-    fair_tags: &super::capacity::FairTags,
-    now: Timestamp,
-    notify: bool,
-    pins: &Pins<'_>,
-) -> Result<HashMap<String, i64>, StoreError> {
-    let (steps, history) = steps_and_history(jobs.iter().copied(), now)?;
-    let mut columns = Vec::new();
-    let mut source = |rows: Vec<Vec<Value>>, types: &[Ty], alias: &str, ordinality: bool| {
-        let table = Column::of_rows(rows, types);
-        let sql = unnest_from(&table, alias, columns.len() + 1, ordinality);
-        columns.extend(table);
-        sql
-    };
-    let jobs_source = source(rows, &insert_types(), "v", false);
-    let steps_source = source(steps, &STEP_TYS, "s", false);
-    let history_source = source(history, &HISTORY_TYS, "h", true);
-    let tags_source = source(fair_tags.last_rows(), &[Ty::Text, Ty::Int, Ty::Int], "t", false);
-    let pins_source = source(pin_rows(pins), &[Ty::Text, Ty::Text, Ty::Int], "p", false);
-    let job_cols = (1..=INSERT_COLS).map(|i| format!("column{i}")).collect::<Vec<_>>().join(", ");
-    // History rows go in the order they were given (their ids are the job's history
-    // order), whatever order the join would produce them in.
-    let sql = format!(
-        "WITH g AS MATERIALIZED ({not_current}), \
-         j AS ({insert_into_jobs} SELECT {job_cols}, 1 FROM {jobs_source} WHERE NOT EXISTS (SELECT 1 FROM g) \
-               {UNLESS_KEY_TAKEN} RETURNING seq, id), \
-         s AS (INSERT INTO steps (job_id, pass, position, key, state, body, output) \
-               SELECT s.column1, s.column2, s.column3, s.column4, s.column5, s.column6, s.column7 \
-               FROM {steps_source} JOIN j ON j.id = s.column1), \
-         h AS (INSERT INTO history (job_id, at, event, body) \
-               SELECT h.column1, h.column2, h.column3, h.column4 \
-               FROM {history_source} JOIN j ON j.id = h.column1 ORDER BY h.ordinality), \
-         t AS (INSERT INTO fair_tags (tenant_id, priority, last_tag) SELECT * FROM {tags_source} \
-               WHERE NOT EXISTS (SELECT 1 FROM g) \
-               ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = GREATEST(fair_tags.last_tag, excluded.last_tag)), \
-         n AS MATERIALIZED (SELECT {notify_ready} WHERE NOT EXISTS (SELECT 1 FROM g)) \
-         SELECT j.seq, j.id, 0::int8 FROM j LEFT JOIN n ON true UNION ALL SELECT g.pinned, g.kind, 1::int8 FROM g",
-        not_current = not_current(&pins_source, "p"),
-        insert_into_jobs = insert_into_jobs(),
-        notify_ready = if notify { "pg_notify('spindle_ready', '')::text" } else { "NULL::text" },
-    );
-    seqs_unless_moved(&tx.fetch_columns(&sql, columns, &INSERTED_TYS).await?)
-}
-
-/// SQLite: the check of the pinned versions, the jobs, the steps and history of those
-/// inserted and the tenants' last fair tags, as one batch of statements: one hand-off to
-/// the connection's worker thread, where sending them one by one made five (each tens of
-/// microseconds on a busy machine, and a chance to wait for a core). A statement cannot
-/// read what the one before it answered, so a step or history row goes in only beside
-/// its job's row (a job whose key was taken has none). A moved version comes back as a
-/// row; the error drops the transaction, and with it everything the batch wrote.
-async fn insert_in_one_batch(
-    tx: &mut Tx,
-    jobs: &[&NewJob],
-    rows: Vec<Vec<Value>>,
-    fair_tags: &super::capacity::FairTags,
-    now: Timestamp,
-    pins: &Pins<'_>,
-) -> Result<HashMap<String, i64>, StoreError> {
-    let mut batch = Batch::default();
-    batch.over_rows(pin_rows(pins), 3, |source| format!("SELECT pinned, kind, 1 FROM ({})", not_current(source, "v")));
-    let job_cols = (1..=INSERT_COLS).map(|i| format!("column{i}")).collect::<Vec<_>>().join(", ");
-    let insert_into_jobs = insert_into_jobs();
-    batch.over_rows(rows, INSERT_COLS, |source| {
-        format!(
-            "{insert_into_jobs} SELECT {job_cols}, 1 FROM {source} WHERE true {UNLESS_KEY_TAKEN} RETURNING seq, id, 0"
-        )
-    });
-    // Without idempotency keys every job goes in, and its rows need no look-up.
-    let beside_its_job = if jobs.iter().any(|new| new.idempotency_key.is_some()) {
-        " WHERE EXISTS (SELECT 1 FROM jobs WHERE jobs.id = v.column1)"
-    } else {
-        ""
-    };
-    let (steps, history) = steps_and_history(jobs.iter().copied(), now)?;
-    batch.over_rows(steps, STEP_TYS.len(), |source| {
-        format!("INSERT INTO steps (job_id, pass, position, key, state, body, output) SELECT * FROM {source}{beside_its_job}")
-    });
-    batch.over_rows(history, HISTORY_TYS.len(), |source| {
-        format!("INSERT INTO history (job_id, at, event, body) SELECT * FROM {source}{beside_its_job}")
-    });
-    batch.over_rows(fair_tags.last_rows(), 3, |source| {
-        format!(
-            "INSERT INTO fair_tags (tenant_id, priority, last_tag) SELECT * FROM {source} WHERE true \
-             ON CONFLICT (tenant_id, priority) DO UPDATE SET last_tag = max(fair_tags.last_tag, excluded.last_tag)"
-        )
-    });
-    seqs_unless_moved(&batch.run(tx, &INSERTED_TYS).await?)
-}
-
-/// What an insert answers: `(seq, id, 0)` for each job written, `(pinned, kind, 1)` for
-/// each pinned version no longer current ([`not_current`]).
-const INSERTED_TYS: [Ty; 3] = [Ty::Int, Ty::Text, Ty::Int];
-
-/// The sequence numbers of the jobs written, by id, unless a version had moved.
-fn seqs_unless_moved(answered: &[super::sql::Row]) -> Result<HashMap<String, i64>, StoreError> {
-    if let Some(moved) = answered.iter().find(|row| row.int(2) == 1) {
-        return Err(StoreError::VersionMoved { kind: moved.text(1), pinned: moved.int(0) });
-    }
-    Ok(answered.iter().map(|row| (row.text(1), row.int(0))).collect())
-}
-
-/// Rows of statement values.
-type Rows = Vec<Vec<Value>>;
-
-/// The step rows and history rows of `jobs`, in order.
-fn steps_and_history<'a>(jobs: impl Iterator<Item = &'a NewJob>, now: Timestamp) -> Result<(Rows, Rows), StoreError> {
-    let mut steps = Vec::new();
-    let mut history = Vec::new();
-    for new in jobs {
-        let job = &new.job;
-        let id = job.id.to_string();
-        for (i, step) in job.steps.iter().enumerate() {
-            steps.push(step_row(&id, job.pass, i, step)?);
-        }
-        history.extend(history_rows(&id, now, &new.history)?);
-    }
-    Ok((steps, history))
 }
 
 /// A tenant's jobs in sequence order, for `arm`: one query per state, each an ordered
@@ -739,28 +327,6 @@ fn ids_of(rows: Vec<super::sql::Row>) -> Result<Vec<JobId>, StoreError> {
     rows.iter().map(|r| parse_id(&r.text(0), "job id")).collect()
 }
 
-/// Each job's tenant, kind and version, once: what a pinned submission checks.
-type Pins<'a> = std::collections::BTreeSet<(&'a TenantId, &'a str, i64)>;
-
-fn pins_of<'a>(jobs: &[&'a NewJob]) -> Pins<'a> {
-    jobs.iter().map(|new| (&new.tenant, new.kind.as_str(), new.kind_version)).collect()
-}
-
-/// The pins as (tenant, kind, version) rows, for [`not_current`]'s source.
-fn pin_rows(pins: &Pins<'_>) -> Rows {
-    pins.iter().map(|(t, k, v)| vec![Value::from(t.0.as_str()), Value::from(*k), Value::from(*v)]).collect()
-}
-
-/// `(pinned, kind)` of each (tenant, kind, version) row of `source` (aliased `alias`)
-/// whose version is not its kind's current one: the check a pinned insert makes.
-fn not_current(source: &str, alias: &str) -> String {
-    format!(
-        "SELECT {alias}.column3 AS pinned, {alias}.column2 AS kind FROM {source} LEFT JOIN kinds k \
-         ON k.tenant_id = {alias}.column1 AND k.name = {alias}.column2 AND k.current_version = {alias}.column3 \
-         WHERE k.name IS NULL"
-    )
-}
-
 impl SqlStore {
     /// Inserts jobs; with `pinned`, only if their kind versions are current
     /// ([`insert_new_jobs`] checks).
@@ -856,8 +422,8 @@ impl JobStore for SqlStore {
 
     async fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
         let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1");
-        let rows = self.db.fetch(&sql, vec![Value::from(id.to_string())], super::rows::JOB_TYS).await?;
-        let mut records = rows.into_iter().map(super::rows::job_from_row).collect::<Result<Vec<_>, _>>()?;
+        let rows = self.db.fetch(&sql, vec![Value::from(id.to_string())], super::job_rows::JOB_TYS).await?;
+        let mut records = rows.into_iter().map(super::job_rows::job_from_row).collect::<Result<Vec<_>, _>>()?;
         let Some(mut record) = records.pop() else { return Ok(None) };
         let steps = self
             .db
@@ -868,7 +434,7 @@ impl JobStore for SqlStore {
             )
             .await?;
         for mut row in steps {
-            record.job.steps.push(super::rows::step_from_row(&mut row, 1, 2)?);
+            record.job.steps.push(super::job_rows::step_from_row(&mut row, 1, 2)?);
         }
         record.job.restore_claimed_step();
         Ok(Some(record))
@@ -1107,7 +673,9 @@ impl JobStore for SqlStore {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use spindle_core::Job;
     use spindle_core::job::{KindRules, Submission};
+    use spindle_core::policy::priority::Priority;
 
     use super::*;
     use crate::store::sql::Db;

@@ -6,12 +6,13 @@
 //! chatty guest nor a long job fills the database.
 
 use async_trait::async_trait;
+use spindle_core::reports::{GuestLine, Level, Stream};
 use spindle_core::{JobId, Timestamp};
-use spindle_runtime::{GuestLine, Level, Stream};
 
+use super::error::StoreError;
+use super::handle::SqlStore;
 use super::rows::{MAX_PARAMS, insert_rows};
 use super::sql::{Ty, Value};
-use super::{SqlStore, StoreError};
 
 /// How much of its lines a job keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

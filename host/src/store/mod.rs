@@ -16,20 +16,34 @@
 //! - [`outbox`]: after-commit effects and shared counters.
 //! - [`outbound`]: tenants' outbound rules and sealed secrets, the record of requests.
 //! - [`workflows`]: a parent's children, signals, cron schedules.
-//! - [`capacity`]: tenants' limits and fair tags, submission quotas, running limits, usage.
+//! - [`capacity`]: tenants' limits and the facts of fair tags, quotas and running limits.
 //! - [`logs`]: each job's guest lines, capped; [`audit`]: bulk operations and alerts.
-//! - `writes`: the version-checked write path; `rows`: row encoding; [`sql`]: the
-//!   connection pools; `turns`: who goes next at SQLite's one writer; `schema`:
-//!   migrations.
+//!
+//! The files are layers, each importing only those before it ([`LAYERS`], checked by a
+//! test): `turns` and `error`; [`sql`] (the connection pools, the backends' dialect);
+//! `rows` (statements over many rows) and `schema` (migrations); `records` (the plain
+//! records everything above stores); `submissions` (concurrent submissions merged) and
+//! `handle` ([`SqlStore`]); `job_rows` (a job's rows); the domains that stand alone
+//! (tenants, audit, logs, outbound, outbox, registry, traces, capacity); `lease_keys`
+//! and `inserts` (a write's lease keys and new jobs); `writes` (the version-checked
+//! write path and what it wakes); and on top the stores built on it: queue, leases,
+//! workflows, jobs. The store names nothing of the sandbox: what a step reports is
+//! `spindle_core::reports`, and outbound rules are kept as the document they are.
 
 pub mod audit;
 pub mod capacity;
+mod error;
+mod handle;
+mod inserts;
+mod job_rows;
 pub mod jobs;
+mod lease_keys;
 pub mod leases;
 pub mod logs;
 pub mod outbound;
 pub mod outbox;
 pub mod queue;
+mod records;
 pub mod registry;
 mod rows;
 mod schema;
@@ -43,24 +57,25 @@ mod turns;
 pub mod workflows;
 mod writes;
 
-use thiserror::Error;
-
 pub use audit::{Alert, AuditStore, Operation};
 pub use capacity::{CapacityStore, LiveCount, QuotaRefusal, TenantLimits, Usage};
-pub use jobs::{
-    Depth, Derive, HistoryEntry, Inserted, JobFilter, JobRecord, JobStore, NewJob, PruneScope, QueueDepth, Updated,
-};
+pub use error::StoreError;
+pub use handle::SqlStore;
+pub use jobs::JobStore;
 pub use leases::LeaseStore;
 pub use logs::{JobLogs, LogCaps, LogLine, LogStore};
 pub use outbound::{OutboundStore, RecordedCall, SecretInfo};
-pub use outbox::{OutboxEffect, OutboxItem, OutboxStore};
-pub use queue::{ClaimFilter, Deriver, QueueStore, ReadySignals};
+pub use outbox::{OutboxItem, OutboxStore};
+pub use queue::{QueueStore, ReadySignals};
+pub use records::{
+    ClaimFilter, Depth, Derive, Deriver, HistoryEntry, IndexedColumns, Inserted, JobFilter, JobRecord, JobWrite,
+    LeaseOp, NewJob, NewSignal, OutboxEffect, PruneScope, QueueDepth, Relay, TenantId, Updated, WriteOutcome,
+};
 pub use registry::{DeployRecord, DeployState, KindEntry, KindVersion, RegistryStore};
 pub use sql::{Backend, ConnectOptions, SqliteSync};
-pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantId, TenantStore, TokenInfo, token_id};
+pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantStore, TokenInfo, token_id};
 pub use traces::TraceStore;
 pub use workflows::{ScheduleRow, WorkflowStore};
-pub use writes::{IndexedColumns, JobWrite, LeaseOp, NewSignal, Relay, WriteOutcome};
 
 /// The storage traits, to call a concrete store's methods (`use spindle::store::prelude::*`).
 pub mod prelude {
@@ -91,86 +106,88 @@ pub trait Storage:
     fn backend(&self) -> Backend;
 }
 
-/// Storage failures. A conflict is not one: it is a [`WriteOutcome`].
-#[derive(Debug, Error)]
-pub enum StoreError {
-    /// The database failed.
-    #[error("database: {0}")]
-    Database(sqlx::Error),
-    /// A stored value did not decode.
-    #[error("corrupt stored data: {0}")]
-    Corrupt(String),
-    /// A unique name is taken.
-    #[error("already exists: {0}")]
-    Duplicate(String),
-    /// The referenced row does not exist.
-    #[error("not found: {0}")]
-    NotFound(String),
-    /// The transaction carrying the write was abandoned before it answered.
-    #[error("interrupted: {0}")]
-    Interrupted(String),
-    /// A submission over one of its tenant's quotas: nothing was written.
-    #[error("quota exceeded ({}): {}", .0.quota, .0.message)]
-    QuotaExceeded(QuotaRefusal),
-    /// A submission pinned its jobs to a version of the kind that is no longer current
-    /// (another deploy or rollback came first): nothing was written.
-    #[error("kind {kind:?} is no longer at version {pinned}")]
-    VersionMoved {
-        /// The kind.
-        kind: String,
-        /// The version the submission pinned.
-        pinned: i64,
-    },
-}
-
-impl From<sqlx::Error> for StoreError {
-    /// A column that does not decode as its type (a NULL, a value of another type) is
-    /// corrupt data; anything else is the database failing.
-    fn from(e: sqlx::Error) -> Self {
-        match e {
-            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => Self::Corrupt(e.to_string()),
-            other => Self::Database(other),
-        }
-    }
-}
-
-/// The SQL store.
-#[derive(Clone, Debug)]
-pub struct SqlStore {
-    db: sql::Db,
-    /// Whether submissions get fair tags (claims share a layer between tenants by
-    /// weight) or all tag 0 (submission order, as before fairness).
-    fair: bool,
-    /// Concurrent submissions waiting to be inserted together.
-    submissions: std::sync::Arc<submissions::SubmissionQueue>,
-}
-
-impl SqlStore {
-    /// The same store with fair claiming on or off (on by default).
-    pub fn with_fairness(self, fair: bool) -> Self {
-        Self { fair, ..self }
-    }
-
-    /// Connects and brings the schema up to date.
-    pub async fn connect(options: &ConnectOptions) -> Result<Self, StoreError> {
-        let db = sql::Db::connect(options).await?;
-        schema::migrate(&db).await?;
-        Ok(Self::on(db))
-    }
-
-    /// The store over `db`, whose schema is up to date, with fair claiming on.
-    fn on(db: sql::Db) -> Self {
-        Self { db, fair: true, submissions: std::sync::Arc::default() }
-    }
-
-    /// The connection pools (closed at shutdown; read directly by tests and tools).
-    pub fn db(&self) -> &sql::Db {
-        &self.db
-    }
-}
-
 impl Storage for SqlStore {
     fn backend(&self) -> Backend {
         self.db.backend()
+    }
+}
+
+/// The store's files from the bottom up: each may import only files before it.
+pub const LAYERS: &[&str] = &[
+    "turns",
+    "error",
+    "sql",
+    "rows",
+    "schema",
+    "test_db",
+    "records",
+    "submissions",
+    "handle",
+    "job_rows",
+    "tenants",
+    "audit",
+    "logs",
+    "outbound",
+    "outbox",
+    "registry",
+    "traces",
+    "capacity",
+    "lease_keys",
+    "inserts",
+    "writes",
+    "queue",
+    "leases",
+    "workflows",
+    "jobs",
+];
+
+#[cfg(test)]
+mod layers {
+    use super::LAYERS;
+
+    /// The store modules `source` (outside its tests) imports.
+    fn imports(source: &str) -> Vec<String> {
+        let code = source.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        let mut found = Vec::new();
+        for (i, _) in code.match_indices("super::") {
+            let rest = &code[i + "super::".len()..];
+            let names: Vec<&str> = if let Some(group) = rest.strip_prefix('{') {
+                group
+                    .split('}')
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|n| n.trim().split("::").next().unwrap_or_default())
+                    .collect()
+            } else {
+                vec![rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or_default()]
+            };
+            found.extend(names.into_iter().filter(|n| LAYERS.contains(n)).map(str::to_owned));
+        }
+        found
+    }
+
+    /// No store file imports a file above it (so none imports another in a circle), and
+    /// every file is in the list.
+    #[test]
+    fn every_store_file_imports_only_the_layers_below_it() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
+        let mut upward = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("src/store") {
+            let path = entry.expect("an entry").path();
+            let name = path.file_stem().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            if name == "mod" {
+                continue;
+            }
+            let at = LAYERS.iter().position(|l| *l == name).unwrap_or_else(|| panic!("{name}.rs is in no layer"));
+            let source = std::fs::read_to_string(&path).expect("readable");
+            for import in imports(&source) {
+                let theirs = LAYERS.iter().position(|l| *l == import).unwrap_or(usize::MAX);
+                if theirs >= at && import != name {
+                    upward.push(format!("{name} imports {import}"));
+                }
+            }
+        }
+        assert!(upward.is_empty(), "imports upward: {upward:?}");
     }
 }

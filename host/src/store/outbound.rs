@@ -4,12 +4,14 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use spindle_core::reports::OutboundCall;
 use spindle_core::{JobId, Timestamp};
-use spindle_runtime::outbound::{OutboundCall, Rules};
 
+use super::error::StoreError;
+use super::handle::SqlStore;
+use super::records::TenantId;
 use super::rows::{corrupt, ts};
 use super::sql::{Ty, Value};
-use super::{SqlStore, StoreError, TenantId};
 
 /// A secret's name and when it was last set: all that is ever shown of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,9 +43,9 @@ pub const MAX_LISTED_CALLS: u32 = 500;
 #[async_trait]
 pub trait OutboundStore: Send + Sync {
     /// Sets (or with `None` clears) what `tenant`'s steps may reach.
-    async fn set_tenant_outbound(&self, tenant: &TenantId, rules: Option<&Rules>) -> Result<(), StoreError>;
+    async fn set_tenant_outbound(&self, tenant: &TenantId, rules: Option<&str>) -> Result<(), StoreError>;
     /// What `tenant`'s steps may reach (empty: nothing).
-    async fn tenant_outbound(&self, tenant: &TenantId) -> Result<Rules, StoreError>;
+    async fn tenant_outbound(&self, tenant: &TenantId) -> Result<Option<String>, StoreError>;
     /// Stores `tenant`'s secret `name`, sealed.
     async fn put_secret(&self, tenant: &TenantId, name: &str, sealed: &str, now: Timestamp) -> Result<(), StoreError>;
     /// Removes a secret; answers whether it existed.
@@ -67,13 +69,12 @@ pub trait OutboundStore: Send + Sync {
 
 #[async_trait]
 impl OutboundStore for SqlStore {
-    async fn set_tenant_outbound(&self, tenant: &TenantId, rules: Option<&Rules>) -> Result<(), StoreError> {
-        let json = rules.map(serde_json::to_string).transpose().map_err(corrupt)?;
+    async fn set_tenant_outbound(&self, tenant: &TenantId, rules: Option<&str>) -> Result<(), StoreError> {
         let changed = self
             .db
             .execute(
                 "UPDATE tenants SET outbound = $1 WHERE id = $2",
-                vec![Value::from(json), Value::from(tenant.0.as_str())],
+                vec![Value::from(rules.map(str::to_owned)), Value::from(tenant.0.as_str())],
             )
             .await?;
         if changed == 0 {
@@ -82,15 +83,12 @@ impl OutboundStore for SqlStore {
         Ok(())
     }
 
-    async fn tenant_outbound(&self, tenant: &TenantId) -> Result<Rules, StoreError> {
+    async fn tenant_outbound(&self, tenant: &TenantId) -> Result<Option<String>, StoreError> {
         let rows = self
             .db
             .fetch("SELECT outbound FROM tenants WHERE id = $1", vec![Value::from(tenant.0.as_str())], &[Ty::OptText])
             .await?;
-        match rows.first().and_then(|r| r.opt_text(0)) {
-            None => Ok(Rules::default()),
-            Some(json) => serde_json::from_str(&json).map_err(corrupt),
-        }
+        Ok(rows.first().and_then(|r| r.opt_text(0)))
     }
 
     async fn put_secret(&self, tenant: &TenantId, name: &str, sealed: &str, now: Timestamp) -> Result<(), StoreError> {

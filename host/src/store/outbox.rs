@@ -3,54 +3,13 @@
 //! operational counters.
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use spindle_core::{JobId, Timestamp};
 
+use super::error::StoreError;
+use super::handle::SqlStore;
+use super::records::OutboxEffect;
 use super::rows::{corrupt, parse_id};
 use super::sql::{Ty, Value};
-use super::{SqlStore, StoreError};
-
-/// An effect to run after the write commits, durably queued with it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutboxEffect {
-    /// The kind's success notification.
-    NotifySuccess,
-    /// The kind's failure effect, after a corrected settlement.
-    FailureEffect,
-    /// A child of the job settled: count its fan-out again (the job is the parent).
-    ChildSettled,
-    /// Cancel the job's open children (detail: the fan-out's slot or none, and why).
-    CancelChildren,
-}
-
-impl OutboxEffect {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NotifySuccess => "notify_success",
-            Self::FailureEffect => "failure_effect",
-            Self::ChildSettled => "child_settled",
-            Self::CancelChildren => "cancel_children",
-        }
-    }
-
-    /// The effects that run a kind's hook (the rest are the workflow relay's).
-    pub const HOOKS: &'static [Self] = &[Self::NotifySuccess, Self::FailureEffect];
-    /// The workflow relay's effects.
-    pub const WORKFLOW: &'static [Self] = &[Self::ChildSettled, Self::CancelChildren];
-
-    /// Parses a stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "notify_success" => Some(Self::NotifySuccess),
-            "failure_effect" => Some(Self::FailureEffect),
-            "child_settled" => Some(Self::ChildSettled),
-            "cancel_children" => Some(Self::CancelChildren),
-            _ => None,
-        }
-    }
-}
 
 /// A queued after-commit effect.
 #[derive(Clone, Debug, PartialEq, Eq)]

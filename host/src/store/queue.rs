@@ -7,52 +7,20 @@
 //! lease key, a wake when the key is released — then commits what it answers,
 //! version-checked. It never sets a queue column itself.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use spindle_core::Timestamp;
 
 use super::capacity::{CAPACITY_RECHECK, Freeing, Verdict, freeing_failed, gate_claims};
-use super::jobs::JobRecord;
-use super::rows::{JOB_COLS, JOB_TYS, attach_steps, fetch_jobs, job_from_row, placeholders};
-use super::sql::{Backend, Db, Tx, Ty, Value, on_live_connection};
-use super::tenants::TenantId;
-use super::writes::{JobWrite, TRANSACTION_ATTEMPTS, WriteOutcome, apply_writes, finish, queue_code, retryable};
-use super::{SqlStore, StoreError};
-
-/// The core's answers the store asks for inside its transactions. The engine implements
-/// it with the job machine; each answer is a version-checked write of the job as read,
-/// or `None` when the core refuses the event (the job is left as it is).
-pub trait Deriver: Send + Sync {
-    /// The claim of a ready job.
-    fn claim(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite>;
-    /// A ready job whose claim found `key` held by another job until `held_until`.
-    fn key_busy(&self, record: &JobRecord, key: &str, held_until: Timestamp, now: Timestamp) -> Option<JobWrite>;
-    /// A job blocked on `key`, which was released.
-    fn key_released(&self, record: &JobRecord, key: &str, now: Timestamp) -> Option<JobWrite>;
-    /// A delayed or blocked job whose time has come.
-    fn due(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite>;
-    /// A parent waiting for fan-out `slot`, `settled` of whose children are now final.
-    fn children_settled(&self, record: &JobRecord, slot: &str, settled: u32, now: Timestamp) -> Option<JobWrite>;
-    /// A ready job whose claim found the running limit `gate` full: it waits for a slot
-    /// until `recheck_at` at the latest.
-    fn at_capacity(&self, record: &JobRecord, gate: &str, recheck_at: Timestamp, now: Timestamp) -> Option<JobWrite>;
-    /// Whether the host holds a candidate back (its kind's breaker is open): the gate it
-    /// waits on and when to try again, or `None` to claim it.
-    fn hold(&self, _record: &JobRecord, _now: Timestamp) -> Option<(String, Timestamp)> {
-        None
-    }
-}
-
-/// Which ready jobs a host takes: empty lists admit everything.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClaimFilter {
-    /// Only these kinds.
-    pub kinds: Vec<String>,
-    /// Only these tenants.
-    pub tenants: Vec<TenantId>,
-}
+use super::error::StoreError;
+use super::handle::SqlStore;
+use super::job_rows::{JOB_COLS, JOB_TYS, attach_steps, fetch_jobs, job_from_row};
+use super::records::{ClaimFilter, Deriver, JobRecord, JobWrite, WriteOutcome, queue_code};
+use super::rows::placeholders;
+use super::sql::{Db, Tx, Ty, Value, on_live_connection};
+use super::writes::{TRANSACTION_ATTEMPTS, apply_writes, finish, notify_ready, retryable, wake_gated};
 
 /// The dispatch queue.
 #[async_trait]
@@ -155,130 +123,6 @@ pub(super) async fn listen(pool: &sqlx::PgPool) -> Result<sqlx::postgres::PgList
     .await
 }
 
-/// Tells other hosts (LISTEN spindle_ready) that work is ready.
-pub(super) async fn notify_ready(tx: &mut Tx) -> Result<(), StoreError> {
-    if tx.backend() == Backend::Postgres {
-        tx.fetch("SELECT pg_notify('spindle_ready', '')::text", vec![], &[Ty::Text]).await?;
-    }
-    Ok(())
-}
-
-/// Wakes the jobs blocked on any of `keys` (just released), each through the core;
-/// answers whether any became ready. On PostgreSQL a blocked job another transaction
-/// holds is skipped: its recheck time wakes it instead.
-pub(super) async fn wake_blocked(
-    tx: &mut Tx,
-    keys: &BTreeSet<String>,
-    now: Timestamp,
-    deriver: &dyn Deriver,
-) -> Result<bool, StoreError> {
-    if keys.is_empty() {
-        return Ok(false);
-    }
-    let keys: Vec<&String> = keys.iter().collect();
-    let sql = format!(
-        "SELECT {JOB_COLS} FROM jobs WHERE queue = {} AND blocked_on IN ({}) ORDER BY priority, seq{}",
-        queue_code(spindle_core::QueueState::Blocked),
-        placeholders(1, keys.len()),
-        skip_locked(tx.backend())
-    );
-    let blocked = fetch_jobs(tx, &sql, keys.iter().map(|k| Value::from(k.as_str())).collect()).await?;
-    let writes: Vec<JobWrite> = blocked
-        .iter()
-        .filter_map(|r| deriver.key_released(r, r.job.blocked_on.as_deref().unwrap_or_default(), now))
-        .collect();
-    if writes.is_empty() {
-        return Ok(false);
-    }
-    let writes: Vec<&JobWrite> = writes.iter().collect();
-    let applied = apply_writes(tx, &writes, now).await?;
-    Ok(applied.ready)
-}
-
-/// Wakes the parents in `parents` (of children the transaction settled) whose join their
-/// final children now meet, each through the core, in the transaction that settled the
-/// last of them: the parent's next step is dispatched with that commit, not after a
-/// relay pass. Each parent's row is locked before its children are counted, so of two
-/// transactions settling its last two children on two hosts, the second counts after
-/// the first committed and sees both. A count that does not meet the join writes
-/// nothing here (the relay records progress). Answers whether a parent became ready.
-pub(super) async fn wake_parents(
-    tx: &mut Tx,
-    parents: &BTreeSet<spindle_core::JobId>,
-    now: Timestamp,
-    deriver: &dyn Deriver,
-) -> Result<bool, StoreError> {
-    if parents.is_empty() {
-        return Ok(false);
-    }
-    let lock = match tx.backend() {
-        Backend::Sqlite => "",
-        Backend::Postgres => " FOR UPDATE",
-    };
-    let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id IN ({}) ORDER BY id{lock}", placeholders(1, parents.len()));
-    let waiting = fetch_jobs(tx, &sql, parents.iter().map(|p| Value::from(p.to_string())).collect()).await?;
-    let mut writes = Vec::new();
-    for record in &waiting {
-        let Some(wait) = record.job.wait.as_ref() else { continue };
-        let spindle_core::workflow::WaitFor::Children { slot, .. } = &wait.what else { continue };
-        let rows = tx
-            .fetch(
-                "SELECT count(*) FROM jobs WHERE parent_id = $1 AND parent_slot = $2 AND settled_at IS NOT NULL",
-                vec![Value::from(record.job.id.to_string()), Value::from(slot.as_str())],
-                &[Ty::Int],
-            )
-            .await?;
-        let settled = rows.first().map_or(0, |r| u32::try_from(r.int(0)).unwrap_or(u32::MAX));
-        if spindle_core::workflow::join_met(wait, settled) {
-            writes.extend(deriver.children_settled(record, slot, settled, now));
-        }
-    }
-    if writes.is_empty() {
-        return Ok(false);
-    }
-    let applied = apply_writes(tx, &writes.iter().collect::<Vec<_>>(), now).await?;
-    Ok(applied.ready)
-}
-
-/// Wakes, for each running-limit gate in `freed`, as many of the jobs waiting on it as
-/// slots were freed (best first), each through the core; answers whether any became
-/// ready. Only claims a limit counted free slots, so commits of unlimited tenants' steps
-/// never come here.
-pub(super) async fn wake_gated(
-    tx: &mut Tx,
-    freed: &BTreeMap<String, u32>,
-    now: Timestamp,
-    deriver: &dyn Deriver,
-) -> Result<bool, StoreError> {
-    if freed.is_empty() {
-        return Ok(false);
-    }
-    let sql = format!(
-        "SELECT {JOB_COLS} FROM jobs WHERE queue = {} AND blocked_on = $1 ORDER BY priority, fair_tag, seq LIMIT $2{}",
-        queue_code(spindle_core::QueueState::Blocked),
-        skip_locked(tx.backend())
-    );
-    let mut writes = Vec::new();
-    for (gate, slots) in freed {
-        // One indexed read per gate (`jobs_blocked` holds the order): a gate with a
-        // tenant's whole backlog behind it gives its best few without a sort.
-        let waiting = fetch_jobs(tx, &sql, vec![Value::from(gate.as_str()), Value::from(i64::from(*slots))]).await?;
-        writes.extend(waiting.iter().filter_map(|record| deriver.key_released(record, gate, now)));
-    }
-    if writes.is_empty() {
-        return Ok(false);
-    }
-    let applied = apply_writes(tx, &writes.iter().collect::<Vec<_>>(), now).await?;
-    Ok(applied.ready)
-}
-
-fn skip_locked(backend: Backend) -> &'static str {
-    match backend {
-        Backend::Sqlite => "",
-        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-    }
-}
-
 /// The candidates a claim considers: filter (ready; kind; tenant) → order by the cheap
 /// score the index holds (priority, fair tag, sequence) → a finalist set of `limit`,
 /// each row locked (skipping rows other claims hold). The exact checks are the running
@@ -314,7 +158,7 @@ async fn candidates(
     let sql = format!(
         "SELECT {JOB_COLS}, {LIMITED} FROM jobs WHERE queue = {}{extra} ORDER BY priority, fair_tag, seq LIMIT $1{}",
         queue_code(spindle_core::QueueState::Ready),
-        skip_locked(tx.backend())
+        tx.backend().skip_locked()
     );
     let mut tys = JOB_TYS.to_vec();
     tys.push(Ty::Int);
@@ -510,7 +354,7 @@ impl QueueStore for SqlStore {
         let sql = format!(
             "SELECT {JOB_COLS} FROM jobs WHERE queue >= {} AND run_at <= $1 ORDER BY run_at LIMIT $2{}",
             queue_code(spindle_core::QueueState::Delayed),
-            skip_locked(self.db.backend())
+            self.db.backend().skip_locked()
         );
         let due = fetch_jobs(&mut tx, &sql, vec![Value::from(now.as_micros()), Value::from(i64::from(limit))]).await?;
         let writes: Vec<JobWrite> = due.iter().filter_map(|r| deriver.due(r, now)).collect();

@@ -5,10 +5,11 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use spindle_core::Timestamp;
 
+use super::error::StoreError;
+use super::handle::SqlStore;
+use super::records::TenantId;
 use super::rows::{corrupt, ts};
 use super::sql::{Row, Ty, Value};
-use super::tenants::TenantId;
-use super::{SqlStore, StoreError};
 
 /// A version of a kind deployed by a tenant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //! start-up inside a transaction; on PostgreSQL an advisory lock keeps two hosts starting
 //! together from applying the same migration twice.
 
-use super::StoreError;
+use super::error::StoreError;
 use super::sql::{Backend, Db, Ty, Value};
 
 const SQLITE: &[(i64, &str)] = &[

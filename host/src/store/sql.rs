@@ -25,6 +25,27 @@ pub enum Backend {
     Postgres,
 }
 
+impl Backend {
+    /// The clause that locks the rows a `SELECT` reads until the transaction ends:
+    /// PostgreSQL's `FOR UPDATE`; nothing on SQLite, whose one writer holds the whole
+    /// database for the transaction.
+    pub fn for_update(self) -> &'static str {
+        match self {
+            Self::Sqlite => "",
+            Self::Postgres => " FOR UPDATE",
+        }
+    }
+
+    /// [`for_update`](Self::for_update), passing over rows another transaction holds
+    /// (PostgreSQL's `SKIP LOCKED`): for work discovery, where any free row will do.
+    pub fn skip_locked(self) -> &'static str {
+        match self {
+            Self::Sqlite => "",
+            Self::Postgres => " FOR UPDATE SKIP LOCKED",
+        }
+    }
+}
+
 /// A value bound to or read from a statement. NULLs are typed: PostgreSQL checks a
 /// parameter's declared type even when it is NULL.
 #[derive(Clone, Debug, PartialEq)]

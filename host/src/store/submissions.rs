@@ -21,8 +21,8 @@ use async_trait::async_trait;
 use spindle_core::Timestamp;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
-use super::StoreError;
-use super::jobs::{Inserted, NewJob};
+use super::error::StoreError;
+use super::records::{Inserted, NewJob};
 
 /// Submissions of at most this many jobs join the queue; larger ones go alone (they
 /// already spread their commit over many jobs).

@@ -6,9 +6,11 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use spindle_core::Timestamp;
 
+use super::error::StoreError;
+use super::handle::SqlStore;
+use super::records::TenantId;
 use super::rows::{corrupt, ts};
 use super::sql::{Row, Ty, Value};
-use super::{SqlStore, StoreError};
 
 /// Hex characters of a token's hash that make its public id (migration 0004 on SQLite and
 /// 0006 on PostgreSQL backfilled stored tokens the same way).
@@ -18,24 +20,6 @@ pub const TOKEN_ID_CHARS: usize = 16;
 /// help in guessing a token: 64 bits of a SHA-256.
 pub fn token_id(hash: &str) -> String {
     hash.chars().take(TOKEN_ID_CHARS).collect()
-}
-
-/// A tenant's identity.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct TenantId(pub String);
-
-impl TenantId {
-    /// The tenant an embedded host runs everything under.
-    pub fn default_tenant() -> Self {
-        Self("default".to_owned())
-    }
-}
-
-impl std::fmt::Display for TenantId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
 }
 
 /// A tenant.

@@ -4,9 +4,10 @@
 use async_trait::async_trait;
 use spindle_core::JobId;
 
+use super::error::StoreError;
+use super::handle::SqlStore;
 use super::rows::insert_rows;
 use super::sql::{Ty, Value};
-use super::{SqlStore, StoreError};
 
 /// Jobs' trace parents.
 #[async_trait]

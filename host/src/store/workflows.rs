@@ -5,10 +5,12 @@ use async_trait::async_trait;
 use spindle_core::schedule::{CatchUp, Overlap, Schedule, ScheduleState};
 use spindle_core::{JobId, Timestamp};
 
-use super::jobs::JobRecord;
-use super::rows::{JOB_COLS, fetch_jobs};
+use super::error::StoreError;
+use super::handle::SqlStore;
+use super::job_rows::{JOB_COLS, fetch_jobs};
+use super::records::JobRecord;
+use super::records::TenantId;
 use super::sql::{Ty, Value};
-use super::{SqlStore, StoreError, TenantId};
 
 /// A cron schedule as stored: what a tenant asked for, and its machine.
 #[derive(Clone, Debug, PartialEq, Eq)]

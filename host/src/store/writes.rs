@@ -8,218 +8,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use spindle_core::step::Step;
-use spindle_core::{HistoryEvent, Job, QueueState, Timestamp};
+use spindle_core::{QueueState, Timestamp};
 
-use super::StoreError;
 use super::capacity::{kind_gate, tenant_gate};
-use super::jobs::{JobRecord, NewJob, insert_new_jobs};
-use super::leases;
-use super::outbox::OutboxEffect;
-use super::queue::{Deriver, notify_ready, wake_blocked, wake_gated, wake_parents};
-use super::rows::{MAX_PARAMS, history_rows, insert_rows, machine_json, over_rows, placeholders, step_row};
-use super::sql::{Backend, Row, Tx, Ty, Value, connection_lost};
-
-/// A version-checked change to one job, derived by the engine from a core transition.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobWrite {
-    /// The record as it must become (the job as the core answered it).
-    pub record: JobRecord,
-    /// The version the change was derived from: the write lands only on that version.
-    pub expected_version: i64,
-    /// Indexes of `record.job.steps` to write.
-    pub steps_changed: Vec<usize>,
-    /// A previous pass's steps to write (after a restart): pass number and steps.
-    pub previous_pass: Option<(u32, Vec<Step>)>,
-    /// History to append.
-    pub history: Vec<HistoryEvent>,
-    /// Lease keys to take, renew or release, as the core's effects said.
-    pub leases: LeaseOp,
-    /// Effects to queue.
-    pub outbox: Vec<OutboxEffect>,
-    /// A retry job to create with it.
-    pub spawn: Option<NewJob>,
-    /// Children of a fan-out to create with it.
-    pub children: Vec<NewJob>,
-    /// A signal sent to the job, to store (pending) with it.
-    pub store_signal: Option<NewSignal>,
-    /// A delivered signal of this name to mark consumed with it.
-    pub consume_signal: Option<String>,
-    /// Workflow effects to queue for the relay (a parent to count again, children to
-    /// cancel).
-    pub relay: Vec<Relay>,
-    /// Whether the write ends a claim a running limit counted (its step's outcome, a
-    /// rescue, a cancel): the limits have a slot free when it lands.
-    pub frees_slot: bool,
-    /// When the change happened (its history's time), which a group commit may write
-    /// a little later.
-    pub at: Timestamp,
-}
-
-/// A signal to store with its job's write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewSignal {
-    /// Its name.
-    pub name: String,
-    /// Its body.
-    pub body: Vec<u8>,
-    /// The sender's idempotency key: one signal per key and job.
-    pub key: Option<String>,
-}
-
-/// A workflow effect queued with a write, for the relay to carry out after it commits.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Relay {
-    /// The job it is about (for a settled child: its parent).
-    pub job: spindle_core::JobId,
-    /// What to do.
-    pub effect: OutboxEffect,
-    /// The detail (children to cancel: fan-out and reason, JSON).
-    pub detail: Option<String>,
-}
-
-/// The lease-key operation that goes with a write (from the core's lease effects).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LeaseOp {
-    /// None.
-    None,
-    /// A claim: take the job's exclusive keys under `fence` until `expires_at`.
-    Acquire {
-        /// The claim's fence.
-        fence: i64,
-        /// The claiming host.
-        owner: String,
-        /// Until when.
-        expires_at: Timestamp,
-    },
-    /// A heartbeat: extend the keys held under `fence` (after checking they are still
-    /// held: a holder that lost one is told to stop).
-    Renew {
-        /// The claim's fence.
-        fence: i64,
-        /// Until when.
-        expires_at: Timestamp,
-    },
-    /// The claim ended: release the keys held under `fence` (after checking they were
-    /// still held when `verify`: a claim that lost a key commits nothing).
-    Release {
-        /// The claim's fence.
-        fence: i64,
-        /// Whether to check the keys are still held before committing.
-        verify: bool,
-    },
-}
-
-/// How one write of a batch ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WriteOutcome {
-    /// Committed; the record's new version.
-    Written {
-        /// The new row version.
-        version: i64,
-    },
-    /// The row changed since it was read: reread and derive again.
-    Conflict,
-    /// A lease key the claim needs is held by another job.
-    LeaseBusy {
-        /// The key.
-        key: String,
-        /// When its holder's lease lapses unless renewed.
-        held_until: Timestamp,
-    },
-    /// The claim lost one of its lease keys: it may not commit.
-    LeaseLost,
-}
-
-/// A job row's indexed columns: what discovery, listing, rescue and reconciliation
-/// search by. Each is a projection of the stored machine, written with it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IndexedColumns {
-    /// The job's state.
-    pub state: String,
-    /// Its queue state as stored: 0 idle, 1 ready, 2 delayed, 3 blocked.
-    pub queue: i64,
-    /// When it may next be dispatched (µs).
-    pub run_at: i64,
-    /// The lease key a blocked job waits for.
-    pub blocked_on: Option<String>,
-    /// When the claim in flight lapses (µs).
-    pub claim_expires_at: Option<i64>,
-    /// When anything last happened to it (µs).
-    pub last_activity_at: i64,
-    /// When it reached a final state (µs).
-    pub settled_at: Option<i64>,
-    /// Progress in percent.
-    pub progress: i64,
-    /// The job that retries it.
-    pub successor: Option<String>,
-}
-
-impl IndexedColumns {
-    /// The columns that say what `job` is: the projection of the machine.
-    pub fn of(job: &Job) -> Self {
-        Self {
-            state: job.state.as_str().to_owned(),
-            queue: queue_code(job.queue),
-            run_at: job.run_at.as_micros(),
-            blocked_on: job.blocked_on.clone(),
-            claim_expires_at: job.claim.as_ref().map(|c| c.expires_at.as_micros()),
-            last_activity_at: job.last_activity_at.as_micros(),
-            settled_at: job.settled_at.map(Timestamp::as_micros),
-            progress: i64::from(job.progress),
-            successor: job.successor.map(|s| s.to_string()),
-        }
-    }
-
-    /// The same columns, in [`IndexedColumns`]' field order, for a `SELECT`.
-    pub const COLUMNS: &'static str =
-        "state, queue, run_at, blocked_on, claim_expires_at, last_activity_at, settled_at, progress, successor";
-
-    /// The types of [`COLUMNS`](Self::COLUMNS), in order.
-    pub const TYPES: [Ty; 9] =
-        [Ty::Text, Ty::Int, Ty::Int, Ty::OptText, Ty::OptInt, Ty::Int, Ty::OptInt, Ty::Int, Ty::OptText];
-
-    /// The columns as read back from `row`, where [`COLUMNS`](Self::COLUMNS) begin at
-    /// index `first`.
-    pub fn from_row(row: &Row, first: usize) -> Self {
-        Self {
-            state: row.text(first),
-            queue: row.int(first + 1),
-            run_at: row.int(first + 2),
-            blocked_on: row.opt_text(first + 3),
-            claim_expires_at: row.opt_int(first + 4),
-            last_activity_at: row.int(first + 5),
-            settled_at: row.opt_int(first + 6),
-            progress: row.int(first + 7),
-            successor: row.opt_text(first + 8),
-        }
-    }
-
-    /// As statement parameters, in [`COLUMNS`](Self::COLUMNS) order.
-    pub(super) fn values(self) -> [Value; 9] {
-        [
-            Value::from(self.state),
-            Value::from(self.queue),
-            Value::from(self.run_at),
-            Value::from(self.blocked_on),
-            Value::from(self.claim_expires_at),
-            Value::from(self.last_activity_at),
-            Value::from(self.settled_at),
-            Value::from(self.progress),
-            Value::from(self.successor),
-        ]
-    }
-}
-
-/// The stored code of a queue state (the partial indexes select on it).
-pub(super) fn queue_code(queue: QueueState) -> i64 {
-    match queue {
-        QueueState::Idle => 0,
-        QueueState::Ready => 1,
-        QueueState::Delayed => 2,
-        QueueState::Blocked => 3,
-    }
-}
+use super::error::StoreError;
+use super::inserts::insert_new_jobs;
+use super::job_rows::{JOB_COLS, fetch_jobs, history_rows, machine_json, step_row};
+use super::lease_keys as leases;
+use super::records::{Deriver, IndexedColumns, JobWrite, LeaseOp, NewJob, OutboxEffect, WriteOutcome, queue_code};
+use super::rows::{MAX_PARAMS, insert_rows, over_rows, placeholders};
+use super::sql::{Backend, Tx, Ty, Value, connection_lost};
 
 /// Runs of one transaction when it fails for a passing reason.
 pub(super) const TRANSACTION_ATTEMPTS: u32 = 3;
@@ -623,6 +421,123 @@ async fn update_jobs(tx: &mut Tx, writes: &[&JobWrite], pending: &[usize]) -> Re
         }
     }
     Ok(landed)
+}
+
+/// Tells other hosts (LISTEN spindle_ready) that work is ready.
+pub(super) async fn notify_ready(tx: &mut Tx) -> Result<(), StoreError> {
+    if tx.backend() == Backend::Postgres {
+        tx.fetch("SELECT pg_notify('spindle_ready', '')::text", vec![], &[Ty::Text]).await?;
+    }
+    Ok(())
+}
+
+/// Wakes the jobs blocked on any of `keys` (just released), each through the core;
+/// answers whether any became ready. On PostgreSQL a blocked job another transaction
+/// holds is skipped: its recheck time wakes it instead.
+pub(super) async fn wake_blocked(
+    tx: &mut Tx,
+    keys: &BTreeSet<String>,
+    now: Timestamp,
+    deriver: &dyn Deriver,
+) -> Result<bool, StoreError> {
+    if keys.is_empty() {
+        return Ok(false);
+    }
+    let keys: Vec<&String> = keys.iter().collect();
+    let sql = format!(
+        "SELECT {JOB_COLS} FROM jobs WHERE queue = {} AND blocked_on IN ({}) ORDER BY priority, seq{}",
+        queue_code(spindle_core::QueueState::Blocked),
+        placeholders(1, keys.len()),
+        tx.backend().skip_locked()
+    );
+    let blocked = fetch_jobs(tx, &sql, keys.iter().map(|k| Value::from(k.as_str())).collect()).await?;
+    let writes: Vec<JobWrite> = blocked
+        .iter()
+        .filter_map(|r| deriver.key_released(r, r.job.blocked_on.as_deref().unwrap_or_default(), now))
+        .collect();
+    if writes.is_empty() {
+        return Ok(false);
+    }
+    let writes: Vec<&JobWrite> = writes.iter().collect();
+    let applied = apply_writes(tx, &writes, now).await?;
+    Ok(applied.ready)
+}
+
+/// Wakes the parents in `parents` (of children the transaction settled) whose join their
+/// final children now meet, each through the core, in the transaction that settled the
+/// last of them: the parent's next step is dispatched with that commit, not after a
+/// relay pass. Each parent's row is locked before its children are counted, so of two
+/// transactions settling its last two children on two hosts, the second counts after
+/// the first committed and sees both. A count that does not meet the join writes
+/// nothing here (the relay records progress). Answers whether a parent became ready.
+pub(super) async fn wake_parents(
+    tx: &mut Tx,
+    parents: &BTreeSet<spindle_core::JobId>,
+    now: Timestamp,
+    deriver: &dyn Deriver,
+) -> Result<bool, StoreError> {
+    if parents.is_empty() {
+        return Ok(false);
+    }
+    let lock = match tx.backend() {
+        Backend::Sqlite => "",
+        Backend::Postgres => " FOR UPDATE",
+    };
+    let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id IN ({}) ORDER BY id{lock}", placeholders(1, parents.len()));
+    let waiting = fetch_jobs(tx, &sql, parents.iter().map(|p| Value::from(p.to_string())).collect()).await?;
+    let mut writes = Vec::new();
+    for record in &waiting {
+        let Some(wait) = record.job.wait.as_ref() else { continue };
+        let spindle_core::workflow::WaitFor::Children { slot, .. } = &wait.what else { continue };
+        let rows = tx
+            .fetch(
+                "SELECT count(*) FROM jobs WHERE parent_id = $1 AND parent_slot = $2 AND settled_at IS NOT NULL",
+                vec![Value::from(record.job.id.to_string()), Value::from(slot.as_str())],
+                &[Ty::Int],
+            )
+            .await?;
+        let settled = rows.first().map_or(0, |r| u32::try_from(r.int(0)).unwrap_or(u32::MAX));
+        if spindle_core::workflow::join_met(wait, settled) {
+            writes.extend(deriver.children_settled(record, slot, settled, now));
+        }
+    }
+    if writes.is_empty() {
+        return Ok(false);
+    }
+    let applied = apply_writes(tx, &writes.iter().collect::<Vec<_>>(), now).await?;
+    Ok(applied.ready)
+}
+
+/// Wakes, for each running-limit gate in `freed`, as many of the jobs waiting on it as
+/// slots were freed (best first), each through the core; answers whether any became
+/// ready. Only claims a limit counted free slots, so commits of unlimited tenants' steps
+/// never come here.
+pub(super) async fn wake_gated(
+    tx: &mut Tx,
+    freed: &BTreeMap<String, u32>,
+    now: Timestamp,
+    deriver: &dyn Deriver,
+) -> Result<bool, StoreError> {
+    if freed.is_empty() {
+        return Ok(false);
+    }
+    let sql = format!(
+        "SELECT {JOB_COLS} FROM jobs WHERE queue = {} AND blocked_on = $1 ORDER BY priority, fair_tag, seq LIMIT $2{}",
+        queue_code(spindle_core::QueueState::Blocked),
+        tx.backend().skip_locked()
+    );
+    let mut writes = Vec::new();
+    for (gate, slots) in freed {
+        // One indexed read per gate (`jobs_blocked` holds the order): a gate with a
+        // tenant's whole backlog behind it gives its best few without a sort.
+        let waiting = fetch_jobs(tx, &sql, vec![Value::from(gate.as_str()), Value::from(i64::from(*slots))]).await?;
+        writes.extend(waiting.iter().filter_map(|record| deriver.key_released(record, gate, now)));
+    }
+    if writes.is_empty() {
+        return Ok(false);
+    }
+    let applied = apply_writes(tx, &writes.iter().collect::<Vec<_>>(), now).await?;
+    Ok(applied.ready)
 }
 
 #[cfg(test)]

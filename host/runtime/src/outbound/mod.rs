@@ -152,47 +152,7 @@ impl From<OutboundConfig> for OutboundFile {
     }
 }
 
-/// One outbound request as the step attempt's record keeps it: no query values, no
-/// headers, no body, so no secret.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutboundCall {
-    /// Its position among the call's requests, from 1.
-    pub seq: u32,
-    /// The method.
-    pub method: String,
-    /// `http` or `https`.
-    pub scheme: String,
-    /// The host as the guest named it.
-    pub host: String,
-    /// The port.
-    pub port: u16,
-    /// The path, without the query.
-    pub path: String,
-    /// The response's status, when one came.
-    pub status: Option<u16>,
-    /// The error the guest got instead, as a `wasi:http` error code name.
-    pub error: Option<String>,
-    /// Which policy layer denied it, when one did.
-    pub denied: Option<String>,
-    /// Response body bytes the guest received.
-    pub bytes: u64,
-    /// Time from the request to its response head (or error), in milliseconds.
-    pub duration_ms: u64,
-}
-
-impl OutboundCall {
-    /// What the metrics count it as: `ok` (2xx/3xx), `client-error`, `server-error`,
-    /// `denied` or `error`.
-    pub fn outcome(&self) -> &'static str {
-        match (self.status, &self.denied) {
-            (_, Some(_)) => "denied",
-            (Some(s), _) if s < 400 => "ok",
-            (Some(s), _) if s < 500 => "client-error",
-            (Some(_), _) => "server-error",
-            (None, _) => "error",
-        }
-    }
-}
+pub use spindle_core::reports::OutboundCall;
 
 /// A request's record while it is under way (its body still read after the head).
 #[derive(Debug)]
