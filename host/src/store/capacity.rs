@@ -549,10 +549,7 @@ pub(super) async fn admit(tx: &mut Tx, jobs: &[&NewJob], fair: bool, now: Timest
             vec![Value::from(tenant.as_str())],
         )
         .await?;
-        let lock = match tx.backend() {
-            Backend::Sqlite => "",
-            Backend::Postgres => " FOR UPDATE",
-        };
+        let lock = tx.backend().for_update();
         let tat = tx
             .fetch(
                 &format!("SELECT rate_tat FROM tenant_admission WHERE tenant_id = $1{lock}"),
@@ -649,10 +646,7 @@ pub(super) async fn gate_claims(
     }
     let tenants: BTreeSet<&str> =
         candidates.iter().zip(limited).filter(|(_, l)| **l).map(|(c, _)| c.tenant.0.as_str()).collect();
-    let lock = match tx.backend() {
-        Backend::Sqlite => "",
-        Backend::Postgres => " FOR UPDATE",
-    };
+    let lock = tx.backend().for_update();
     let args = || tenants.iter().map(|t| Value::from(*t)).collect::<Vec<_>>();
     let tenant_limits: HashMap<String, i64> = tx
         .fetch(

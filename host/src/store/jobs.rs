@@ -17,7 +17,7 @@ use super::records::{
     TenantId, Updated, WriteOutcome,
 };
 use super::rows::{MAX_PARAMS, corrupt, insert_rows, parse_id, ts};
-use super::sql::{Backend, Tx, Ty, Value};
+use super::sql::{Tx, Ty, Value};
 use super::writes::{TRANSACTION_ATTEMPTS, commit_writes, retryable};
 
 /// How far submission times may run out of sequence order: submissions of different
@@ -105,10 +105,7 @@ impl SqlStore {
         deriver: &dyn Deriver,
     ) -> Result<Updated, StoreError> {
         let mut tx = self.db.begin().await?;
-        let lock = match self.db.backend() {
-            Backend::Sqlite => "",
-            Backend::Postgres => " FOR UPDATE",
-        };
+        let lock = self.db.backend().for_update();
         let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1{lock}");
         let mut records = fetch_jobs(&mut tx, &sql, vec![Value::from(id.to_string())]).await?;
         // Nothing to write: end the transaction now. A dropped one rolls back only when
@@ -576,10 +573,7 @@ impl JobStore for SqlStore {
                 format!(" AND tenant_id NOT IN ({})", super::rows::placeholders(first, kept.len()))
             }
         };
-        let lock = match self.db.backend() {
-            Backend::Sqlite => "",
-            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-        };
+        let lock = self.db.backend().skip_locked();
         let mut tx = self.db.begin().await?;
         let sql = format!(
             "SELECT id FROM jobs WHERE settled_at IS NOT NULL AND settled_at < $1{tenants} ORDER BY settled_at LIMIT $2{lock}"

@@ -14,7 +14,7 @@ use super::error::StoreError;
 use super::handle::SqlStore;
 use super::records::Deriver;
 use super::rows::parse_id;
-use super::sql::{Backend, Ty, Value};
+use super::sql::{Ty, Value};
 use super::writes::{Applied, finish};
 
 /// Lease keys and singleton leases.
@@ -50,10 +50,7 @@ impl LeaseStore for SqlStore {
         deriver: &dyn Deriver,
     ) -> Result<Option<JobId>, StoreError> {
         let mut tx = self.db.begin().await?;
-        let lock = match self.db.backend() {
-            Backend::Sqlite => "",
-            Backend::Postgres => " FOR UPDATE",
-        };
+        let lock = self.db.backend().for_update();
         let sql = format!("SELECT job_id FROM leases WHERE key = $1 AND job_id <> ''{lock}");
         let holder = tx.fetch(&sql, vec![Value::from(key)], &[Ty::Text]).await?.first().map(|r| r.text(0));
         if holder.is_some() {

@@ -61,10 +61,7 @@ impl OutboxStore for SqlStore {
         let sql = format!(
             "SELECT id, job_id, effect, attempts, detail FROM outbox WHERE run_at <= $1 AND effect IN ({names}) \
              ORDER BY run_at LIMIT $2{}",
-            match self.db.backend() {
-                super::Backend::Sqlite => "",
-                super::Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-            }
+            self.db.backend().skip_locked()
         );
         let rows = tx
             .fetch(

@@ -287,10 +287,7 @@ async fn lock_and_check_versions(
     outcomes: &mut [Option<WriteOutcome>],
 ) -> Result<(), StoreError> {
     let ids: BTreeSet<String> = writes.iter().map(|w| w.record.job.id.to_string()).collect();
-    let lock = match tx.backend() {
-        Backend::Sqlite => "",
-        Backend::Postgres => " FOR UPDATE",
-    };
+    let lock = tx.backend().for_update();
     let mut current: HashMap<String, i64> = HashMap::with_capacity(ids.len());
     let ids: Vec<String> = ids.into_iter().collect();
     for chunk in ids.chunks(MAX_PARAMS) {
@@ -479,10 +476,7 @@ pub(super) async fn wake_parents(
     if parents.is_empty() {
         return Ok(false);
     }
-    let lock = match tx.backend() {
-        Backend::Sqlite => "",
-        Backend::Postgres => " FOR UPDATE",
-    };
+    let lock = tx.backend().for_update();
     let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id IN ({}) ORDER BY id{lock}", placeholders(1, parents.len()));
     let waiting = fetch_jobs(tx, &sql, parents.iter().map(|p| Value::from(p.to_string())).collect()).await?;
     let mut writes = Vec::new();
