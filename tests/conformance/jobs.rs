@@ -170,18 +170,34 @@ async fn a_submission_writes_steps_and_history_of_the_jobs_it_creates_only(backe
 }
 
 /// An unknown priority rank was read as `normal`: it is corrupt data.
+/// A stored value a record cannot hold — a number out of its range, a name no enum
+/// knows, JSON that does not parse, a value of another type (SQLite stores any type in
+/// any column) — reads as a corrupt error naming its table and column, never as a
+/// default.
 async fn a_damaged_row_reads_as_corrupt_data_not_a_default(backend: Backend) {
+    use spindle::store::sql::Value;
     let db = Db::new(backend).await;
-    let job = insert(&db, new_job("sync", 1, at(0)), at(0)).await;
-    db.sql()
-        .execute(
-            "UPDATE jobs SET priority = 99 WHERE id = $1",
-            vec![spindle::store::sql::Value::from(job.job.id.to_string())],
-        )
-        .await
-        .unwrap();
-    let read = db.job(job.job.id).await;
-    assert!(matches!(read, Err(spindle::store::StoreError::Corrupt(_))), "{read:?}");
+    let mut damages = vec![
+        ("UPDATE jobs SET priority = 99 WHERE id = $1", "jobs.priority"),
+        ("UPDATE jobs SET machine = '{\"state\":' WHERE id = $1", "jobs.machine"),
+        ("UPDATE jobs SET lease_keys = 'keys' WHERE id = $1", "jobs.lease_keys"),
+        ("UPDATE steps SET body = '[]' WHERE job_id = $1", "steps.body"),
+    ];
+    if backend == Backend::Sqlite {
+        damages.push((
+            "UPDATE jobs SET version = 'seven' WHERE id = $1",
+            "jobs: error occurred while decoding column version",
+        ));
+    }
+    for (damage, named) in damages {
+        let job = insert(&db, new_job("sync", 1, at(0)), at(0)).await;
+        let id = Value::from(job.job.id.to_string());
+        db.sql().execute(damage, vec![id]).await.unwrap_or_else(|e| panic!("{damage}: {e}"));
+        match db.job(job.job.id).await {
+            Err(StoreError::Corrupt(what)) => assert!(what.contains(named), "{damage}: {what:?} names {named:?}"),
+            other => panic!("{damage}: {other:?}"),
+        }
+    }
 }
 
 async fn a_submitted_job_reads_back_as_written(backend: Backend) {

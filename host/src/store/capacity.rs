@@ -24,7 +24,7 @@ use spindle_core::Timestamp;
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::records::{JobRecord, NewJob, TenantId};
-use super::rows::placeholders;
+use super::rows::{Columns, Reader, placeholders};
 use super::sql::{Backend, Tx, Ty, Value};
 
 use spindle_core::capacity::{AdmissionFacts, LayerClock, Quotas, RunningFacts};
@@ -162,31 +162,79 @@ fn opt_u(v: Option<impl Into<u64>>) -> Value {
     Value::from(v.map(|v| i64::try_from(v.into()).unwrap_or(i64::MAX)))
 }
 
-fn to_u64(v: Option<i64>) -> Option<u64> {
-    v.map(|v| u64::try_from(v).unwrap_or(0))
-}
-
-fn to_u32(v: Option<i64>) -> Option<u32> {
-    v.map(|v| u32::try_from(v).unwrap_or(u32::MAX))
-}
-
 const LIMIT_COLS: &str = "weight, max_running, max_queued, rate_per_sec, rate_burst, max_deployed_bytes, \
                           max_memory_bytes, max_step_timeout_ms, max_fuel";
-const LIMIT_TYS: [Ty; 9] =
-    [Ty::Int, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt];
 
-fn limits_of(row: &super::sql::Row, first: usize) -> TenantLimits {
-    TenantLimits {
-        weight: u32::try_from(row.int(first)).unwrap_or(1),
-        max_running: to_u32(row.opt_int(first + 1)),
-        max_queued: to_u64(row.opt_int(first + 2)),
-        rate_per_sec: to_u32(row.opt_int(first + 3)),
-        rate_burst: to_u32(row.opt_int(first + 4)),
-        max_deployed_bytes: to_u64(row.opt_int(first + 5)),
-        max_memory_bytes: to_u64(row.opt_int(first + 6)),
-        max_step_timeout_ms: to_u64(row.opt_int(first + 7)),
-        max_fuel: to_u64(row.opt_int(first + 8)),
-    }
+/// The columns a tenant's limits are read from ([`LIMIT_COLS`]).
+static LIMITS: Columns = Columns {
+    table: "tenant_limits",
+    names: &[
+        "weight",
+        "max_running",
+        "max_queued",
+        "rate_per_sec",
+        "rate_burst",
+        "max_deployed_bytes",
+        "max_memory_bytes",
+        "max_step_timeout_ms",
+        "max_fuel",
+    ],
+    tys: &[Ty::Int, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptInt],
+};
+
+/// What admission reads: each (tenant, layer) asked for, the layer's clock and the
+/// tenant's last tag there, and the tenant's limits when it has a row of them.
+static ADMISSION: Columns = Columns {
+    table: "tenant_limits",
+    names: &[
+        "tenant",
+        "layer",
+        "head",
+        "latest",
+        "last_tag",
+        "tenant_id",
+        "weight",
+        "max_running",
+        "max_queued",
+        "rate_per_sec",
+        "rate_burst",
+        "max_deployed_bytes",
+        "max_memory_bytes",
+        "max_step_timeout_ms",
+        "max_fuel",
+    ],
+    tys: &[
+        Ty::Text,
+        Ty::Int,
+        Ty::OptInt,
+        Ty::OptInt,
+        Ty::OptInt,
+        Ty::OptText,
+        Ty::OptInt,
+        Ty::OptInt,
+        Ty::OptInt,
+        Ty::OptInt,
+        Ty::OptInt,
+        Ty::OptInt,
+        Ty::OptInt,
+        Ty::OptInt,
+        Ty::OptInt,
+    ],
+};
+
+/// A tenant's limits, read by column name.
+fn limits_from(r: &Reader<'_>) -> Result<TenantLimits, StoreError> {
+    Ok(TenantLimits {
+        weight: r.num("weight")?,
+        max_running: r.opt_num("max_running")?,
+        max_queued: r.opt_num("max_queued")?,
+        rate_per_sec: r.opt_num("rate_per_sec")?,
+        rate_burst: r.opt_num("rate_burst")?,
+        max_deployed_bytes: r.opt_num("max_deployed_bytes")?,
+        max_memory_bytes: r.opt_num("max_memory_bytes")?,
+        max_step_timeout_ms: r.opt_num("max_step_timeout_ms")?,
+        max_fuel: r.opt_num("max_fuel")?,
+    })
 }
 
 #[async_trait]
@@ -222,8 +270,15 @@ impl CapacityStore for SqlStore {
 
     async fn tenant_limits(&self, tenant: &TenantId) -> Result<TenantLimits, StoreError> {
         let sql = format!("SELECT {LIMIT_COLS} FROM tenant_limits WHERE tenant_id = $1");
-        let rows = self.db.fetch(&sql, vec![Value::from(tenant.0.as_str())], &LIMIT_TYS).await?;
-        Ok(rows.first().map_or_else(TenantLimits::unlimited, |row| limits_of(row, 0)))
+        let rows = self
+            .db
+            .fetch(&sql, vec![Value::from(tenant.0.as_str())], LIMITS.tys)
+            .await
+            .map_err(|e| LIMITS.in_table(e))?;
+        match rows.into_iter().next() {
+            Some(mut row) => limits_from(&LIMITS.read(&mut row)),
+            None => Ok(TenantLimits::unlimited()),
+        }
     }
 
     async fn set_kind_limit(&self, tenant: &TenantId, kind: &str, max_running: Option<u32>) -> Result<(), StoreError> {
@@ -518,17 +573,18 @@ pub(super) async fn admit(tx: &mut Tx, jobs: &[&NewJob], fair: bool, now: Timest
         super::sql::values_list(groups.len(), 2, 1)
     );
     let args = groups.iter().flat_map(|(t, p)| [Value::from(*t), Value::from(*p)]).collect();
-    let mut tys = vec![Ty::Text, Ty::Int, Ty::OptInt, Ty::OptInt, Ty::OptInt, Ty::OptText];
-    tys.extend(LIMIT_TYS.iter().map(|_| Ty::OptInt));
-    let read = tx.fetch(&sql, args, &tys).await?;
+    let read = tx.fetch(&sql, args, ADMISSION.tys).await.map_err(|e| ADMISSION.in_table(e))?;
     // Each tenant's limits once, in tenant order: admission rows are locked in that order.
     let mut limited: BTreeMap<String, TenantLimits> = BTreeMap::new();
-    for row in &read {
+    for mut row in read {
+        let r = ADMISSION.read(&mut row);
+        let tenant = r.text("tenant")?;
         if fair {
-            admitted.clocks.insert((row.text(0), row.int(1)), clock_of(Some(row), 2));
+            let clock = LayerClock { head: r.opt_int("head")?, latest: r.opt_int("latest")? };
+            admitted.clocks.insert((tenant.clone(), r.int("layer")?), (clock, r.opt_int("last_tag")?));
         }
-        if row.opt_text(5).is_some() {
-            limited.insert(row.text(0), limits_of(row, 6));
+        if r.opt_text("tenant_id")?.is_some() {
+            limited.insert(tenant, limits_from(&r)?);
         }
     }
     let weights = &mut admitted.weights;

@@ -9,51 +9,74 @@ use spindle_core::{HistoryEvent, Job, Timestamp};
 
 use super::error::StoreError;
 use super::records::{JobRecord, TenantId};
-use super::rows::{MAX_PARAMS, corrupt, parse_id};
+use super::rows::{Columns, MAX_PARAMS, Reader, corrupt};
 use super::sql::{Backend, Row, Tx, Ty, Value, values_list};
 
-/// The columns a [`JobRecord`] is read from, in [`job_from_row`]'s order.
+/// The columns a [`JobRecord`] is read from.
+pub(super) static JOB: Columns = Columns {
+    table: "jobs",
+    names: &[
+        "seq",
+        "id",
+        "tenant_id",
+        "kind",
+        "kind_version",
+        "priority",
+        "payload",
+        "idempotency_key",
+        "lease_keys",
+        "version",
+        "machine",
+    ],
+    tys: &[Ty::Int, Ty::Text, Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Blob, Ty::OptText, Ty::Text, Ty::Int, Ty::Text],
+};
+
+/// [`JOB`]'s columns as a `SELECT` names them (a literal, for `format!`).
 pub(super) const JOB_COLS: &str =
     "seq, id, tenant_id, kind, kind_version, priority, payload, idempotency_key, lease_keys, version, machine";
 
-pub(super) const JOB_TYS: &[Ty] =
-    &[Ty::Int, Ty::Text, Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Blob, Ty::OptText, Ty::Text, Ty::Int, Ty::Text];
+/// [`JOB`]'s types.
+pub(super) const JOB_TYS: &[Ty] = JOB.tys;
 
 /// A job row (without its steps: see [`attach_steps`]).
 pub(super) fn job_from_row(mut row: Row) -> Result<JobRecord, StoreError> {
-    let mut job: Job = serde_json::from_str(&row.text(10)).map_err(|e| corrupt(format!("job machine: {e}")))?;
-    job.id = parse_id(&row.text(1), "job id")?;
-    let lease_keys: Vec<String> =
-        serde_json::from_str(&row.text(8)).map_err(|e| corrupt(format!("lease keys: {e}")))?;
+    let mut r = JOB.read(&mut row);
+    let mut job: Job = r.json("machine")?;
+    job.id = r.id("id")?;
+    let rank: i16 = r.num("priority")?;
     Ok(JobRecord {
+        version: r.int("version")?,
+        seq: r.int("seq")?,
+        tenant: TenantId(r.text("tenant_id")?),
+        kind: r.text("kind")?,
+        kind_version: r.int("kind_version")?,
+        priority: Priority::from_rank(rank).ok_or_else(|| r.corrupt("priority", format!("unknown rank {rank}")))?,
+        payload: r.take_blob("payload")?,
+        idempotency_key: r.opt_text("idempotency_key")?,
+        lease_keys: r.json("lease_keys")?,
         job,
-        version: row.int(9),
-        seq: row.int(0),
-        tenant: TenantId(row.text(2)),
-        kind: row.text(3),
-        kind_version: row.int(4),
-        priority: i16::try_from(row.int(5))
-            .ok()
-            .and_then(Priority::from_rank)
-            .ok_or_else(|| corrupt(format!("priority rank {}", row.int(5))))?,
-        payload: row.take_blob(6).unwrap_or_default(),
-        idempotency_key: row.opt_text(7),
-        lease_keys,
     })
 }
 
 /// Job rows selected by `sql` (which names [`JOB_COLS`]), with their current pass's steps.
 pub(super) async fn fetch_jobs(tx: &mut Tx, sql: &str, args: Vec<Value>) -> Result<Vec<JobRecord>, StoreError> {
-    let rows = tx.fetch(sql, args, JOB_TYS).await?;
+    let rows = tx.fetch(sql, args, JOB.tys).await.map_err(|e| JOB.in_table(e))?;
     let mut records = rows.into_iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
     attach_steps(tx, &mut records).await?;
     Ok(records)
 }
 
+/// The columns a step is read from, with the job and pass it belongs to.
+pub(super) static STEP: Columns = Columns {
+    table: "steps",
+    names: &["job_id", "pass", "position", "body", "output"],
+    tys: &[Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::OptBlob],
+};
+
 /// A step as stored: its body (JSON) and its output (a column of its own).
-pub(super) fn step_from_row(row: &mut Row, body: usize, output: usize) -> Result<Step, StoreError> {
-    let mut step: Step = serde_json::from_str(&row.text(body)).map_err(|e| corrupt(format!("step: {e}")))?;
-    step.output = row.take_blob(output);
+pub(super) fn step_from(r: &mut Reader<'_>) -> Result<Step, StoreError> {
+    let mut step: Step = r.json("body")?;
+    step.output = r.take_opt_blob("output")?;
     Ok(step)
 }
 
@@ -71,13 +94,14 @@ pub(super) async fn attach_steps(tx: &mut Tx, records: &mut [JobRecord]) -> Resu
     let ids: Vec<(String, i64)> = records.iter().map(|r| (r.job.id.to_string(), i64::from(r.job.pass))).collect();
     for chunk in ids.chunks(MAX_PARAMS / 2) {
         let (sql, args) = steps_of(tx.backend(), chunk);
-        let rows = tx.fetch(&sql, args, &[Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::OptBlob]).await?;
+        let rows = tx.fetch(&sql, args, STEP.tys).await.map_err(|e| STEP.in_table(e))?;
         for mut row in rows {
-            let Some(&i) = by_id.get(&row.text(0)) else { continue };
-            if row.int(1) != i64::from(records[i].job.pass) {
+            let mut r = STEP.read(&mut row);
+            let Some(&i) = by_id.get(&r.text("job_id")?) else { continue };
+            if r.int("pass")? != i64::from(records[i].job.pass) {
                 continue;
             }
-            let step = step_from_row(&mut row, 3, 4)?;
+            let step = step_from(&mut r)?;
             records[i].job.steps.push(step);
         }
     }
@@ -95,7 +119,7 @@ pub(super) async fn attach_steps(tx: &mut Tx, records: &mut [JobRecord]) -> Resu
 /// one primary-key probe each, whatever the statistics say. SQLite's planner always
 /// probes the key for `IN`.
 fn steps_of(backend: Backend, jobs: &[(String, i64)]) -> (String, Vec<Value>) {
-    let cols = "job_id, pass, position, body, output";
+    let cols = STEP.list();
     match backend {
         Backend::Postgres => {
             let sql = format!(
@@ -149,6 +173,13 @@ pub(super) fn machine_json(job: &Job) -> Result<String, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_job_columns_literal_is_the_list() {
+        assert_eq!(JOB_COLS, JOB.list());
+        assert_eq!(JOB.names.len(), JOB.tys.len());
+        assert_eq!(STEP.names.len(), STEP.tys.len());
+    }
     use crate::store::rows::insert_rows;
 
     /// A fresh table has no statistics until autovacuum gets to it; `job_id IN (…)` over

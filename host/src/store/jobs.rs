@@ -11,12 +11,12 @@ use super::capacity::Admission;
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::inserts::insert_new_jobs;
-use super::job_rows::{JOB_COLS, fetch_jobs, history_rows};
+use super::job_rows::{JOB, JOB_COLS, STEP, fetch_jobs, history_rows, job_from_row, step_from};
 use super::records::{
     Depth, Derive, Deriver, HistoryEntry, Inserted, JobFilter, JobRecord, JobWrite, NewJob, PruneScope, QueueDepth,
     TenantId, Updated, WriteOutcome,
 };
-use super::rows::{MAX_PARAMS, corrupt, insert_rows, parse_id, ts};
+use super::rows::{Columns, MAX_PARAMS, corrupt, insert_rows, parse_id};
 use super::sql::{Tx, Ty, Value};
 use super::writes::{TRANSACTION_ATTEMPTS, commit_writes, retryable};
 
@@ -419,19 +419,21 @@ impl JobStore for SqlStore {
 
     async fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
         let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1");
-        let rows = self.db.fetch(&sql, vec![Value::from(id.to_string())], super::job_rows::JOB_TYS).await?;
-        let mut records = rows.into_iter().map(super::job_rows::job_from_row).collect::<Result<Vec<_>, _>>()?;
+        let rows =
+            self.db.fetch(&sql, vec![Value::from(id.to_string())], JOB.tys).await.map_err(|e| JOB.in_table(e))?;
+        let mut records = rows.into_iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
         let Some(mut record) = records.pop() else { return Ok(None) };
         let steps = self
             .db
             .fetch(
-                "SELECT position, body, output FROM steps WHERE job_id = $1 AND pass = $2 ORDER BY position",
+                &format!("SELECT {} FROM steps WHERE job_id = $1 AND pass = $2 ORDER BY position", STEP.list()),
                 vec![Value::from(id.to_string()), Value::from(i64::from(record.job.pass))],
-                &[Ty::Int, Ty::Text, Ty::OptBlob],
+                STEP.tys,
             )
-            .await?;
+            .await
+            .map_err(|e| STEP.in_table(e))?;
         for mut row in steps {
-            record.job.steps.push(super::job_rows::step_from_row(&mut row, 1, 2)?);
+            record.job.steps.push(step_from(&mut STEP.read(&mut row))?);
         }
         record.job.restore_claimed_step();
         Ok(Some(record))
@@ -513,18 +515,21 @@ impl JobStore for SqlStore {
     }
 
     async fn history(&self, id: JobId) -> Result<Vec<HistoryEntry>, StoreError> {
+        static HISTORY: Columns =
+            Columns { table: "history", names: &["id", "at", "body"], tys: &[Ty::Int, Ty::Int, Ty::Text] };
         let rows = self
             .db
             .fetch(
-                "SELECT id, at, body FROM history WHERE job_id = $1 ORDER BY id",
+                &format!("SELECT {} FROM history WHERE job_id = $1 ORDER BY id", HISTORY.list()),
                 vec![Value::from(id.to_string())],
-                &[Ty::Int, Ty::Int, Ty::Text],
+                HISTORY.tys,
             )
-            .await?;
-        rows.iter()
-            .map(|r| {
-                let event = serde_json::from_str(&r.text(2)).map_err(|e| corrupt(format!("history: {e}")))?;
-                Ok(HistoryEntry { id: r.int(0), at: ts(r, 1), event })
+            .await
+            .map_err(|e| HISTORY.in_table(e))?;
+        rows.into_iter()
+            .map(|mut row| {
+                let r = HISTORY.read(&mut row);
+                Ok(HistoryEntry { id: r.int("id")?, at: r.ts("at")?, event: r.json("body")? })
             })
             .collect()
     }
@@ -667,6 +672,7 @@ impl JobStore for SqlStore {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use crate::store::sql::Backend;
     use spindle_core::Job;
     use spindle_core::job::{KindRules, Submission};
     use spindle_core::policy::priority::Priority;

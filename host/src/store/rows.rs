@@ -1,5 +1,7 @@
-//! Rows in and out: how jobs, steps and history are encoded as rows, decoded from them,
-//! and sent in multi-row statements on either backend.
+//! Rows in and out: records read by column name ([`Columns`], [`Reader`]), where a
+//! NULL, a value of another type or a name no enum knows is a corrupt error naming its
+//! table and column, never a silent default; and multi-row statements on either
+//! backend.
 
 use spindle_core::{JobId, Timestamp};
 
@@ -19,6 +21,147 @@ pub(super) fn ts(row: &Row, i: usize) -> Timestamp {
 
 pub(super) fn parse_id(text: &str, what: &str) -> Result<JobId, StoreError> {
     text.parse().map_err(|e| corrupt(format!("{what}: {e}")))
+}
+
+/// The columns a record is read from: its table, and each column's name and type in
+/// the order a `SELECT` of [`list`](Self::list) names them.
+#[derive(Debug)]
+pub(super) struct Columns {
+    /// The table, for errors.
+    pub table: &'static str,
+    /// Each column's name.
+    pub names: &'static [&'static str],
+    /// Each column's type, in the same order.
+    pub tys: &'static [Ty],
+}
+
+impl Columns {
+    /// `a, b, c`: the columns as a `SELECT` names them.
+    pub fn list(&self) -> String {
+        self.names.join(", ")
+    }
+
+    /// Reads `row`, fetched with [`tys`](Self::tys), by column name.
+    pub fn read<'r>(&'static self, row: &'r mut Row) -> Reader<'r> {
+        Reader { columns: self, row }
+    }
+
+    /// Names the table in a corrupt error a fetch of these columns gave (the decoding
+    /// names the column).
+    pub fn in_table(&self, e: impl Into<StoreError>) -> StoreError {
+        match e.into() {
+            StoreError::Corrupt(what) => StoreError::Corrupt(format!("{}: {what}", self.table)),
+            other => other,
+        }
+    }
+}
+
+/// One row of a record's [`Columns`], read by column name.
+#[derive(Debug)]
+pub(super) struct Reader<'r> {
+    columns: &'static Columns,
+    row: &'r mut Row,
+}
+
+impl Reader<'_> {
+    /// A corrupt error naming the table and `column`.
+    pub fn corrupt(&self, column: &str, what: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt(format!("{}.{column}: {what}", self.columns.table))
+    }
+
+    fn at(&self, column: &str) -> Result<usize, StoreError> {
+        self.columns.names.iter().position(|n| *n == column).ok_or_else(|| self.corrupt(column, "not selected"))
+    }
+
+    fn value(&self, column: &str) -> Result<&Value, StoreError> {
+        let i = self.at(column)?;
+        self.row.0.get(i).ok_or_else(|| self.corrupt(column, "missing from the row"))
+    }
+
+    /// An integer column, which may not be NULL.
+    pub fn int(&self, column: &str) -> Result<i64, StoreError> {
+        self.opt_int(column)?.ok_or_else(|| self.corrupt(column, "NULL where a number must be"))
+    }
+
+    /// An integer column, or NULL.
+    pub fn opt_int(&self, column: &str) -> Result<Option<i64>, StoreError> {
+        match self.value(column)? {
+            Value::Int(v) => Ok(*v),
+            other => Err(self.corrupt(column, format!("{other:?} where a number must be"))),
+        }
+    }
+
+    /// An integer column that fits `T` (a count, a version, a size).
+    pub fn num<T: TryFrom<i64>>(&self, column: &str) -> Result<T, StoreError> {
+        let n = self.int(column)?;
+        T::try_from(n).map_err(|_| self.corrupt(column, format!("{n} is out of range")))
+    }
+
+    /// [`num`](Self::num), or NULL.
+    pub fn opt_num<T: TryFrom<i64>>(&self, column: &str) -> Result<Option<T>, StoreError> {
+        self.opt_int(column)?
+            .map(|n| T::try_from(n).map_err(|_| self.corrupt(column, format!("{n} is out of range"))))
+            .transpose()
+    }
+
+    /// A time column (microseconds), which may not be NULL.
+    pub fn ts(&self, column: &str) -> Result<Timestamp, StoreError> {
+        self.int(column).map(Timestamp::from_micros)
+    }
+
+    /// A time column, or NULL.
+    pub fn opt_ts(&self, column: &str) -> Result<Option<Timestamp>, StoreError> {
+        Ok(self.opt_int(column)?.map(Timestamp::from_micros))
+    }
+
+    /// A text column, which may not be NULL.
+    pub fn text(&self, column: &str) -> Result<String, StoreError> {
+        self.opt_text(column)?.ok_or_else(|| self.corrupt(column, "NULL where text must be"))
+    }
+
+    /// A text column, or NULL.
+    pub fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        match self.value(column)? {
+            Value::Text(v) => Ok(v.clone()),
+            other => Err(self.corrupt(column, format!("{other:?} where text must be"))),
+        }
+    }
+
+    /// A text column that names a value `parse` knows (an enum's name).
+    pub fn parse<T>(&self, column: &str, parse: impl FnOnce(&str) -> Option<T>) -> Result<T, StoreError> {
+        let text = self.text(column)?;
+        parse(&text).ok_or_else(|| self.corrupt(column, format!("unknown value {text:?}")))
+    }
+
+    /// A text column holding JSON of `T`.
+    pub fn json<T: serde::de::DeserializeOwned>(&self, column: &str) -> Result<T, StoreError> {
+        serde_json::from_str(&self.text(column)?).map_err(|e| self.corrupt(column, e))
+    }
+
+    /// A job id column.
+    pub fn id(&self, column: &str) -> Result<JobId, StoreError> {
+        self.text(column)?.parse().map_err(|e| self.corrupt(column, e))
+    }
+
+    /// A job id column, or NULL.
+    pub fn opt_id(&self, column: &str) -> Result<Option<JobId>, StoreError> {
+        self.opt_text(column)?.map(|t| t.parse().map_err(|e| self.corrupt(column, e))).transpose()
+    }
+
+    /// A bytes column moved out of the row, or NULL.
+    pub fn take_opt_blob(&mut self, column: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let i = self.at(column)?;
+        if let Some(Value::Blob(v)) = self.row.0.get_mut(i) {
+            return Ok(v.take());
+        }
+        let found = format!("{:?}", self.row.0.get(i));
+        Err(self.corrupt(column, format!("{found} where bytes must be")))
+    }
+
+    /// A bytes column moved out of the row, which may not be NULL.
+    pub fn take_blob(&mut self, column: &str) -> Result<Vec<u8>, StoreError> {
+        self.take_opt_blob(column)?.ok_or_else(|| self.corrupt(column, "NULL where bytes must be"))
+    }
 }
 
 /// Rows from which a PostgreSQL batch goes as arrays (`UNNEST`) rather than a `VALUES`

@@ -806,18 +806,24 @@ where
     Option<Vec<u8>>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
     let mut out = Vec::with_capacity(tys.len());
+    // A value that does not decode is named by its column, for the corrupt error.
+    let named = |i: usize, e: sqlx::Error| match e {
+        sqlx::Error::ColumnDecode { source, .. } => {
+            let name = row.columns().get(i).map_or_else(|| i.to_string(), |c| sqlx::Column::name(c).to_owned());
+            sqlx::Error::ColumnDecode { index: name, source }
+        }
+        other => other,
+    };
     for (i, ty) in tys.iter().enumerate() {
         let value = match ty {
-            Ty::Int | Ty::OptInt => Value::Int(row.try_get::<Option<i64>, _>(i)?),
-            Ty::Text | Ty::OptText => Value::Text(row.try_get::<Option<String>, _>(i)?),
-            Ty::Blob | Ty::OptBlob => Value::Blob(row.try_get::<Option<Vec<u8>>, _>(i)?),
+            Ty::Int | Ty::OptInt => Value::Int(row.try_get::<Option<i64>, _>(i).map_err(|e| named(i, e))?),
+            Ty::Text | Ty::OptText => Value::Text(row.try_get::<Option<String>, _>(i).map_err(|e| named(i, e))?),
+            Ty::Blob | Ty::OptBlob => Value::Blob(row.try_get::<Option<Vec<u8>>, _>(i).map_err(|e| named(i, e))?),
         };
         let null = matches!(value, Value::Int(None) | Value::Text(None) | Value::Blob(None));
         if null && matches!(ty, Ty::Int | Ty::Text | Ty::Blob) {
-            return Err(sqlx::Error::ColumnDecode {
-                index: i.to_string(),
-                source: format!("NULL where a {ty:?} value must be").into(),
-            });
+            let source = format!("NULL where a {ty:?} value must be").into();
+            return Err(named(i, sqlx::Error::ColumnDecode { index: i.to_string(), source }));
         }
         out.push(value);
     }

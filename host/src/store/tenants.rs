@@ -9,7 +9,7 @@ use spindle_core::Timestamp;
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::records::TenantId;
-use super::rows::{corrupt, ts};
+use super::rows::{Columns, corrupt};
 use super::sql::{Row, Ty, Value};
 
 /// Hex characters of a token's hash that make its public id (migration 0004 on SQLite and
@@ -90,19 +90,23 @@ impl TokenInfo {
     }
 }
 
-/// The columns a [`TokenInfo`] is read from, in [`token_from_row`]'s order.
-const TOKEN_COLS: &str = "id, tenant_id, role, name, created_at, expires_at, revoked_at";
-const TOKEN_TYS: &[Ty] = &[Ty::Text, Ty::OptText, Ty::Text, Ty::Text, Ty::Int, Ty::OptInt, Ty::OptInt];
+/// The columns a [`TokenInfo`] is read from.
+static TOKEN: Columns = Columns {
+    table: "api_tokens",
+    names: &["id", "tenant_id", "role", "name", "created_at", "expires_at", "revoked_at"],
+    tys: &[Ty::Text, Ty::OptText, Ty::Text, Ty::Text, Ty::Int, Ty::OptInt, Ty::OptInt],
+};
 
-fn token_from_row(r: &Row) -> Result<TokenInfo, StoreError> {
+fn token_from_row(mut row: Row) -> Result<TokenInfo, StoreError> {
+    let r = TOKEN.read(&mut row);
     Ok(TokenInfo {
-        id: r.text(0),
-        tenant: r.opt_text(1).map(TenantId),
-        role: Role::parse(&r.text(2))?,
-        name: r.text(3),
-        created_at: ts(r, 4),
-        expires_at: r.opt_int(5).map(Timestamp::from_micros),
-        revoked_at: r.opt_int(6).map(Timestamp::from_micros),
+        id: r.text("id")?,
+        tenant: r.opt_text("tenant_id")?.map(TenantId),
+        role: r.parse("role", |role| Role::parse(role).ok())?,
+        name: r.text("name")?,
+        created_at: r.ts("created_at")?,
+        expires_at: r.opt_ts("expires_at")?,
+        revoked_at: r.opt_ts("revoked_at")?,
     })
 }
 
@@ -149,9 +153,21 @@ pub trait TenantStore: Send + Sync {
 }
 
 /// A tenant from `id, name, created_at, retention_secs`.
-fn tenant_of(r: &Row) -> Tenant {
-    let retention = r.opt_int(3).map(|secs| std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0)));
-    Tenant { id: TenantId(r.text(0)), name: r.text(1), created_at: ts(r, 2), retention }
+/// The columns a [`Tenant`] is read from.
+static TENANT: Columns = Columns {
+    table: "tenants",
+    names: &["id", "name", "created_at", "retention_secs"],
+    tys: &[Ty::Text, Ty::Text, Ty::Int, Ty::OptInt],
+};
+
+fn tenant_of(mut row: Row) -> Result<Tenant, StoreError> {
+    let r = TENANT.read(&mut row);
+    Ok(Tenant {
+        id: TenantId(r.text("id")?),
+        name: r.text("name")?,
+        created_at: r.ts("created_at")?,
+        retention: r.opt_num::<u64>("retention_secs")?.map(std::time::Duration::from_secs),
+    })
 }
 
 #[async_trait]
@@ -204,24 +220,22 @@ impl TenantStore for SqlStore {
         let rows = self
             .db
             .fetch(
-                "SELECT id, name, created_at, retention_secs FROM tenants WHERE id = $1",
+                &format!("SELECT {} FROM tenants WHERE id = $1", TENANT.list()),
                 vec![Value::from(id.0.as_str())],
-                &[Ty::Text, Ty::Text, Ty::Int, Ty::OptInt],
+                TENANT.tys,
             )
-            .await?;
-        Ok(rows.first().map(tenant_of))
+            .await
+            .map_err(|e| TENANT.in_table(e))?;
+        rows.into_iter().next().map(tenant_of).transpose()
     }
 
     async fn tenants(&self) -> Result<Vec<Tenant>, StoreError> {
         let rows = self
             .db
-            .fetch(
-                "SELECT id, name, created_at, retention_secs FROM tenants ORDER BY name",
-                vec![],
-                &[Ty::Text, Ty::Text, Ty::Int, Ty::OptInt],
-            )
-            .await?;
-        Ok(rows.iter().map(tenant_of).collect())
+            .fetch(&format!("SELECT {} FROM tenants ORDER BY name", TENANT.list()), vec![], TENANT.tys)
+            .await
+            .map_err(|e| TENANT.in_table(e))?;
+        rows.into_iter().map(tenant_of).collect()
     }
 
     async fn add_token(
@@ -271,32 +285,33 @@ impl TenantStore for SqlStore {
         let rows = self
             .db
             .fetch(
-                &format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE token_hash = $1"),
+                &format!("SELECT {} FROM api_tokens WHERE token_hash = $1", TOKEN.list()),
                 vec![Value::from(hash)],
-                TOKEN_TYS,
+                TOKEN.tys,
             )
-            .await?;
-        rows.first().map(token_from_row).transpose()
+            .await
+            .map_err(|e| TOKEN.in_table(e))?;
+        rows.into_iter().next().map(token_from_row).transpose()
     }
 
     async fn tokens(&self, tenant: Option<&TenantId>) -> Result<Vec<TokenInfo>, StoreError> {
         let rows = match tenant {
-            Some(tenant) => {
-                self.db
-                    .fetch(
-                        &format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE tenant_id = $1 ORDER BY created_at, id"),
-                        vec![Value::from(tenant.0.as_str())],
-                        TOKEN_TYS,
-                    )
-                    .await?
-            }
-            None => {
-                self.db
-                    .fetch(&format!("SELECT {TOKEN_COLS} FROM api_tokens ORDER BY created_at, id"), vec![], TOKEN_TYS)
-                    .await?
-            }
+            Some(tenant) => self
+                .db
+                .fetch(
+                    &format!("SELECT {} FROM api_tokens WHERE tenant_id = $1 ORDER BY created_at, id", TOKEN.list()),
+                    vec![Value::from(tenant.0.as_str())],
+                    TOKEN.tys,
+                )
+                .await
+                .map_err(|e| TOKEN.in_table(e))?,
+            None => self
+                .db
+                .fetch(&format!("SELECT {} FROM api_tokens ORDER BY created_at, id", TOKEN.list()), vec![], TOKEN.tys)
+                .await
+                .map_err(|e| TOKEN.in_table(e))?,
         };
-        rows.iter().map(token_from_row).collect()
+        rows.into_iter().map(token_from_row).collect()
     }
 
     async fn revoke_token(&self, id: &str, tenant: Option<&TenantId>, now: Timestamp) -> Result<bool, StoreError> {

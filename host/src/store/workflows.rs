@@ -10,7 +10,8 @@ use super::handle::SqlStore;
 use super::job_rows::{JOB_COLS, fetch_jobs};
 use super::records::JobRecord;
 use super::records::TenantId;
-use super::sql::{Ty, Value};
+use super::rows::Columns;
+use super::sql::{Row, Ty, Value};
 
 /// A cron schedule as stored: what a tenant asked for, and its machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,49 +61,74 @@ pub trait WorkflowStore: Send + Sync {
     async fn due_schedules(&self, now: Timestamp, limit: u32) -> Result<Vec<ScheduleRow>, StoreError>;
 }
 
-const SCHEDULE_COLS: &str = "tenant_id, name, kind, cron, timezone, input, catch_up, overlap, paused, next_fire_at, \
-                             last_fired_at, last_job_id, fired, created_at";
-const SCHEDULE_TYS: &[Ty] = &[
-    Ty::Text,
-    Ty::Text,
-    Ty::Text,
-    Ty::Text,
-    Ty::Text,
-    Ty::OptBlob,
-    Ty::Text,
-    Ty::Text,
-    Ty::Int,
-    Ty::Int,
-    Ty::OptInt,
-    Ty::OptText,
-    Ty::Int,
-    Ty::Int,
-];
+/// The columns a [`ScheduleRow`] is read from.
+static SCHEDULE: Columns = Columns {
+    table: "schedules",
+    names: &[
+        "tenant_id",
+        "name",
+        "kind",
+        "cron",
+        "timezone",
+        "input",
+        "catch_up",
+        "overlap",
+        "paused",
+        "next_fire_at",
+        "last_fired_at",
+        "last_job_id",
+        "fired",
+        "created_at",
+    ],
+    tys: &[
+        Ty::Text,
+        Ty::Text,
+        Ty::Text,
+        Ty::Text,
+        Ty::Text,
+        Ty::Blob,
+        Ty::Text,
+        Ty::Text,
+        Ty::Int,
+        Ty::Int,
+        Ty::OptInt,
+        Ty::OptText,
+        Ty::Int,
+        Ty::Int,
+    ],
+};
 
-fn schedule_from_row(mut r: super::sql::Row) -> Result<ScheduleRow, StoreError> {
-    let corrupt =
-        |column: &str, value: &str| StoreError::Corrupt(format!("schedules.{column}: unknown value {value:?}"));
-    let catch_up = r.text(6);
-    let overlap = r.text(7);
+fn schedule_from_row(mut row: Row) -> Result<ScheduleRow, StoreError> {
+    let mut r = SCHEDULE.read(&mut row);
     let machine = Schedule {
-        state: if r.int(8) != 0 { ScheduleState::Paused } else { ScheduleState::Active },
-        next_fire_at: Timestamp::from_micros(r.int(9)),
-        catch_up: CatchUp::parse(&catch_up).ok_or_else(|| corrupt("catch_up", &catch_up))?,
-        overlap: Overlap::parse(&overlap).ok_or_else(|| corrupt("overlap", &overlap))?,
-        last_fired_at: r.opt_int(10).map(Timestamp::from_micros),
-        last_job: r.opt_text(11).map(|id| super::rows::parse_id(&id, "schedule's last job")).transpose()?,
-        fired: u64::try_from(r.int(12)).unwrap_or(0),
+        state: match r.int("paused")? {
+            0 => ScheduleState::Active,
+            1 => ScheduleState::Paused,
+            other => return Err(r.corrupt("paused", format!("{other} is neither 0 nor 1"))),
+        },
+        next_fire_at: r.ts("next_fire_at")?,
+        catch_up: r.parse("catch_up", CatchUp::parse)?,
+        overlap: r.parse("overlap", Overlap::parse)?,
+        last_fired_at: r.opt_ts("last_fired_at")?,
+        last_job: r.opt_id("last_job_id")?,
+        fired: r.num("fired")?,
     };
     Ok(ScheduleRow {
-        tenant: TenantId(r.text(0)),
-        name: r.text(1),
-        kind: r.text(2),
-        cron: r.text(3),
-        timezone: r.text(4),
-        input: r.take_blob(5).unwrap_or_default(),
-        created_at: Timestamp::from_micros(r.int(13)),
+        tenant: TenantId(r.text("tenant_id")?),
+        name: r.text("name")?,
+        kind: r.text("kind")?,
+        cron: r.text("cron")?,
+        timezone: r.text("timezone")?,
+        input: r.take_blob("input")?,
+        created_at: r.ts("created_at")?,
         machine,
     })
+}
+
+/// Reads schedules with `sql` (which selects [`SCHEDULE`]'s columns).
+async fn fetch_schedules(db: &super::sql::Db, sql: &str, args: Vec<Value>) -> Result<Vec<ScheduleRow>, StoreError> {
+    let rows = db.fetch(sql, args, SCHEDULE.tys).await.map_err(|e| SCHEDULE.in_table(e))?;
+    rows.into_iter().map(schedule_from_row).collect()
 }
 
 /// The stored `paused` flag of a machine's state.
@@ -162,8 +188,9 @@ impl WorkflowStore for SqlStore {
         let inserted = tx
             .fetch(
                 &format!(
-                    "INSERT INTO schedules ({SCHEDULE_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL, 0, $11) \
-                     ON CONFLICT (tenant_id, name) DO NOTHING RETURNING name"
+                    "INSERT INTO schedules ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL, 0, $11) \
+                     ON CONFLICT (tenant_id, name) DO NOTHING RETURNING name",
+                    SCHEDULE.list()
                 ),
                 vec![
                     Value::from(s.tenant.0.as_str()),
@@ -189,15 +216,13 @@ impl WorkflowStore for SqlStore {
     }
 
     async fn schedules(&self, tenant: &TenantId) -> Result<Vec<ScheduleRow>, StoreError> {
-        let sql = format!("SELECT {SCHEDULE_COLS} FROM schedules WHERE tenant_id = $1 ORDER BY name");
-        let rows = self.db.fetch(&sql, vec![Value::from(tenant.0.as_str())], SCHEDULE_TYS).await?;
-        rows.into_iter().map(schedule_from_row).collect()
+        let sql = format!("SELECT {} FROM schedules WHERE tenant_id = $1 ORDER BY name", SCHEDULE.list());
+        fetch_schedules(&self.db, &sql, vec![Value::from(tenant.0.as_str())]).await
     }
 
     async fn schedule(&self, tenant: &TenantId, name: &str) -> Result<Option<ScheduleRow>, StoreError> {
-        let sql = format!("SELECT {SCHEDULE_COLS} FROM schedules WHERE tenant_id = $1 AND name = $2");
-        let rows = self.db.fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(name)], SCHEDULE_TYS).await?;
-        rows.into_iter().next().map(schedule_from_row).transpose()
+        let sql = format!("SELECT {} FROM schedules WHERE tenant_id = $1 AND name = $2", SCHEDULE.list());
+        Ok(fetch_schedules(&self.db, &sql, vec![Value::from(tenant.0.as_str()), Value::from(name)]).await?.pop())
     }
 
     async fn update_schedule(&self, s: &ScheduleRow, expected: &Schedule) -> Result<bool, StoreError> {
@@ -236,13 +261,10 @@ impl WorkflowStore for SqlStore {
 
     async fn due_schedules(&self, now: Timestamp, limit: u32) -> Result<Vec<ScheduleRow>, StoreError> {
         let sql = format!(
-            "SELECT {SCHEDULE_COLS} FROM schedules WHERE paused = 0 AND next_fire_at <= $1 ORDER BY next_fire_at LIMIT $2"
+            "SELECT {} FROM schedules WHERE paused = 0 AND next_fire_at <= $1 ORDER BY next_fire_at LIMIT $2",
+            SCHEDULE.list()
         );
-        let rows = self
-            .db
-            .fetch(&sql, vec![Value::from(now.as_micros()), Value::from(i64::from(limit))], SCHEDULE_TYS)
-            .await?;
-        rows.into_iter().map(schedule_from_row).collect()
+        fetch_schedules(&self.db, &sql, vec![Value::from(now.as_micros()), Value::from(i64::from(limit))]).await
     }
 
     async fn next_schedule_at(&self) -> Result<Option<Timestamp>, StoreError> {
