@@ -20,7 +20,8 @@
 //! - [`logs`]: each job's guest lines, capped; [`audit`]: bulk operations and alerts.
 //!
 //! The files are layers, each importing only those before it ([`LAYERS`], checked by a
-//! test): `turns` and `error`; [`sql`] (the connection pools, the backends' dialect);
+//! test): `turns` and `error`; `values` (what crosses to the database) and [`sql`] (the
+//! connection pools, the backends' dialect);
 //! `rows` (statements over many rows) and `schema` (migrations); `records` (the plain
 //! records everything above stores); `submissions` (concurrent submissions merged) and
 //! `handle` ([`SqlStore`]); `job_rows` (a job's rows); the domains that stand alone
@@ -54,6 +55,7 @@ pub mod tenants;
 mod test_db;
 mod traces;
 mod turns;
+mod values;
 pub mod workflows;
 mod writes;
 
@@ -116,6 +118,7 @@ impl Storage for SqlStore {
 pub const LAYERS: &[&str] = &[
     "turns",
     "error",
+    "values",
     "sql",
     "rows",
     "schema",
