@@ -153,72 +153,14 @@ impl Engine {
         let Some(step) = record.job.steps.get(index) else {
             return StepReport::Release;
         };
-        let resolved = match self.registry.version(&record.tenant, &record.kind, record.kind_version).await {
-            Ok(resolved) => resolved,
-            Err(e) => {
-                let corr = correlation();
-                tracing::error!(job = %record.job.id, kind = %record.kind, version = record.kind_version, correlation = corr, error = %e, "kind version unavailable");
-                let failure = SafeFailure {
-                    code: "kind.unavailable".into(),
-                    message: "the job's kind version could not be loaded".into(),
-                    correlation: Some(corr),
-                    guest_stderr: None,
-                };
-                return StepReport::Retryable { failure, backoff: self.config.rescue_backoff };
-            }
+        let (resolved, input) = match self.step_input(record, index).await {
+            Ok(prepared) => prepared,
+            Err(report) => return report,
         };
         let spec = &resolved.kind.spec;
         let policy = Backoff {
             initial: Duration::from_millis(u64::from(spec.retry.initial_backoff_ms)),
             max: Duration::from_millis(u64::from(spec.retry.max_backoff_ms)),
-        };
-        let prior = record
-            .job
-            .steps
-            .iter()
-            .filter(|s| s.state == StepState::Completed)
-            .map(|s| (s.key.clone(), s.output.clone().unwrap_or_default()))
-            .collect();
-        let capabilities = match self.capabilities(record, &resolved.deployment).await {
-            Ok(capabilities) => capabilities,
-            Err(e) => {
-                let corr = correlation();
-                tracing::error!(job = %record.job.id, kind = %record.kind, correlation = corr, error = %e, "the step's capabilities could not be read");
-                let failure = SafeFailure {
-                    code: "capabilities.unavailable".into(),
-                    message: "the step's secrets or outbound rules could not be read".into(),
-                    correlation: Some(corr),
-                    guest_stderr: None,
-                };
-                return StepReport::Retryable { failure, backoff: self.config.rescue_backoff };
-            }
-        };
-        let awaited = match self.awaited(record, index).await {
-            Ok(awaited) => awaited,
-            Err(e) => {
-                let corr = correlation();
-                tracing::error!(job = %record.job.id, correlation = corr, error = %e, "what the step awaited could not be read");
-                let failure = SafeFailure {
-                    code: "workflow.awaited-unavailable".into(),
-                    message: "the results the step awaited could not be read".into(),
-                    correlation: Some(corr),
-                    guest_stderr: None,
-                };
-                return StepReport::Retryable { failure, backoff: self.config.rescue_backoff };
-            }
-        };
-        let job_id = record.job.id.to_string();
-        let input = StepInput {
-            idempotency_key: format!("{job_id}/{}", step.key),
-            job_id,
-            step: step.key.clone(),
-            attempt: step.attempts_made().max(1),
-            payload: record.payload.clone(),
-            prior,
-            cursor: step.cursor.clone(),
-            capabilities,
-            awaited,
-            ceilings: self.ceilings(&record.tenant).await,
         };
         let started = Instant::now();
         let sandbox_span = if crate::telemetry::enabled() {
@@ -233,18 +175,82 @@ impl Engine {
             .instrument(sandbox_span.clone())
             .await;
         sandbox_span.record("sandbox_us", super::group_commit::micros(started.elapsed()));
-        // Before the outcome commits, so that a follower of the job's logs has every line
-        // of an attempt once it sees the attempt end: those the heartbeats handed over
-        // first, then the rest of the call's.
+        self.account(record, step, &run, started.elapsed(), lines, &supervisor).await;
+        let attempt = step.attempts_made().max(1);
+        self.report_of(record, step, attempt, run, stderr, policy).await
+    }
+
+    /// What the step at `index` is called with, and the version it runs: a failure to
+    /// read any of it (the version, its capabilities, what it awaited) is a retryable
+    /// report, the detail in the log under a correlation id.
+    async fn step_input(
+        &self,
+        record: &JobRecord,
+        index: usize,
+    ) -> Result<(crate::registry::Resolved, StepInput), StepReport> {
+        let step = &record.job.steps[index];
+        let unavailable = |code: &str, message: &str, error: &dyn std::fmt::Display| {
+            let corr = correlation();
+            tracing::error!(job = %record.job.id, kind = %record.kind, version = record.kind_version, correlation = corr, error = %error, "{message}");
+            let failure =
+                SafeFailure { code: code.into(), message: message.into(), correlation: Some(corr), guest_stderr: None };
+            StepReport::Retryable { failure, backoff: self.config.rescue_backoff }
+        };
+        let resolved = self
+            .registry
+            .version(&record.tenant, &record.kind, record.kind_version)
+            .await
+            .map_err(|e| unavailable("kind.unavailable", "the job's kind version could not be loaded", &e))?;
+        let prior = record
+            .job
+            .steps
+            .iter()
+            .filter(|s| s.state == StepState::Completed)
+            .map(|s| (s.key.clone(), s.output.clone().unwrap_or_default()))
+            .collect();
+        let capabilities = self.capabilities(record, &resolved.deployment).await.map_err(|e| {
+            unavailable("capabilities.unavailable", "the step's secrets or outbound rules could not be read", &e)
+        })?;
+        let awaited = self.awaited(record, index).await.map_err(|e| {
+            unavailable("workflow.awaited-unavailable", "the results the step awaited could not be read", &e)
+        })?;
+        let job_id = record.job.id.to_string();
+        let input = StepInput {
+            idempotency_key: format!("{job_id}/{}", step.key),
+            job_id,
+            step: step.key.clone(),
+            attempt: step.attempts_made().max(1),
+            payload: record.payload.clone(),
+            prior,
+            cursor: step.cursor.clone(),
+            capabilities,
+            awaited,
+            ceilings: self.ceilings(&record.tenant).await,
+        };
+        Ok((resolved, input))
+    }
+
+    /// What a call leaves besides its outcome: its log lines kept (before the outcome
+    /// commits, so that a follower of the job's logs has every line of an attempt once
+    /// it sees the attempt end), the kind's breaker told, usage metered, its outbound
+    /// requests recorded.
+    async fn account(
+        &self,
+        record: &JobRecord,
+        step: &spindle_core::Step,
+        run: &StepRun,
+        sandbox: Duration,
+        lines: Vec<spindle_runtime::GuestLine>,
+        supervisor: &Supervisor,
+    ) {
         let attempt = step.attempts_made().max(1);
         supervisor.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(lines);
         supervisor.keep_lines(record.job.id).await;
-        let sandbox = started.elapsed();
         self.counters.observe_step(sandbox);
         let calls = std::mem::take(&mut *supervisor.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         let claimed_at = record.job.claim.as_ref().map_or(record.job.last_activity_at, |c| c.claimed_at);
-        let fault = matches!(&run, StepRun::Fault { fault, .. } if !matches!(fault, SandboxFault::Capacity));
-        if !matches!(&run, StepRun::Fault { fault: SandboxFault::Capacity, .. }) {
+        let fault = matches!(run, StepRun::Fault { fault, .. } if !matches!(fault, SandboxFault::Capacity));
+        if !matches!(run, StepRun::Fault { fault: SandboxFault::Capacity, .. }) {
             let wake = self.breakers.report(&record.tenant, &record.kind, record.kind_version, fault, self.now());
             self.wake_held(wake.into_iter().collect()).await;
         }
@@ -258,6 +264,18 @@ impl Engine {
         {
             tracing::error!(job = %record.job.id, step = %step.key, error = %e, "could not record the step's outbound requests");
         }
+    }
+
+    /// The report a call's answer comes to.
+    async fn report_of(
+        &self,
+        record: &JobRecord,
+        step: &spindle_core::Step,
+        attempt: u32,
+        run: StepRun,
+        stderr: Option<String>,
+        policy: Backoff,
+    ) -> StepReport {
         match run {
             StepRun::Outcome(GuestOutcome::Complete(output)) => StepReport::Complete { output },
             StepRun::Outcome(GuestOutcome::Skip(reason)) => StepReport::Skip { reason },

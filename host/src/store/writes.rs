@@ -111,16 +111,7 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
     let pending: Vec<usize> = (0..writes.len()).filter(|i| outcomes[*i].is_none()).collect();
     let landed = update_jobs(tx, writes, &pending).await?;
     // What goes with each write that landed.
-    let mut steps = Vec::new();
-    let mut history = Vec::new();
-    let mut outbox = Vec::new();
-    let mut spawns: Vec<&NewJob> = Vec::new();
-    let mut children: Vec<&NewJob> = Vec::new();
-    let mut consumed: Vec<(String, String)> = Vec::new();
-    let mut signals = Vec::new();
-    let mut ready = false;
-    let mut freed: BTreeMap<String, u32> = BTreeMap::new();
-    let mut parents = BTreeSet::new();
+    let mut rows = WithWrites::default();
     for (i, w) in writes.iter().enumerate() {
         if outcomes[i].is_some() {
             continue;
@@ -131,57 +122,74 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
             outcomes[i] = Some(WriteOutcome::Conflict);
             continue;
         }
+        rows.add(w, now)?;
+        outcomes[i] = Some(WriteOutcome::Written { version: w.expected_version + 1 });
+    }
+    let (ready, freed, parents) = rows.insert(tx, now).await?;
+    let outcomes = outcomes.into_iter().map(|o| o.unwrap_or(WriteOutcome::Conflict)).collect();
+    Ok(Applied { outcomes, released, ready, freed, parents })
+}
+
+/// The rows that go with the writes that landed: steps, history, queued effects, new
+/// jobs, signals stored and consumed; and what they free and wake.
+#[derive(Default)]
+struct WithWrites<'w> {
+    steps: Vec<Vec<Value>>,
+    history: Vec<Vec<Value>>,
+    outbox: Vec<Vec<Value>>,
+    spawns: Vec<&'w NewJob>,
+    children: Vec<&'w NewJob>,
+    signals: Vec<Vec<Value>>,
+    consumed: Vec<(String, String)>,
+    ready: bool,
+    freed: BTreeMap<String, u32>,
+    parents: BTreeSet<spindle_core::JobId>,
+}
+
+impl<'w> WithWrites<'w> {
+    /// Adds what `w` writes beside its job row.
+    fn add(&mut self, w: &'w JobWrite, now: Timestamp) -> Result<(), StoreError> {
         let job = &w.record.job;
         let id = job.id.to_string();
-        ready |= job.queue == QueueState::Ready;
+        self.ready |= job.queue == QueueState::Ready;
         if w.frees_slot {
-            *freed.entry(tenant_gate(&w.record.tenant)).or_default() += 1;
-            *freed.entry(kind_gate(&w.record.tenant, &w.record.kind)).or_default() += 1;
+            *self.freed.entry(tenant_gate(&w.record.tenant)).or_default() += 1;
+            *self.freed.entry(kind_gate(&w.record.tenant, &w.record.kind)).or_default() += 1;
         }
         for &s in &w.steps_changed {
             if let Some(step) = job.steps.get(s) {
-                steps.push(step_row(&id, job.pass, s, step)?);
+                self.steps.push(step_row(&id, job.pass, s, step)?);
             }
         }
         if let Some((pass, old)) = &w.previous_pass {
             for (s, step) in old.iter().enumerate() {
-                steps.push(step_row(&id, *pass, s, step)?);
+                self.steps.push(step_row(&id, *pass, s, step)?);
             }
         }
-        history.extend(history_rows(&id, w.at, &w.history)?);
+        self.history.extend(history_rows(&id, w.at, &w.history)?);
+        let queued = |job: String, effect: OutboxEffect, detail: Option<String>| {
+            let at = Value::from(now.as_micros());
+            vec![Value::from(job), Value::from(effect.as_str()), at.clone(), Value::from(0i64), at, Value::from(detail)]
+        };
         for effect in &w.outbox {
-            outbox.push(vec![
-                Value::from(id.as_str()),
-                Value::from(effect.as_str()),
-                Value::from(now.as_micros()),
-                Value::from(0i64),
-                Value::from(now.as_micros()),
-                Value::from(None::<String>),
-            ]);
+            self.outbox.push(queued(id.clone(), *effect, None));
         }
         for relay in &w.relay {
             if relay.effect == OutboxEffect::ChildSettled {
-                parents.insert(relay.job);
+                self.parents.insert(relay.job);
             }
-            outbox.push(vec![
-                Value::from(relay.job.to_string()),
-                Value::from(relay.effect.as_str()),
-                Value::from(now.as_micros()),
-                Value::from(0i64),
-                Value::from(now.as_micros()),
-                Value::from(relay.detail.clone()),
-            ]);
+            self.outbox.push(queued(relay.job.to_string(), relay.effect, relay.detail.clone()));
         }
         if let Some(spawn) = &w.spawn {
-            ready |= spawn.job.queue == QueueState::Ready;
-            spawns.push(spawn);
+            self.ready |= spawn.job.queue == QueueState::Ready;
+            self.spawns.push(spawn);
         }
         if !w.children.is_empty() {
-            ready = true;
-            children.extend(w.children.iter());
+            self.ready = true;
+            self.children.extend(w.children.iter());
         }
         if let Some(signal) = &w.store_signal {
-            signals.push(vec![
+            self.signals.push(vec![
                 Value::from(id.as_str()),
                 Value::from(signal.name.as_str()),
                 Value::from(signal.body.clone()),
@@ -190,37 +198,48 @@ pub(super) async fn apply_writes(tx: &mut Tx, writes: &[&JobWrite], now: Timesta
             ]);
         }
         if let Some(name) = &w.consume_signal {
-            consumed.push((id.clone(), name.clone()));
+            self.consumed.push((id, name.clone()));
         }
-        outcomes[i] = Some(WriteOutcome::Written { version: w.expected_version + 1 });
+        Ok(())
     }
-    write_steps(tx, steps).await?;
-    insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, history).await?;
-    insert_rows(tx, "INSERT INTO outbox (job_id, effect, run_at, attempts, created_at, detail)", "", 6, outbox).await?;
-    if !spawns.is_empty() {
-        insert_new_jobs(tx, &spawns, now, true, None, false, false).await?;
-    }
-    if !children.is_empty() {
-        // Every child is created, or none: a taken idempotency key fails the write.
-        let seqs = insert_new_jobs(tx, &children, now, true, None, false, false).await?;
-        if let Some(i) = seqs.iter().position(Option::is_none) {
-            let key = children[i].idempotency_key.clone().unwrap_or_default();
-            return Err(StoreError::Duplicate(format!("a child's idempotency key {key:?} is taken")));
+
+    /// Inserts the rows in a few multi-row statements; answers whether work became
+    /// ready, the running slots freed, and the parents of children settled.
+    #[allow(clippy::type_complexity)]
+    async fn insert(
+        self,
+        tx: &mut Tx,
+        now: Timestamp,
+    ) -> Result<(bool, BTreeMap<String, u32>, BTreeSet<spindle_core::JobId>), StoreError> {
+        write_steps(tx, self.steps).await?;
+        insert_rows(tx, "INSERT INTO history (job_id, at, event, body)", "", 4, self.history).await?;
+        let outbox = "INSERT INTO outbox (job_id, effect, run_at, attempts, created_at, detail)";
+        insert_rows(tx, outbox, "", 6, self.outbox).await?;
+        if !self.spawns.is_empty() {
+            insert_new_jobs(tx, &self.spawns, now, true, None, false, false).await?;
         }
+        if !self.children.is_empty() {
+            // Every child is created, or none: a taken idempotency key fails the write.
+            let seqs = insert_new_jobs(tx, &self.children, now, true, None, false, false).await?;
+            if let Some(i) = seqs.iter().position(Option::is_none) {
+                let key = self.children[i].idempotency_key.clone().unwrap_or_default();
+                return Err(StoreError::Duplicate(format!("a child's idempotency key {key:?} is taken")));
+            }
+        }
+        // Before the consumptions: a signal sent and consumed in one batch (a chain) is
+        // stored first.
+        let signals = "INSERT INTO signals (job_id, name, body, created_at, idempotency_key)";
+        insert_rows(tx, signals, "", 5, self.signals).await?;
+        for (job, name) in self.consumed {
+            tx.execute(
+                "UPDATE signals SET consumed_at = $1 WHERE id = (SELECT id FROM signals WHERE job_id = $2 \
+                 AND name = $3 AND consumed_at IS NULL ORDER BY id LIMIT 1)",
+                vec![Value::from(now.as_micros()), Value::from(job), Value::from(name)],
+            )
+            .await?;
+        }
+        Ok((self.ready, self.freed, self.parents))
     }
-    // Before the consumptions: a signal sent and consumed in one batch (a chain) is
-    // stored first.
-    insert_rows(tx, "INSERT INTO signals (job_id, name, body, created_at, idempotency_key)", "", 5, signals).await?;
-    for (job, name) in consumed {
-        tx.execute(
-            "UPDATE signals SET consumed_at = $1 WHERE id = (SELECT id FROM signals WHERE job_id = $2 AND name = $3 \
-             AND consumed_at IS NULL ORDER BY id LIMIT 1)",
-            vec![Value::from(now.as_micros()), Value::from(job), Value::from(name)],
-        )
-        .await?;
-    }
-    let outcomes = outcomes.into_iter().map(|o| o.unwrap_or(WriteOutcome::Conflict)).collect();
-    Ok(Applied { outcomes, released, ready, freed, parents })
 }
 
 /// Writes step rows (from [`step_row`]): an update of the ones stored, an insert of the
