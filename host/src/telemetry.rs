@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -34,6 +35,10 @@ pub struct Telemetry {
 
 /// Sets up the process's tracing, logging at `default_level` unless `SPINDLE_LOG` says
 /// otherwise, exporting spans to `otlp` (`http://HOST:4318`, or with `/v1/traces`) when given.
+///
+/// Call it inside the tokio runtime the process runs on (`Runtime::enter`): the spans go
+/// out in batches from a task on it, through the async HTTP client, and the returned
+/// guard, dropped outside the runtime's own threads before the runtime is, flushes them.
 pub fn init(default_level: &str, otlp: Option<&str>) -> anyhow::Result<Telemetry> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPINDLE_LOG").unwrap_or_else(|_| default_level.into());
     let Some(endpoint) = otlp else {
@@ -52,7 +57,8 @@ pub fn init(default_level: &str, otlp: Option<&str>) -> anyhow::Result<Telemetry
         .build()
         .map_err(|e| anyhow::anyhow!("the OTLP exporter: {e}"))?;
     let resource = opentelemetry_sdk::Resource::builder().with_service_name("spindle").build();
-    let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build();
+    let batches = BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build();
+    let provider = SdkTracerProvider::builder().with_span_processor(batches).with_resource(resource).build();
     let tracer = provider.tracer("spindle");
     // The claim span is written with its own start (the claim's transaction) through the
     // OpenTelemetry API; the other spans go through `tracing`.

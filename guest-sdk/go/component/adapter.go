@@ -105,7 +105,7 @@ func priorOutputs(prior []wit.PriorOutput) []guest.PriorOutput {
 
 func awaited(a wit.Awaited) guest.Awaited {
 	switch a.Tag() {
-	case wit.Awaited_Children:
+	case wit.AwaitedChildren:
 		results := a.Children()
 		children := make([]guest.ChildResult, len(results))
 		for i, r := range results {
@@ -123,7 +123,7 @@ func awaited(a wit.Awaited) guest.Awaited {
 			children[i] = child
 		}
 		return guest.Awaited{Kind: guest.AwaitedChildren, Children: children}
-	case wit.Awaited_Signal:
+	case wit.AwaitedSignal:
 		return guest.Awaited{Kind: guest.AwaitedSignal, Signal: a.Signal()}
 	default:
 		return guest.Awaited{Kind: guest.AwaitedSignalTimeout}

@@ -82,18 +82,23 @@ fn main() -> ExitCode {
         Command::Serve(args) => args.otlp_endpoint.clone(),
         _ => None,
     };
-    // Kept to the end of `main`: dropping it flushes the spans still batched.
-    let _telemetry = match spindle::telemetry::init(default_level, otlp.as_deref()) {
-        Ok(telemetry) => telemetry,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Inside the runtime (the spans are exported by a task on it); kept to the end of
+    // `main` and dropped before the runtime: dropping it flushes the spans still batched.
+    let telemetry = {
+        let _inside = runtime.enter();
+        spindle::telemetry::init(default_level, otlp.as_deref())
+    };
+    let _telemetry = match telemetry {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("error: {e:#}");
             return ExitCode::FAILURE;
         }
     };

@@ -36,15 +36,16 @@ pub fn componentize(
             &resolve,
             world,
             wit_component::StringEncoding::UTF8,
-            false,
         )
         .context("embedding the world's type")?;
     }
-    let mut encoder = wit_component::ComponentEncoder::default();
-    encoder.validate(true).realloc_via_memory_grow(realloc_via_memory_grow);
-    encoder.module(&module).context("reading the module")?;
+    let mut encoder = wit_component::ComponentEncoder::default()
+        .validate(true)
+        .realloc_via_memory_grow(realloc_via_memory_grow)
+        .module(&module)
+        .context("reading the module")?;
     if adapter == Adapter::Reactor {
-        encoder
+        encoder = encoder
             .adapter(
                 wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
                 wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
