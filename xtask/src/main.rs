@@ -110,6 +110,28 @@ fn build_for_tests(root: &Path) -> anyhow::Result<()> {
     )
 }
 
+/// The dependencies' checks: `cargo deny` (licences, bans, sources; installed when
+/// missing), and one HTTP client and one wasm-tools stack in the host's tree.
+fn dependencies(root: &Path) -> anyhow::Result<()> {
+    toolchains::cargo_deny()?;
+    let mut deny = cargo();
+    deny.current_dir(root).args(["deny", "check", "bans", "licenses", "sources"]);
+    run(deny, "cargo deny check bans licenses sources")?;
+    let output = cargo()
+        .current_dir(root)
+        .args(["tree", "--duplicates", "--edges", "normal", "--format", "{p}"])
+        .output()
+        .context("running cargo tree --duplicates")?;
+    ensure!(output.status.success(), "cargo tree --duplicates failed ({})", output.status);
+    let tree = String::from_utf8_lossy(&output.stdout);
+    let twice: Vec<&str> = ["reqwest", "wasmparser", "wit-component"]
+        .into_iter()
+        .filter(|name| tree.lines().any(|line| line.starts_with(&format!("{name} v"))))
+        .collect();
+    ensure!(twice.is_empty(), "the host's tree holds two versions of {twice:?}:\n{tree}");
+    Ok(())
+}
+
 /// The whole test suite. Extra arguments go to `cargo test` (e.g. a test name filter).
 fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
     build_for_tests(root)?;
@@ -148,6 +170,7 @@ fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
     }
     clippy_guests.args(["--", "-D", "warnings"]);
     run(clippy_guests, "cargo clippy (guests, wasm32-wasip2)")?;
+    dependencies(root)?;
     // The tables refuse an unlisted state change in release builds too, where no
     // debug assertion would catch it: the core's tests run there as well.
     let mut release_core = cargo();

@@ -88,6 +88,26 @@ pub fn chromium() -> anyhow::Result<()> {
 
 /// `apt-get install -y packages`, updating the package lists first when the install
 /// fails (a fresh machine's lists may be missing or stale).
+/// `cargo deny`, installed from crates.io when missing (a version this toolchain builds).
+pub fn cargo_deny() -> anyhow::Result<()> {
+    let found = Command::new(cargo_bin()).args(["deny", "--version"]).output().is_ok_and(|o| o.status.success());
+    if found {
+        return Ok(());
+    }
+    eprintln!("==> installing cargo-deny 0.20.2 (cargo install)");
+    let status = Command::new(cargo_bin())
+        .args(["install", "cargo-deny", "--locked", "--version", "0.20.2"])
+        .status()
+        .context("running cargo install cargo-deny")?;
+    ensure!(status.success(), "cargo install cargo-deny failed ({status})");
+    Ok(())
+}
+
+/// The cargo that runs xtask.
+fn cargo_bin() -> std::ffi::OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
 fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
     eprintln!("==> installing {} from Debian's packages", packages.join(" "));
     let install = || {
