@@ -31,13 +31,8 @@ pub fn componentize(
     let mut module = module.to_vec();
     if !carries_world(&module) {
         let (resolve, world) = crate::wit::resolve(wit)?;
-        wit_component::embed_component_metadata(
-            &mut module,
-            &resolve,
-            world,
-            wit_component::StringEncoding::UTF8,
-        )
-        .context("embedding the world's type")?;
+        wit_component::embed_component_metadata(&mut module, &resolve, world, wit_component::StringEncoding::UTF8)
+            .context("embedding the world's type")?;
     }
     let mut encoder = wit_component::ComponentEncoder::default()
         .validate(true)

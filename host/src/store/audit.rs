@@ -9,7 +9,7 @@ use spindle_core::Timestamp;
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::records::TenantId;
-use super::rows::{corrupt, ts};
+use super::rows::Columns;
 use super::sql::{Row, Ty, Value};
 
 /// A bulk operation.
@@ -85,20 +85,40 @@ const OPERATION_COLS: &str =
 const OPERATION_TYS: &[Ty] =
     &[Ty::Text, Ty::Text, Ty::Text, Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Text, Ty::Int, Ty::OptInt];
 
-fn operation_from_row(r: &Row) -> Operation {
-    Operation {
-        id: r.text(0),
-        tenant: TenantId(r.text(1)),
-        action: r.text(2),
-        filter: r.text(3),
-        state: r.text(4),
-        matched: r.int(5) as u64,
-        done: r.int(6) as u64,
-        failed: r.int(7) as u64,
-        actor: r.text(8),
-        created_at: ts(r, 9),
-        finished_at: r.opt_int(10).map(Timestamp::from_micros),
-    }
+/// [`OPERATION_COLS`] by name.
+static OPERATION: Columns = Columns {
+    table: "operations",
+    names: &[
+        "id",
+        "tenant_id",
+        "action",
+        "filter",
+        "state",
+        "matched",
+        "done",
+        "failed",
+        "actor",
+        "created_at",
+        "finished_at",
+    ],
+    tys: OPERATION_TYS,
+};
+
+fn operation_from_row(mut row: Row) -> Result<Operation, StoreError> {
+    let r = OPERATION.read(&mut row);
+    Ok(Operation {
+        id: r.text("id")?,
+        tenant: TenantId(r.text("tenant_id")?),
+        action: r.text("action")?,
+        filter: r.text("filter")?,
+        state: r.text("state")?,
+        matched: r.num("matched")?,
+        done: r.num("done")?,
+        failed: r.num("failed")?,
+        actor: r.text("actor")?,
+        created_at: r.ts("created_at")?,
+        finished_at: r.opt_ts("finished_at")?,
+    })
 }
 
 const ALERT_COLS: &str = "at, last_at, tenant_id, kind, job_id, code, message, count";
@@ -136,7 +156,7 @@ impl AuditStore for SqlStore {
     async fn operation(&self, tenant: &TenantId, id: &str) -> Result<Option<Operation>, StoreError> {
         let sql = format!("SELECT {OPERATION_COLS} FROM operations WHERE tenant_id = $1 AND id = $2");
         let rows = self.db.fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(id)], OPERATION_TYS).await?;
-        Ok(rows.first().map(operation_from_row))
+        rows.into_iter().next().map(operation_from_row).transpose()
     }
 
     async fn operations(&self, tenant: &TenantId, limit: u32) -> Result<Vec<Operation>, StoreError> {
@@ -147,7 +167,7 @@ impl AuditStore for SqlStore {
             .db
             .fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(i64::from(limit))], OPERATION_TYS)
             .await?;
-        Ok(rows.iter().map(operation_from_row).collect())
+        rows.into_iter().map(operation_from_row).collect()
     }
 
     async fn raise_alert(&self, a: &Alert) -> Result<(), StoreError> {
@@ -191,18 +211,25 @@ impl AuditStore for SqlStore {
 
     async fn alerts(&self, limit: u32) -> Result<Vec<Alert>, StoreError> {
         let sql = format!("SELECT {ALERT_COLS} FROM alerts ORDER BY last_at DESC LIMIT $1");
-        let rows = self.db.fetch(&sql, vec![Value::from(i64::from(limit))], ALERT_TYS).await?;
-        rows.iter()
-            .map(|r| {
+        static ALERT: Columns = Columns {
+            table: "alerts",
+            names: &["at", "last_at", "tenant_id", "kind", "job_id", "code", "message", "count"],
+            tys: ALERT_TYS,
+        };
+        let rows =
+            self.db.fetch(&sql, vec![Value::from(i64::from(limit))], ALERT_TYS).await.map_err(|e| ALERT.in_table(e))?;
+        rows.into_iter()
+            .map(|mut row| {
+                let r = ALERT.read(&mut row);
                 Ok(Alert {
-                    at: ts(r, 0),
-                    last_at: ts(r, 1),
-                    tenant: TenantId(r.text(2)),
-                    kind: r.text(3),
-                    job: r.opt_text(4),
-                    code: r.text(5),
-                    message: r.text(6),
-                    count: u64::try_from(r.int(7)).map_err(|_| corrupt("a negative alert count"))?,
+                    at: r.ts("at")?,
+                    last_at: r.ts("last_at")?,
+                    tenant: TenantId(r.text("tenant_id")?),
+                    kind: r.text("kind")?,
+                    job: r.opt_text("job_id")?,
+                    code: r.text("code")?,
+                    message: r.text("message")?,
+                    count: r.num("count")?,
                 })
             })
             .collect()

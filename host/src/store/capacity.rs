@@ -345,25 +345,27 @@ impl CapacityStore for SqlStore {
 
     async fn usage(&self, tenant: Option<&TenantId>) -> Result<Vec<Usage>, StoreError> {
         let (filter, args) = tenant_filter(tenant);
-        let sql = format!(
-            "SELECT tenant_id, kind, steps, faults, sandbox_micros, wall_micros, outbound_requests FROM usage{filter} \
-             ORDER BY tenant_id, kind"
-        );
-        let rows =
-            self.db.fetch(&sql, args, &[Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Int]).await?;
-        let n = |v: i64| u64::try_from(v).unwrap_or(0);
-        Ok(rows
-            .iter()
-            .map(|r| Usage {
-                tenant: TenantId(r.text(0)),
-                kind: r.text(1),
-                steps: n(r.int(2)),
-                faults: n(r.int(3)),
-                sandbox_micros: n(r.int(4)),
-                wall_micros: n(r.int(5)),
-                outbound_requests: n(r.int(6)),
+        static USAGE: Columns = Columns {
+            table: "usage",
+            names: &["tenant_id", "kind", "steps", "faults", "sandbox_micros", "wall_micros", "outbound_requests"],
+            tys: &[Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Int],
+        };
+        let sql = format!("SELECT {} FROM usage{filter} ORDER BY tenant_id, kind", USAGE.list());
+        let rows = self.db.fetch(&sql, args, USAGE.tys).await.map_err(|e| USAGE.in_table(e))?;
+        rows.into_iter()
+            .map(|mut row| {
+                let r = USAGE.read(&mut row);
+                Ok(Usage {
+                    tenant: TenantId(r.text("tenant_id")?),
+                    kind: r.text("kind")?,
+                    steps: r.num("steps")?,
+                    faults: r.num("faults")?,
+                    sandbox_micros: r.num("sandbox_micros")?,
+                    wall_micros: r.num("wall_micros")?,
+                    outbound_requests: r.num("outbound_requests")?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn live_counts(&self, tenant: Option<&TenantId>) -> Result<Vec<LiveCount>, StoreError> {
@@ -374,16 +376,23 @@ impl CapacityStore for SqlStore {
              SUM(CASE WHEN claim_expires_at IS NOT NULL THEN 1 ELSE 0 END) FROM jobs{filter}{and} \
              state IN ('pending', 'running') GROUP BY tenant_id, kind ORDER BY tenant_id, kind"
         );
-        let rows = self.db.fetch(&sql, args, &[Ty::Text, Ty::Text, Ty::Int, Ty::Int]).await?;
-        Ok(rows
-            .iter()
-            .map(|r| LiveCount {
-                tenant: TenantId(r.text(0)),
-                kind: r.text(1),
-                queued: u64::try_from(r.int(2)).unwrap_or(0),
-                running: u64::try_from(r.int(3)).unwrap_or(0),
+        static LIVE: Columns = Columns {
+            table: "jobs",
+            names: &["tenant_id", "kind", "queued", "running"],
+            tys: &[Ty::Text, Ty::Text, Ty::Int, Ty::Int],
+        };
+        let rows = self.db.fetch(&sql, args, LIVE.tys).await.map_err(|e| LIVE.in_table(e))?;
+        rows.into_iter()
+            .map(|mut row| {
+                let r = LIVE.read(&mut row);
+                Ok(LiveCount {
+                    tenant: TenantId(r.text("tenant_id")?),
+                    kind: r.text("kind")?,
+                    queued: r.num("queued")?,
+                    running: r.num("running")?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn deployed_bytes(&self, tenant: &TenantId) -> Result<u64, StoreError> {

@@ -11,7 +11,7 @@ use spindle_core::{JobId, Timestamp};
 
 use super::error::StoreError;
 use super::handle::SqlStore;
-use super::rows::{MAX_PARAMS, insert_rows};
+use super::rows::{Columns, MAX_PARAMS, insert_rows};
 use super::sql::{Ty, Value};
 
 /// How much of its lines a job keeps.
@@ -173,28 +173,29 @@ impl LogStore for SqlStore {
     ) -> Result<JobLogs, StoreError> {
         let id = job.to_string();
         let mut args = vec![Value::from(id.as_str()), Value::from(after_seq), Value::from(i64::from(limit))];
-        let mut sql = "SELECT id, step, attempt, at, level, stream, message FROM job_logs \
-                       WHERE job_id = $1 AND id > $2"
-            .to_owned();
+        static LINE: Columns = Columns {
+            table: "job_logs",
+            names: &["id", "step", "attempt", "at", "level", "stream", "message"],
+            tys: &[Ty::Int, Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Text, Ty::Text],
+        };
+        let mut sql = format!("SELECT {} FROM job_logs WHERE job_id = $1 AND id > $2", LINE.list());
         if let Some(step) = step {
             args.push(Value::from(step));
             sql.push_str(" AND step = $4");
         }
         sql.push_str(" ORDER BY id LIMIT $3");
-        let rows =
-            self.db.fetch(&sql, args, &[Ty::Int, Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::Text, Ty::Text]).await?;
+        let rows = self.db.fetch(&sql, args, LINE.tys).await.map_err(|e| LINE.in_table(e))?;
         let mut lines = Vec::with_capacity(rows.len());
-        for r in rows {
-            let level = r.text(4);
-            let stream = r.text(5);
+        for mut row in rows {
+            let r = LINE.read(&mut row);
             lines.push(LogLine {
-                seq: r.int(0),
-                step: r.text(1),
-                attempt: u32::try_from(r.int(2)).unwrap_or(0),
-                at: Timestamp::from_micros(r.int(3)),
-                level: Level::parse(&level).ok_or_else(|| StoreError::Corrupt(format!("log level {level:?}")))?,
-                stream: Stream::parse(&stream).ok_or_else(|| StoreError::Corrupt(format!("log stream {stream:?}")))?,
-                message: r.text(6),
+                seq: r.int("id")?,
+                step: r.text("step")?,
+                attempt: r.num("attempt")?,
+                at: r.ts("at")?,
+                level: r.parse("level", Level::parse)?,
+                stream: r.parse("stream", Stream::parse)?,
+                message: r.text("message")?,
             });
         }
         let dropped = self

@@ -10,7 +10,7 @@ use spindle_core::{JobId, Timestamp};
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::records::TenantId;
-use super::rows::{corrupt, ts};
+use super::rows::{Columns, corrupt};
 use super::sql::{Ty, Value};
 
 /// A secret's name and when it was last set: all that is ever shown of it.
@@ -114,15 +114,23 @@ impl OutboundStore for SqlStore {
     }
 
     async fn secrets(&self, tenant: &TenantId) -> Result<Vec<SecretInfo>, StoreError> {
+        static SECRET: Columns =
+            Columns { table: "secrets", names: &["name", "updated_at"], tys: &[Ty::Text, Ty::Int] };
         let rows = self
             .db
             .fetch(
-                "SELECT name, updated_at FROM secrets WHERE tenant_id = $1 ORDER BY name",
+                &format!("SELECT {} FROM secrets WHERE tenant_id = $1 ORDER BY name", SECRET.list()),
                 vec![Value::from(tenant.0.as_str())],
-                &[Ty::Text, Ty::Int],
+                SECRET.tys,
             )
-            .await?;
-        Ok(rows.iter().map(|r| SecretInfo { name: r.text(0), updated_at: ts(r, 1) }).collect())
+            .await
+            .map_err(|e| SECRET.in_table(e))?;
+        rows.into_iter()
+            .map(|mut row| {
+                let r = SECRET.read(&mut row);
+                Ok(SecretInfo { name: r.text("name")?, updated_at: r.ts("updated_at")? })
+            })
+            .collect()
     }
 
     async fn sealed_secrets(&self, tenant: &TenantId, names: &[String]) -> Result<Vec<(String, String)>, StoreError> {
@@ -166,22 +174,32 @@ impl OutboundStore for SqlStore {
     }
 
     async fn calls(&self, job: JobId) -> Result<Vec<RecordedCall>, StoreError> {
+        static CALL: Columns = Columns {
+            table: "outbound_calls",
+            names: &["step", "attempt", "at", "body"],
+            tys: &[Ty::Text, Ty::Int, Ty::Int, Ty::Text],
+        };
         let rows = self
             .db
             .fetch(
-                "SELECT step, attempt, at, body FROM outbound_calls WHERE job_id = $1 ORDER BY at DESC, seq DESC LIMIT $2",
+                &format!(
+                    "SELECT {} FROM outbound_calls WHERE job_id = $1 ORDER BY at DESC, seq DESC LIMIT $2",
+                    CALL.list()
+                ),
                 vec![Value::from(job.to_string()), Value::from(i64::from(MAX_LISTED_CALLS))],
-                &[Ty::Text, Ty::Int, Ty::Int, Ty::Text],
+                CALL.tys,
             )
-            .await?;
+            .await
+            .map_err(|e| CALL.in_table(e))?;
         let mut calls = rows
-            .iter()
-            .map(|r| {
+            .into_iter()
+            .map(|mut row| {
+                let r = CALL.read(&mut row);
                 Ok(RecordedCall {
-                    step: r.text(0),
-                    attempt: u32::try_from(r.int(1)).map_err(corrupt)?,
-                    at: ts(r, 2),
-                    call: serde_json::from_str(&r.text(3)).map_err(corrupt)?,
+                    step: r.text("step")?,
+                    attempt: r.num("attempt")?,
+                    at: r.ts("at")?,
+                    call: r.json("body")?,
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;

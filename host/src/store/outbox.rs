@@ -8,7 +8,7 @@ use spindle_core::{JobId, Timestamp};
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::records::OutboxEffect;
-use super::rows::{corrupt, parse_id};
+use super::rows::Columns;
 use super::sql::{Ty, Value};
 
 /// A queued after-commit effect.
@@ -57,27 +57,30 @@ impl OutboxStore for SqlStore {
         limit: u32,
     ) -> Result<Vec<OutboxItem>, StoreError> {
         let mut tx = self.db.begin().await?;
+        static ITEM: Columns = Columns {
+            table: "outbox",
+            names: &["id", "job_id", "effect", "attempts", "detail"],
+            tys: &[Ty::Int, Ty::Text, Ty::Text, Ty::Int, Ty::OptText],
+        };
         let names = effects.iter().map(|e| format!("'{}'", e.as_str())).collect::<Vec<_>>().join(", ");
         let sql = format!(
-            "SELECT id, job_id, effect, attempts, detail FROM outbox WHERE run_at <= $1 AND effect IN ({names}) \
-             ORDER BY run_at LIMIT $2{}",
+            "SELECT {} FROM outbox WHERE run_at <= $1 AND effect IN ({names}) ORDER BY run_at LIMIT $2{}",
+            ITEM.list(),
             self.db.backend().skip_locked()
         );
         let rows = tx
-            .fetch(
-                &sql,
-                vec![Value::from(now.as_micros()), Value::from(i64::from(limit))],
-                &[Ty::Int, Ty::Text, Ty::Text, Ty::Int, Ty::OptText],
-            )
-            .await?;
+            .fetch(&sql, vec![Value::from(now.as_micros()), Value::from(i64::from(limit))], ITEM.tys)
+            .await
+            .map_err(|e| ITEM.in_table(e))?;
         let mut items = Vec::with_capacity(rows.len());
-        for r in &rows {
+        for mut row in rows {
+            let r = ITEM.read(&mut row);
             items.push(OutboxItem {
-                id: r.int(0),
-                job_id: parse_id(&r.text(1), "outbox job id")?,
-                effect: OutboxEffect::parse(&r.text(2)).ok_or_else(|| corrupt("outbox effect"))?,
-                attempts: r.int(3),
-                detail: r.opt_text(4),
+                id: r.int("id")?,
+                job_id: r.id("job_id")?,
+                effect: r.parse("effect", OutboxEffect::parse)?,
+                attempts: r.int("attempts")?,
+                detail: r.opt_text("detail")?,
             });
         }
         // Hidden from other hosts until the lease ends, in one statement per chunk.

@@ -8,7 +8,7 @@ use spindle_core::Timestamp;
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::records::TenantId;
-use super::rows::{corrupt, ts};
+use super::rows::{Columns, corrupt};
 use super::sql::{Row, Ty, Value};
 
 /// A version of a kind deployed by a tenant.
@@ -123,19 +123,39 @@ const DEPLOY_TYS: &[Ty] = &[
     Ty::OptInt,
 ];
 
-fn deploy_from_row(row: &Row) -> Result<DeployRecord, StoreError> {
+/// [`DEPLOY_COLS`] by name.
+static DEPLOY: Columns = Columns {
+    table: "deployments",
+    names: &[
+        "id",
+        "tenant_id",
+        "kind",
+        "digest",
+        "size",
+        "state",
+        "version",
+        "error_code",
+        "error_message",
+        "created_at",
+        "finished_at",
+    ],
+    tys: DEPLOY_TYS,
+};
+
+fn deploy_from_row(mut row: Row) -> Result<DeployRecord, StoreError> {
+    let r = DEPLOY.read(&mut row);
     Ok(DeployRecord {
-        id: row.text(0),
-        tenant: TenantId(row.text(1)),
-        kind: row.text(2),
-        digest: row.text(3),
-        size: row.int(4),
-        state: DeployState::parse(&row.text(5))?,
-        version: row.opt_int(6),
-        error_code: row.opt_text(7),
-        error_message: row.opt_text(8),
-        created_at: ts(row, 9),
-        finished_at: row.opt_int(10).map(Timestamp::from_micros),
+        id: r.text("id")?,
+        tenant: TenantId(r.text("tenant_id")?),
+        kind: r.text("kind")?,
+        digest: r.text("digest")?,
+        size: r.int("size")?,
+        state: r.parse("state", |s| DeployState::parse(s).ok())?,
+        version: r.opt_int("version")?,
+        error_code: r.opt_text("error_code")?,
+        error_message: r.opt_text("error_message")?,
+        created_at: r.ts("created_at")?,
+        finished_at: r.opt_ts("finished_at")?,
     })
 }
 
@@ -189,17 +209,25 @@ pub trait RegistryStore: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
-fn kind_version_from_row(row: &Row) -> KindVersion {
-    KindVersion {
-        tenant: TenantId(row.text(0)),
-        kind: row.text(1),
-        version: row.int(2),
-        digest: row.text(3),
-        spec: row.text(4),
-        created_at: ts(row, 5),
-        deployment: row.text(6),
-        size: row.opt_int(7),
-    }
+/// [`KIND_VERSION_COLS`] by name.
+static KIND_VERSION: Columns = Columns {
+    table: "kind_versions",
+    names: &["tenant_id", "kind", "version", "digest", "spec", "created_at", "deployment", "size"],
+    tys: KIND_VERSION_TYS,
+};
+
+fn kind_version_from_row(mut row: Row) -> Result<KindVersion, StoreError> {
+    let r = KIND_VERSION.read(&mut row);
+    Ok(KindVersion {
+        tenant: TenantId(r.text("tenant_id")?),
+        kind: r.text("kind")?,
+        version: r.int("version")?,
+        digest: r.text("digest")?,
+        spec: r.text("spec")?,
+        created_at: r.ts("created_at")?,
+        deployment: r.text("deployment")?,
+        size: r.opt_int("size")?,
+    })
 }
 
 /// A version's columns, with its component's size (`v` the version, `c` its component).
@@ -255,8 +283,12 @@ impl RegistryStore for SqlStore {
 
     async fn deploy_record(&self, tenant: &TenantId, id: &str) -> Result<Option<DeployRecord>, StoreError> {
         let sql = format!("SELECT {DEPLOY_COLS} FROM deployments WHERE tenant_id = $1 AND id = $2");
-        let rows = self.db.fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(id)], DEPLOY_TYS).await?;
-        rows.first().map(deploy_from_row).transpose()
+        let rows = self
+            .db
+            .fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(id)], DEPLOY_TYS)
+            .await
+            .map_err(|e| DEPLOY.in_table(e))?;
+        rows.into_iter().next().map(deploy_from_row).transpose()
     }
 
     async fn deploy_records(&self, tenant: &TenantId, kind: &str, limit: u32) -> Result<Vec<DeployRecord>, StoreError> {
@@ -271,7 +303,7 @@ impl RegistryStore for SqlStore {
                 DEPLOY_TYS,
             )
             .await?;
-        rows.iter().map(deploy_from_row).collect()
+        rows.into_iter().map(deploy_from_row).collect()
     }
 
     async fn compiling_deploys(&self, tenant: &TenantId, limit: u32) -> Result<Vec<DeployRecord>, StoreError> {
@@ -283,7 +315,7 @@ impl RegistryStore for SqlStore {
             .db
             .fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(i64::from(limit))], DEPLOY_TYS)
             .await?;
-        rows.iter().map(deploy_from_row).collect()
+        rows.into_iter().map(deploy_from_row).collect()
     }
 
     async fn put_component(&self, digest: &str, bytes: &[u8], now: Timestamp) -> Result<(), StoreError> {
@@ -369,7 +401,7 @@ impl RegistryStore for SqlStore {
                 KIND_VERSION_TYS,
             )
             .await?;
-        Ok(rows.first().map(kind_version_from_row))
+        rows.into_iter().next().map(kind_version_from_row).transpose()
     }
 
     async fn kind_version(
@@ -389,27 +421,35 @@ impl RegistryStore for SqlStore {
                 KIND_VERSION_TYS,
             )
             .await?;
-        Ok(rows.first().map(kind_version_from_row))
+        rows.into_iter().next().map(kind_version_from_row).transpose()
     }
 
     async fn kinds(&self, tenant: &TenantId) -> Result<Vec<KindEntry>, StoreError> {
+        static KIND: Columns = Columns {
+            table: "kinds",
+            names: &["name", "current_version", "latest_version", "updated_at"],
+            tys: &[Ty::Text, Ty::Int, Ty::Int, Ty::Int],
+        };
         let rows = self
             .db
             .fetch(
-                "SELECT name, current_version, latest_version, updated_at FROM kinds WHERE tenant_id = $1 ORDER BY name",
+                &format!("SELECT {} FROM kinds WHERE tenant_id = $1 ORDER BY name", KIND.list()),
                 vec![Value::from(tenant.0.as_str())],
-                &[Ty::Text, Ty::Int, Ty::Int, Ty::Int],
+                KIND.tys,
             )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| KindEntry {
-                kind: r.text(0),
-                current_version: r.int(1),
-                latest_version: r.int(2),
-                updated_at: ts(r, 3),
+            .await
+            .map_err(|e| KIND.in_table(e))?;
+        rows.into_iter()
+            .map(|mut row| {
+                let r = KIND.read(&mut row);
+                Ok(KindEntry {
+                    kind: r.text("name")?,
+                    current_version: r.int("current_version")?,
+                    latest_version: r.int("latest_version")?,
+                    updated_at: r.ts("updated_at")?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn kind_versions(&self, tenant: &TenantId, kind: &str) -> Result<Vec<KindVersion>, StoreError> {
@@ -418,7 +458,7 @@ impl RegistryStore for SqlStore {
         );
         let rows =
             self.db.fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(kind)], KIND_VERSION_TYS).await?;
-        Ok(rows.iter().map(kind_version_from_row).collect())
+        rows.into_iter().map(kind_version_from_row).collect()
     }
 
     async fn set_current_version(
