@@ -75,7 +75,7 @@ pub struct ServeArgs {
     /// Trailing probe misses that settle a job with no execution (default: 3).
     #[arg(long, env = "SPINDLE_RECONCILE_MISSES")]
     pub reconcile_misses: Option<u32>,
-    /// This host's name in claims and leases (default: host-<random>).
+    /// This host's name in claims and leases (default: `host-<random>`).
     #[arg(long, env = "SPINDLE_HOST_ID")]
     pub host_id: Option<String>,
     /// How long shutdown waits for running steps before handing them back (default: 30s).

@@ -123,7 +123,7 @@ async fn dispatch_loop(
             Vec::new()
         } else {
             let limit = u32::try_from(free).unwrap_or(u32::MAX).min(config.claim_batch);
-            match engine.claim_filtered(limit, &config.filter).await {
+            match engine.execution().claim_filtered(limit, &config.filter).await {
                 Ok(claimed) => claimed,
                 Err(e) => {
                     tracing::error!(error = %e, "claiming failed");
@@ -146,7 +146,7 @@ async fn dispatch_loop(
                 loop {
                     let (id, record) = current;
                     let next_filter = (!*stopped.borrow()).then(|| filter.clone());
-                    let (_, next) = engine.execute_then_claim(record, next_filter).await;
+                    let (_, next) = engine.execution().execute_then_claim(record, next_filter).await;
                     let mut in_flight = in_flight.lock().await;
                     in_flight.remove(&id);
                     let Some(next) = next else { break };
@@ -164,7 +164,7 @@ async fn dispatch_loop(
         // delayed job is due, or the poll interval passes.
         let mut sleep_for = config.poll_interval;
         if got == 0 {
-            match engine.promote_due().await {
+            match engine.execution().promote_due().await {
                 Ok(n) if n > 0 => continue,
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "promoting due jobs failed"),
@@ -186,10 +186,10 @@ async fn dispatch_loop(
 
 async fn maintenance_loop(engine: Arc<Engine>, config: DispatcherConfig, mut stopped: watch::Receiver<bool>) {
     loop {
-        if let Err(e) = engine.rescue_lapsed(256).await {
+        if let Err(e) = engine.execution().rescue_lapsed(256).await {
             tracing::error!(error = %e, "rescuing lapsed claims failed");
         }
-        if let Err(e) = engine.run_outbox(64).await {
+        if let Err(e) = engine.execution().run_outbox(64).await {
             tracing::error!(error = %e, "running after-commit effects failed");
         }
         tokio::select! {
@@ -208,7 +208,7 @@ async fn relay_loop(engine: Arc<Engine>, config: DispatcherConfig, mut stopped: 
     let wake = engine.relay_signal();
     let mut retry_at = None;
     loop {
-        match engine.run_relay(1_000).await {
+        match engine.workflows().run_relay(1_000).await {
             Ok(pass) if pass.ran > 0 => {
                 if let Some(at) = pass.retry_at {
                     retry_at = Some(retry_at.map_or(at, |earlier: spindle_core::Timestamp| earlier.min(at)));
@@ -240,7 +240,7 @@ async fn meter_loop(engine: Arc<Engine>, mut stopped: watch::Receiver<bool>) {
             () = tokio::time::sleep(METER_INTERVAL) => false,
             _ = stopped.changed() => true,
         };
-        if let Err(e) = engine.flush_usage().await {
+        if let Err(e) = engine.capacity().flush_usage().await {
             tracing::warn!(error = %e, "could not store metered usage; it is kept for the next try");
         }
         if stop {
@@ -252,7 +252,7 @@ async fn meter_loop(engine: Arc<Engine>, mut stopped: watch::Receiver<bool>) {
 /// Counts the steps running, per tenant, for the running-over-time chart.
 async fn sample_loop(engine: Arc<Engine>, mut stopped: watch::Receiver<bool>) {
     loop {
-        if let Err(e) = engine.sample_running().await {
+        if let Err(e) = engine.capacity().sample_running().await {
             tracing::debug!(error = %e, "could not count the running steps");
         }
         tokio::select! {

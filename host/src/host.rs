@@ -164,7 +164,7 @@ impl Host {
             None => SecretKey::load_or_create(&config.data_dir.join("secret-key")),
         }
         .map_err(|e| HostError::SecretKey(format!("{e:#}")))?;
-        engine.use_secret_key(key);
+        engine.tenancy().use_secret_key(key);
         Ok(Self {
             store,
             registry,

@@ -78,7 +78,7 @@ pub async fn prune_once(engine: &Engine, policy: &RetentionPolicy) -> Result<Opt
     if !crate::singleton::hold(engine, LEASE, policy.interval).await? {
         return Ok(None);
     }
-    let overrides: Vec<(TenantId, Duration)> = engine.retention_overrides().await?;
+    let overrides: Vec<(TenantId, Duration)> = engine.tenancy().retention_overrides().await?;
     let mut scopes: Vec<(PruneScope, Duration)> =
         overrides.iter().map(|(tenant, keep)| (PruneScope::Tenant(tenant.clone()), *keep)).collect();
     scopes.push((PruneScope::AllBut(overrides.into_iter().map(|(tenant, _)| tenant).collect()), policy.keep));

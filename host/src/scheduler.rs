@@ -1,6 +1,6 @@
 //! The scheduler: one host at a time (the `scheduler` singleton lease, as the
 //! reconciler's) fires the due cron schedules, each through the engine and the core's
-//! schedule machine ([`Engine::fire_due_schedules`], `docs/state-machines.md`).
+//! schedule machine ([`Workflows::fire_due_schedules`](crate::engine::Workflows::fire_due_schedules), `docs/state-machines.md`).
 //!
 //! It wakes when the soonest schedule is due, and at least every [`INTERVAL`] (to renew
 //! its lease and see schedules other hosts created). A pass that runs late loses
@@ -25,13 +25,13 @@ pub async fn fire_due(engine: &Engine) -> Result<usize, EngineError> {
     if !crate::singleton::hold(engine, LEASE, LEASE_FOR).await? {
         return Ok(0);
     }
-    engine.fire_due_schedules().await
+    engine.workflows().fire_due_schedules().await
 }
 
 /// How long to wait before the next pass: until the soonest schedule is due, at most
 /// [`INTERVAL`].
 async fn until_next(engine: &Engine) -> Duration {
-    match engine.next_schedule_at().await {
+    match engine.workflows().next_schedule_at().await {
         Ok(Some(at)) => at.since(engine.now()).clamp(Duration::from_millis(1), INTERVAL),
         Ok(None) => INTERVAL,
         Err(e) => {

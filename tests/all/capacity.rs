@@ -19,7 +19,7 @@ use spindle_tests::harness::{Harness, test_engine_config};
 
 /// A tenant named `name`, created, with `noop` (and whatever else) deployed.
 async fn tenant(h: &Harness, engine: &Engine, name: &str, kinds: &[(&str, &str)]) -> TenantId {
-    let (created, _) = engine.create_tenant(name).await.expect("create tenant");
+    let (created, _) = engine.tenancy().create_tenant(name).await.expect("create tenant");
     for (kind, guest) in kinds {
         h.registry
             .deploy(&created.id, kind, &spindle_tests::guest(guest), engine.now())
@@ -35,14 +35,14 @@ fn request(kind: &str, input: serde_json::Value) -> SubmitRequest {
 
 async fn submit_n(engine: &Engine, tenant: &TenantId, kind: &str, n: usize) {
     let requests = (0..n).map(|_| request(kind, json!({}))).collect();
-    engine.submit_many(tenant, requests).await.expect("submit");
+    engine.submission().submit_many(tenant, requests).await.expect("submit");
 }
 
 /// Claims one job at a time until `n` are claimed; answers their tenants in claim order.
-async fn claim_order(engine: &Engine, n: usize) -> Vec<TenantId> {
+async fn claim_order(engine: &std::sync::Arc<Engine>, n: usize) -> Vec<TenantId> {
     let mut order = Vec::new();
     while order.len() < n {
-        let claimed = engine.claim(1).await.expect("claim");
+        let claimed = engine.execution().claim(1).await.expect("claim");
         assert!(!claimed.is_empty(), "ran out of ready jobs after {}", order.len());
         order.extend(claimed.into_iter().map(|r| r.tenant));
     }
@@ -59,7 +59,11 @@ async fn claims_are_shared_by_weight_and_a_late_tenant_goes_first(backend: Backe
     let a = tenant(&h, &engine, "heavy", &[("noop", "noop")]).await;
     let b = tenant(&h, &engine, "light", &[("noop", "noop")]).await;
     let c = tenant(&h, &engine, "late", &[("noop", "noop")]).await;
-    engine.set_tenant_limits(&a, TenantLimits { weight: 3, ..TenantLimits::unlimited() }).await.expect("weight");
+    engine
+        .capacity()
+        .set_tenant_limits(&a, TenantLimits { weight: 3, ..TenantLimits::unlimited() })
+        .await
+        .expect("weight");
     // The light tenant submits first: submission order alone would serve it first.
     submit_n(&engine, &b, "noop", 200).await;
     submit_n(&engine, &a, "noop", 200).await;
@@ -106,13 +110,17 @@ async fn without_fair_claims_jobs_go_in_submission_order_and_quotas_hold(backend
     let engine = h.engine();
     let a = tenant(&h, &engine, "unlimited", &[("noop", "noop")]).await;
     let b = tenant(&h, &engine, "capped", &[("noop", "noop")]).await;
-    engine.set_tenant_limits(&a, TenantLimits { weight: 1000, ..TenantLimits::unlimited() }).await.expect("weight");
+    engine
+        .capacity()
+        .set_tenant_limits(&a, TenantLimits { weight: 1000, ..TenantLimits::unlimited() })
+        .await
+        .expect("weight");
     let capped = TenantLimits { max_queued: Some(4), ..TenantLimits::unlimited() };
-    engine.set_tenant_limits(&b, capped).await.expect("limits");
+    engine.capacity().set_tenant_limits(&b, capped).await.expect("limits");
     submit_n(&engine, &b, "noop", 3).await;
     submit_n(&engine, &a, "noop", 3).await;
     let batch = (0..2).map(|_| request("noop", json!({}))).collect();
-    let refusal = quota_of(engine.submit_many(&b, batch).await.expect_err("a batch past the quota"));
+    let refusal = quota_of(engine.submission().submit_many(&b, batch).await.expect_err("a batch past the quota"));
     assert_eq!(refusal.quota.as_str(), "max-queued");
     submit_n(&engine, &b, "noop", 1).await;
     submit_n(&engine, &a, "noop", 1).await;
@@ -128,10 +136,14 @@ async fn priority_layers_hold_across_tenants(backend: Backend) {
     let engine = h.engine();
     let a = tenant(&h, &engine, "heavy", &[("noop", "noop")]).await;
     let b = tenant(&h, &engine, "light", &[("noop", "noop")]).await;
-    engine.set_tenant_limits(&a, TenantLimits { weight: 1000, ..TenantLimits::unlimited() }).await.expect("weight");
+    engine
+        .capacity()
+        .set_tenant_limits(&a, TenantLimits { weight: 1000, ..TenantLimits::unlimited() })
+        .await
+        .expect("weight");
     submit_n(&engine, &a, "noop", 50).await;
     let urgent = SubmitRequest { priority: Priority::Critical, ..request("noop", json!({})) };
-    engine.submit(&b, urgent).await.expect("submit");
+    engine.submission().submit(&b, urgent).await.expect("submit");
     assert_eq!(claim_order(&engine, 1).await, vec![b]);
 }
 
@@ -154,23 +166,24 @@ async fn a_submission_over_the_queue_quota_is_refused_whole(backend: Backend) {
     let engine = h.engine();
     let a = tenant(&h, &engine, "capped", &[("noop", "noop")]).await;
     engine
+        .capacity()
         .set_tenant_limits(&a, TenantLimits { max_queued: Some(5), ..TenantLimits::unlimited() })
         .await
         .expect("limits");
     submit_n(&engine, &a, "noop", 4).await;
     let batch = (0..2).map(|_| request("noop", json!({}))).collect();
-    let refusal = quota_of(engine.submit_many(&a, batch).await.expect_err("a batch past the quota"));
+    let refusal = quota_of(engine.submission().submit_many(&a, batch).await.expect_err("a batch past the quota"));
     assert_eq!(refusal.quota.as_str(), "max-queued");
     assert!(refusal.retry_after >= Duration::from_secs(1));
     assert_eq!(pending_count(&h, &a).await, 4, "the refused batch wrote none of its jobs");
     submit_n(&engine, &a, "noop", 1).await;
     assert_eq!(pending_count(&h, &a).await, 5);
-    quota_of(engine.submit(&a, request("noop", json!({}))).await.expect_err("the sixth"));
+    quota_of(engine.submission().submit(&a, request("noop", json!({}))).await.expect_err("the sixth"));
     // Another tenant is not affected.
     let b = tenant(&h, &engine, "free", &[("noop", "noop")]).await;
     submit_n(&engine, &b, "noop", 10).await;
     // Started jobs are no longer queued.
-    let claimed = engine.claim(10).await.expect("claim");
+    let claimed = engine.execution().claim(10).await.expect("claim");
     assert!(claimed.iter().filter(|r| r.tenant == a).count() >= 2);
     submit_n(&engine, &a, "noop", 2).await;
 }
@@ -183,11 +196,13 @@ async fn a_submission_over_the_rate_is_refused_until_its_time(backend: Backend) 
     let engine = h.engine_clocked(test_engine_config(), clock.clone());
     let a = tenant(&h, &engine, "metered", &[("noop", "noop")]).await;
     engine
+        .capacity()
         .set_tenant_limits(&a, TenantLimits { rate_per_sec: Some(4), rate_burst: Some(2), ..TenantLimits::unlimited() })
         .await
         .expect("limits");
     submit_n(&engine, &a, "noop", 2).await;
-    let refusal = quota_of(engine.submit(&a, request("noop", json!({}))).await.expect_err("past the burst"));
+    let refusal =
+        quota_of(engine.submission().submit(&a, request("noop", json!({}))).await.expect_err("past the burst"));
     assert_eq!(refusal.quota.as_str(), "rate");
     assert_eq!(refusal.retry_after, Duration::from_millis(250));
     assert_eq!(pending_count(&h, &a).await, 2);
@@ -195,7 +210,7 @@ async fn a_submission_over_the_rate_is_refused_until_its_time(backend: Backend) 
     submit_n(&engine, &a, "noop", 1).await;
     // A batch larger than the burst can never pass, and says so.
     let batch = (0..3).map(|_| request("noop", json!({}))).collect();
-    let refusal = quota_of(engine.submit_many(&a, batch).await.expect_err("a batch over the burst"));
+    let refusal = quota_of(engine.submission().submit_many(&a, batch).await.expect_err("a batch over the burst"));
     assert!(refusal.message.contains("burst"), "{}", refusal.message);
     assert_eq!(pending_count(&h, &a).await, 3);
 }
@@ -235,6 +250,7 @@ async fn running_limits_are_never_exceeded(backend: Backend) {
     let a = tenant(&h, engine, "limited", &[("noop", "noop"), ("noop3", "noop3")]).await;
     let b = tenant(&h, engine, "other", &[("noop", "noop")]).await;
     engine
+        .capacity()
         .set_tenant_limits(&a, TenantLimits { max_running: Some(3), ..TenantLimits::unlimited() })
         .await
         .expect("limits");
@@ -262,7 +278,7 @@ async fn running_limits_are_never_exceeded(backend: Backend) {
     }
     // Usage was metered per kind: every attempt of every step.
     for e in &engines {
-        e.flush_usage().await.expect("flush usage");
+        e.capacity().flush_usage().await.expect("flush usage");
     }
     let usage = h.store.usage(Some(&a)).await.expect("usage");
     let steps: u64 = usage.iter().map(|u| u.steps).sum();
@@ -291,12 +307,12 @@ async fn a_faulting_kind_is_held_back_by_its_breaker(backend: Backend) {
     let a = tenant(&h, &engine, "faulty", &[("versioned", "versioned-v1"), ("noop", "noop")]).await;
     let b = tenant(&h, &engine, "bystander", &[("noop", "noop")]).await;
     let faulting: Vec<_> = (0..6).map(|_| request("versioned", json!({ "v1_panics": true }))).collect();
-    engine.submit_many(&a, faulting).await.expect("submit");
+    engine.submission().submit_many(&a, faulting).await.expect("submit");
     // Three faults open it.
     for _ in 0..3 {
-        let claimed = engine.claim(1).await.expect("claim");
+        let claimed = engine.execution().claim(1).await.expect("claim");
         assert_eq!(claimed.len(), 1);
-        engine.execute(claimed[0].clone()).await;
+        engine.execution().execute(claimed[0].clone()).await;
     }
     let version = h
         .registry
@@ -308,17 +324,23 @@ async fn a_faulting_kind_is_held_back_by_its_breaker(backend: Backend) {
         .expect("versioned")
         .current_version;
     let state = |engine: &Engine| {
-        engine.breakers().of_tenant(&a, engine.now()).into_iter().find(|b| b.kind == "versioned").map(|b| b.state)
+        engine
+            .capacity()
+            .breakers()
+            .of_tenant(&a, engine.now())
+            .into_iter()
+            .find(|b| b.kind == "versioned")
+            .map(|b| b.state)
     };
     assert_eq!(state(&engine), Some(BreakerState::Open));
     // Its other jobs are held; the tenant's other kind and another tenant still run.
     submit_n(&engine, &a, "noop", 2).await;
     submit_n(&engine, &b, "noop", 2).await;
-    let claimed = engine.claim(10).await.expect("claim");
+    let claimed = engine.execution().claim(10).await.expect("claim");
     assert_eq!(claimed.len(), 4, "only the faulting kind is held");
     assert!(claimed.iter().all(|r| r.kind == "noop"));
     for r in claimed {
-        engine.execute(r).await;
+        engine.execution().execute(r).await;
     }
     let held = jobs_of(&h, &a, 100).await;
     let gate = format!("@breaker/{a}/versioned/{version}");
@@ -326,27 +348,27 @@ async fn a_faulting_kind_is_held_back_by_its_breaker(backend: Backend) {
     assert_eq!(waiting.len(), 3, "the faulting kind's other jobs wait on its breaker");
     // After the cool-down one probe runs; it faults, and the breaker opens again.
     clock.advance(Duration::from_secs(31));
-    engine.promote_due().await.expect("promote");
-    let probe = engine.claim(10).await.expect("claim");
+    engine.execution().promote_due().await.expect("promote");
+    let probe = engine.execution().claim(10).await.expect("claim");
     assert_eq!(probe.len(), 1, "half-open lets one probe through");
-    engine.execute(probe[0].clone()).await;
+    engine.execution().execute(probe[0].clone()).await;
     assert_eq!(state(&engine), Some(BreakerState::Open));
     // A fixed kind is deployed: new jobs run at once, on the new version.
     h.registry.deploy(&a, "versioned", &spindle_tests::guest("versioned-v2"), engine.now()).await.expect("redeploy");
-    engine.kind_redeployed(&a, "versioned").await;
-    engine.submit(&a, request("versioned", json!({ "v1_panics": true }))).await.expect("submit");
-    let claimed = engine.claim(10).await.expect("claim");
+    engine.capacity().kind_redeployed(&a, "versioned").await;
+    engine.submission().submit(&a, request("versioned", json!({ "v1_panics": true }))).await.expect("submit");
+    let claimed = engine.execution().claim(10).await.expect("claim");
     assert!(claimed.iter().any(|r| r.kind_version > version), "the new version runs at once");
     for r in claimed {
-        engine.execute(r).await;
+        engine.execution().execute(r).await;
     }
     // An operator reset closes the old version's breaker and lets its held jobs go.
-    engine.reset_breakers(&a, "versioned").await;
+    engine.capacity().reset_breakers(&a, "versioned").await;
     assert_eq!(
-        engine.breakers().of_tenant(&a, engine.now()).iter().find(|b| b.version == version).map(|b| b.state),
+        engine.capacity().breakers().of_tenant(&a, engine.now()).iter().find(|b| b.version == version).map(|b| b.state),
         Some(BreakerState::Closed)
     );
-    let released = engine.claim(10).await.expect("claim");
+    let released = engine.execution().claim(10).await.expect("claim");
     assert!(!released.is_empty(), "the reset let the held jobs run");
     assert!(released.iter().all(|r| r.kind == "versioned" && r.kind_version == version));
 }
@@ -362,18 +384,18 @@ async fn sandbox_ceilings_tighten_the_hosts_limits_for_one_tenant(backend: Backe
     let loose = tenant(&h, &engine, "loose", &[("noop", "noop")]).await;
     let host_memory = h.runtime.config().max_memory_bytes as u64;
     let over = TenantLimits { max_memory_bytes: Some(host_memory + 1), ..TenantLimits::unlimited() };
-    let refused = engine.set_tenant_limits(&tight, over).await.expect_err("a ceiling above the host's");
+    let refused = engine.capacity().set_tenant_limits(&tight, over).await.expect_err("a ceiling above the host's");
     assert!(matches!(refused, EngineError::Invalid(_)), "{refused}");
     let ceiling = TenantLimits { max_memory_bytes: Some(64 * 1024), ..TenantLimits::unlimited() };
-    engine.set_tenant_limits(&tight, ceiling).await.expect("limits");
+    engine.capacity().set_tenant_limits(&tight, ceiling).await.expect("limits");
     submit_n(&engine, &tight, "noop", 1).await;
-    let claimed = engine.claim(1).await.expect("claim");
-    engine.execute(claimed[0].clone()).await;
+    let claimed = engine.execution().claim(1).await.expect("claim");
+    engine.execution().execute(claimed[0].clone()).await;
     assert_eq!(engine.counters().sandbox_faults.load(Ordering::Relaxed), 1, "one page of memory is not enough");
     submit_n(&engine, &loose, "noop", 1).await;
-    let claimed = engine.claim(10).await.expect("claim");
+    let claimed = engine.execution().claim(10).await.expect("claim");
     let theirs = claimed.iter().find(|r| r.tenant == loose).cloned().expect("the other tenant's job");
-    engine.execute(theirs.clone()).await;
+    engine.execution().execute(theirs.clone()).await;
     assert_eq!(engine.counters().sandbox_faults.load(Ordering::Relaxed), 1, "the other tenant's step ran as before");
     let done = h.store.job(theirs.job.id).await.expect("read").expect("job");
     assert_eq!(done.job.state, JobState::Succeeded);

@@ -29,7 +29,7 @@ async fn a_host_killed_mid_run_leaves_every_job_settled_once_after_restart(backe
         .map(|_| SubmitRequest { kind: "versioned".into(), input: br#"{"spins": 60}"#.to_vec(), ..Default::default() })
         .collect();
     let ids: Vec<JobId> =
-        engine.submit_many(&h.tenant, requests).await.unwrap().iter().map(|i| i.record().job.id).collect();
+        engine.submission().submit_many(&h.tenant, requests).await.unwrap().iter().map(|i| i.record().job.id).collect();
 
     let data = spindle_tests::harness::Scratch::new();
     let mut child = serve(&h, &data, &["--concurrency", "16"]);
@@ -122,7 +122,7 @@ async fn a_fan_out_of_a_thousand_survives_hosts_killed_during_it(backend: Backen
     let input = serde_json::json!({ "fan_out": CHILDREN, "child_kind": "noop" });
     let request =
         SubmitRequest { kind: "workflow".into(), input: serde_json::to_vec(&input).unwrap(), ..Default::default() };
-    let parent = engine.submit(&h.tenant, request).await.unwrap().record().job.id;
+    let parent = engine.submission().submit(&h.tenant, request).await.unwrap().record().job.id;
     let children = "SELECT count(*) FROM jobs WHERE parent_id = $1";
     let settled = "SELECT count(*) FROM jobs WHERE parent_id = $1 AND settled_at IS NOT NULL";
     let data = spindle_tests::harness::Scratch::new();

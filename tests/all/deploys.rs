@@ -131,9 +131,9 @@ async fn a_kind_is_deployed_only_under_the_name_it_describes(backend: Backend) {
 /// host sharing the database has deployed or rolled back since, the insert notices and
 /// the job still gets the version current when it was written.
 async fn a_submission_pins_the_version_another_host_made_current(backend: Backend) {
-    async fn pinned(h: &Harness, engine: &spindle::engine::Engine, kind_version: i64) {
+    async fn pinned(h: &Harness, engine: &std::sync::Arc<spindle::engine::Engine>, kind_version: i64) {
         let id = h.submit(engine, "noop", json!({})).await;
-        let job = engine.job(&h.tenant, id).await.expect("the job");
+        let job = engine.operations().job(&h.tenant, id).await.expect("the job");
         assert_eq!(job.kind_version, kind_version, "job {id}");
     }
     let h = Harness::new(backend).await;
@@ -150,7 +150,7 @@ async fn a_submission_pins_the_version_another_host_made_current(backend: Backen
     let request =
         || spindle::engine::SubmitRequest { kind: "noop".into(), input: b"{}".to_vec(), ..Default::default() };
     other.set_current(&h.tenant, "noop", 2, now).await.expect("and forward again");
-    let batch = engine.submit_many(&h.tenant, vec![request(), request()]).await.expect("a batch");
+    let batch = engine.submission().submit_many(&h.tenant, vec![request(), request()]).await.expect("a batch");
     assert!(batch.iter().all(|i| i.record().kind_version == 2), "{batch:?}");
     assert_eq!(
         spindle::store::JobStore::depths(&*h.store).await.unwrap().iter().map(|d| d.count).sum::<i64>(),
@@ -164,9 +164,9 @@ async fn a_failed_attempt_keeps_the_guests_last_stderr_lines(backend: Backend) {
     h.deploy_as("versioned", "versioned-v1").await;
     let engine = h.engine();
     let id = h.submit(&engine, "versioned", json!({ "v1_panics": true })).await;
-    let claimed = engine.claim(1).await.unwrap().pop().expect("the job");
-    engine.execute(claimed).await;
-    let job = engine.job(&h.tenant, id).await.unwrap().job;
+    let claimed = engine.execution().claim(1).await.unwrap().pop().expect("the job");
+    engine.execution().execute(claimed).await;
+    let job = engine.operations().job(&h.tenant, id).await.unwrap().job;
     let attempt = job.steps[0].attempts.last().expect("an attempt");
     let Some(AttemptEnd::Retryable { failure }) = &attempt.end else { panic!("a retryable fault: {attempt:?}") };
     assert_eq!(failure.code, "sandbox.panic");
@@ -174,9 +174,9 @@ async fn a_failed_attempt_keeps_the_guests_last_stderr_lines(backend: Backend) {
     assert!(stderr.contains("version 1 panics on purpose"), "{stderr}");
     // A step that succeeds keeps nothing of the kind.
     let fine = h.submit(&engine, "versioned", json!({})).await;
-    let claimed = engine.claim(1).await.unwrap().pop().expect("the job");
-    engine.execute(claimed).await;
-    let job = engine.job(&h.tenant, fine).await.unwrap().job;
+    let claimed = engine.execution().claim(1).await.unwrap().pop().expect("the job");
+    engine.execution().execute(claimed).await;
+    let job = engine.operations().job(&h.tenant, fine).await.unwrap().job;
     assert!(matches!(job.steps[0].attempts[0].end, Some(AttemptEnd::Completed)));
 }
 

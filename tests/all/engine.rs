@@ -116,7 +116,7 @@ async fn a_skip_advances_progress(backend: Backend) {
     let running = h.wait_for(id, |r| r.job.steps[1].state == StepState::Running).await;
     assert_eq!(running.job.steps[0].state, StepState::Skipped);
     assert_eq!(running.job.progress, 33, "one of three equal weights settled by a skip");
-    engine.command(&h.tenant, id, Command::Cancel { reason: "test over".into() }, "tester").await.unwrap();
+    engine.operations().command(&h.tenant, id, Command::Cancel { reason: "test over".into() }, "tester").await.unwrap();
     let done = h.wait_final(id).await;
     assert_eq!(done.job.state, JobState::Cancelled);
     assert_eq!(done.job.progress, 33, "progress is kept");
@@ -130,7 +130,7 @@ async fn a_retry_job_bypasses_completed_steps(backend: Backend) {
     let dispatcher = h.dispatch(&engine);
     let id = h.submit(&engine, "scripted", json!({"second": "refused"})).await;
     assert_eq!(h.wait_final(id).await.job.state, JobState::Failed);
-    let failed = engine.command(&h.tenant, id, Command::Retry, "tester").await.unwrap();
+    let failed = engine.operations().command(&h.tenant, id, Command::Retry, "tester").await.unwrap();
     assert_eq!(failed.job.state, JobState::Failed, "retry never reopens the failed job");
     let successor = failed.job.successor.expect("a linked retry job");
     let retry = h.wait_final(successor).await;
@@ -150,7 +150,7 @@ async fn a_retry_job_bypasses_completed_steps(backend: Backend) {
         .collect();
     assert!(!started.contains(&"first".to_owned()), "the carried step never ran again: {started:?}");
     // A second retry of the same job is refused.
-    let again = engine.command(&h.tenant, id, Command::Retry, "tester").await.unwrap_err();
+    let again = engine.operations().command(&h.tenant, id, Command::Retry, "tester").await.unwrap_err();
     assert_eq!(spindle::api::ApiError::from(again).code().as_str(), "illegal-transition");
     dispatcher.shutdown(Duration::from_secs(5)).await;
 }
@@ -163,8 +163,14 @@ async fn two_engines_competing_never_both_commit_a_step(backend: Backend) {
     let b = h.engine();
     let requests =
         (0..JOBS).map(|_| SubmitRequest { kind: "noop3".into(), input: b"{}".to_vec(), ..Default::default() });
-    let ids: Vec<JobId> =
-        a.submit_many(&h.tenant, requests.collect()).await.unwrap().iter().map(|i| i.record().job.id).collect();
+    let ids: Vec<JobId> = a
+        .submission()
+        .submit_many(&h.tenant, requests.collect())
+        .await
+        .unwrap()
+        .iter()
+        .map(|i| i.record().job.id)
+        .collect();
     let (da, db) = (h.dispatch(&a), h.dispatch(&b));
     for id in &ids {
         assert_eq!(h.wait_final(*id).await.job.state, JobState::Succeeded);
@@ -193,22 +199,22 @@ async fn a_stale_fence_is_refused(backend: Backend) {
     let config = EngineConfig { lease_ttl: Duration::from_secs(30), ..test_engine_config() };
     let engine = h.engine_clocked(config, Arc::new(clock.clone()));
     let id = h.submit(&engine, "scripted", json!({})).await;
-    let stale = engine.claim(1).await.unwrap().pop().expect("claimed");
+    let stale = engine.execution().claim(1).await.unwrap().pop().expect("claimed");
     // The holder goes quiet past its lease; the rescuer takes the claim back and another
     // claim follows with a higher fence.
     clock.advance(Duration::from_secs(31));
-    assert_eq!(engine.rescue_lapsed(10).await.unwrap(), 1);
+    assert_eq!(engine.execution().rescue_lapsed(10).await.unwrap(), 1);
     clock.advance(Duration::from_secs(1));
-    assert_eq!(engine.promote_due().await.unwrap(), 1, "the rescued step is due again after its backoff");
-    let fresh = engine.claim(1).await.unwrap().pop().expect("claimed again");
+    assert_eq!(engine.execution().promote_due().await.unwrap(), 1, "the rescued step is due again after its backoff");
+    let fresh = engine.execution().claim(1).await.unwrap().pop().expect("claimed again");
     assert!(fresh.job.fence > stale.job.fence);
     // The stale holder finishes its step: its outcome is refused and changes nothing.
     let before = h.store.job(id).await.unwrap().unwrap();
-    assert_eq!(engine.execute(stale).await.outcome, Outcome::Stale);
+    assert_eq!(engine.execution().execute(stale).await.outcome, Outcome::Stale);
     let after = h.store.job(id).await.unwrap().unwrap();
     assert_eq!(after.version, before.version, "the stale commit changed the job");
     // The fresh holder commits.
-    assert_eq!(engine.execute(fresh).await.outcome, Outcome::Settled(JobState::Running));
+    assert_eq!(engine.execution().execute(fresh).await.outcome, Outcome::Settled(JobState::Running));
     let completed = h
         .store
         .history(id)
@@ -232,10 +238,22 @@ async fn an_exclusive_lease_key_is_never_held_by_two_jobs_at_once(backend: Backe
     };
     let shared: Vec<SubmitRequest> = (0..12).map(|_| submit(vec!["account:42".into()])).collect();
     let free: Vec<SubmitRequest> = (0..12).map(|_| submit(vec![])).collect();
-    let shared_ids: Vec<String> =
-        engine.submit_many(&h.tenant, shared).await.unwrap().iter().map(|i| i.record().job.id.to_string()).collect();
-    let free_ids: Vec<String> =
-        engine.submit_many(&h.tenant, free).await.unwrap().iter().map(|i| i.record().job.id.to_string()).collect();
+    let shared_ids: Vec<String> = engine
+        .submission()
+        .submit_many(&h.tenant, shared)
+        .await
+        .unwrap()
+        .iter()
+        .map(|i| i.record().job.id.to_string())
+        .collect();
+    let free_ids: Vec<String> = engine
+        .submission()
+        .submit_many(&h.tenant, free)
+        .await
+        .unwrap()
+        .iter()
+        .map(|i| i.record().job.id.to_string())
+        .collect();
     let dispatcher = h.dispatch(&engine);
     // Sample the claims of both groups, each sample one consistent query, until all are done.
     let (mut most_shared, mut most_free) = (0, 0);
@@ -279,8 +297,8 @@ async fn an_idempotency_key_returns_the_first_job(backend: Backend) {
         idempotency_key: Some("order-7".into()),
         ..Default::default()
     };
-    let first = engine.submit(&h.tenant, request.clone()).await.unwrap();
-    let second = engine.submit(&h.tenant, request).await.unwrap();
+    let first = engine.submission().submit(&h.tenant, request.clone()).await.unwrap();
+    let second = engine.submission().submit(&h.tenant, request).await.unwrap();
     assert!(matches!(first, spindle::store::Inserted::Created(_)));
     assert!(matches!(second, spindle::store::Inserted::Existing(_)));
     assert_eq!(first.record().job.id, second.record().job.id);
@@ -292,12 +310,12 @@ async fn bad_submissions_are_refused_and_change_nothing(backend: Backend) {
     let engine = h.engine();
     let unknown = SubmitRequest { kind: "nope".into(), input: b"{}".to_vec(), ..Default::default() };
     assert_eq!(
-        spindle::api::ApiError::from(engine.submit(&h.tenant, unknown).await.unwrap_err()).code().as_str(),
+        spindle::api::ApiError::from(engine.submission().submit(&h.tenant, unknown).await.unwrap_err()).code().as_str(),
         "unknown-kind"
     );
     let huge = SubmitRequest { kind: "noop".into(), input: vec![b' '; (1 << 20) + 1], ..Default::default() };
     assert_eq!(
-        spindle::api::ApiError::from(engine.submit(&h.tenant, huge).await.unwrap_err()).code().as_str(),
+        spindle::api::ApiError::from(engine.submission().submit(&h.tenant, huge).await.unwrap_err()).code().as_str(),
         "payload-too-large"
     );
     let bad_key = SubmitRequest {
@@ -307,7 +325,7 @@ async fn bad_submissions_are_refused_and_change_nothing(backend: Backend) {
         ..Default::default()
     };
     assert_eq!(
-        spindle::api::ApiError::from(engine.submit(&h.tenant, bad_key).await.unwrap_err()).code().as_str(),
+        spindle::api::ApiError::from(engine.submission().submit(&h.tenant, bad_key).await.unwrap_err()).code().as_str(),
         "invalid-request"
     );
     let listed =
@@ -326,13 +344,14 @@ async fn an_invalidated_lease_frees_its_key_and_stops_its_holder(backend: Backen
         lease_keys: vec!["account:7".into()],
         ..Default::default()
     };
-    let holder = engine.submit(&h.tenant, submit(json!({"first": "wait-for-stop"}))).await.unwrap().record().job.id;
-    let waiter = engine.submit(&h.tenant, submit(json!({}))).await.unwrap().record().job.id;
+    let holder =
+        engine.submission().submit(&h.tenant, submit(json!({"first": "wait-for-stop"}))).await.unwrap().record().job.id;
+    let waiter = engine.submission().submit(&h.tenant, submit(json!({}))).await.unwrap().record().job.id;
     let dispatcher = h.dispatch(&engine);
     h.wait_for(holder, |r| r.job.steps[0].state == StepState::Running).await;
     assert_eq!(h.store.job(waiter).await.unwrap().unwrap().job.state, JobState::Pending, "blocked on the key");
     // The account is deleted: its lease is invalidated.
-    let held_by = engine.invalidate_lease(&h.tenant, "account:7").await.unwrap();
+    let held_by = engine.execution().invalidate_lease(&h.tenant, "account:7").await.unwrap();
     assert_eq!(held_by, Some(holder));
     assert_eq!(h.wait_final(waiter).await.job.state, JobState::Succeeded, "the waiting job ran");
     // The holder's heartbeat told it to stop, and its outcome was refused.

@@ -38,14 +38,14 @@ async fn hosts_starting_together_register_one_operator_token(backend: Backend) {
             let (engine, barrier) = (engine.clone(), barrier.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                engine.register_operator_token(token).await
+                engine.tenancy().register_operator_token(token).await
             })
         })
         .collect();
     for start in starts {
         start.await.unwrap().expect("every host registers the token");
     }
-    let (tenant, role) = engines[0].authenticate(token).await.unwrap().expect("the token is known");
+    let (tenant, role) = engines[0].tenancy().authenticate(token).await.unwrap().expect("the token is known");
     assert_eq!((tenant, role), (None, Role::Operator));
 }
 
@@ -78,7 +78,7 @@ async fn a_claim_is_stamped_when_it_holds_its_rows() {
     let writer = h.store.db().begin().await.expect("hold the writer");
     let claiming = tokio::spawn({
         let engine = engine.clone();
-        async move { engine.claim(1).await }
+        async move { engine.execution().claim(1).await }
     });
     read.recv().await.expect("the claim read the clock before asking the store");
     clock.advance(Duration::from_secs(5));
@@ -152,7 +152,7 @@ async fn the_data_directory_is_the_hosts_alone() {
     let scratch = spindle_tests::harness::Scratch::new();
     let dir = scratch.path.join("data");
     let host = spindle::host::Host::open(spindle::host::HostConfig::in_dir(&dir)).await.expect("a host");
-    host.engine.create_tenant("acme").await.expect("a write, so the log exists");
+    host.engine.tenancy().create_tenant("acme").await.expect("a write, so the log exists");
     let mode = |path: &std::path::Path| std::fs::metadata(path).expect("exists").permissions().mode() & 0o777;
     assert_eq!(mode(&dir), 0o700, "the data directory");
     assert_eq!(mode(&dir.join("artifacts")), 0o700, "the compiled-artifact cache");
@@ -368,10 +368,10 @@ async fn finished_jobs_are_pruned_after_their_retention() {
         let engine = h.engine_clocked(test_engine_config(), Arc::new(clock.clone()));
         let done = h.submit(&engine, "scripted", serde_json::json!({})).await;
         for _ in 0..3 {
-            let claimed = engine.claim(1).await.unwrap().pop().expect("the job's next step");
-            engine.execute(claimed).await;
+            let claimed = engine.execution().claim(1).await.unwrap().pop().expect("the job's next step");
+            engine.execution().execute(claimed).await;
         }
-        assert!(engine.job(&h.tenant, done).await.unwrap().job.state.is_final());
+        assert!(engine.operations().job(&h.tenant, done).await.unwrap().job.state.is_final());
         // Open (delayed a year, so no claim here runs it), however old it grows.
         let later = spindle::engine::SubmitRequest {
             kind: "scripted".into(),
@@ -379,7 +379,7 @@ async fn finished_jobs_are_pruned_after_their_retention() {
             run_at: Some(clock.now().plus(Duration::from_secs(365 * 86_400))),
             ..Default::default()
         };
-        let open = engine.submit(&h.tenant, later).await.unwrap().record().job.id;
+        let open = engine.submission().submit(&h.tenant, later).await.unwrap().record().job.id;
         let policy = RetentionPolicy { keep: Duration::from_secs(3600), vacuum_after: 1, ..RetentionPolicy::default() };
         let vacuums = || async {
             let sql = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'jobs'";
@@ -391,9 +391,9 @@ async fn finished_jobs_are_pruned_after_their_retention() {
         assert_eq!(prune_once(&engine, &policy).await.unwrap(), Some(0), "{backend:?}: not yet");
         clock.advance(Duration::from_secs(2));
         assert_eq!(prune_once(&engine, &policy).await.unwrap(), Some(1), "{backend:?}: past its retention");
-        assert!(engine.job(&h.tenant, done).await.is_err(), "the finished job is gone");
+        assert!(engine.operations().job(&h.tenant, done).await.is_err(), "the finished job is gone");
         assert!(h.store.history(done).await.unwrap().is_empty(), "its history with it");
-        assert!(engine.job(&h.tenant, open).await.is_ok(), "an open job stays, however old");
+        assert!(engine.operations().job(&h.tenant, open).await.is_ok(), "an open job stays, however old");
         if backend == Backend::Postgres {
             // The pass vacuumed what it deleted: at a high rate autovacuum comes too seldom.
             assert_eq!(vacuums().await, 1, "the pruned tables were vacuumed");
@@ -408,24 +408,27 @@ async fn finished_jobs_are_pruned_after_their_retention() {
 
         // A tenant with a retention of its own, shorter than the host's. (The harness's
         // tenant has jobs but no row; give it one.)
-        engine.create_tenant(&h.tenant.0).await.unwrap();
-        let tenant = engine.set_retention(&h.tenant, Some(Duration::from_secs(60))).await.unwrap();
+        engine.tenancy().create_tenant(&h.tenant.0).await.unwrap();
+        let tenant = engine.tenancy().set_retention(&h.tenant, Some(Duration::from_secs(60))).await.unwrap();
         assert_eq!(tenant.retention, Some(Duration::from_secs(60)));
-        assert_eq!(engine.retention_overrides().await.unwrap(), vec![(h.tenant.clone(), Duration::from_secs(60))]);
+        assert_eq!(
+            engine.tenancy().retention_overrides().await.unwrap(),
+            vec![(h.tenant.clone(), Duration::from_secs(60))]
+        );
         let short = h.submit(&engine, "scripted", serde_json::json!({})).await;
-        while engine.job(&h.tenant, short).await.is_ok_and(|j| !j.job.state.is_final()) {
-            let claimed = engine.claim(1).await.unwrap().pop().expect("the job's next step");
-            engine.execute(claimed).await;
+        while engine.operations().job(&h.tenant, short).await.is_ok_and(|j| !j.job.state.is_final()) {
+            let claimed = engine.execution().claim(1).await.unwrap().pop().expect("the job's next step");
+            engine.execution().execute(claimed).await;
         }
         clock.advance(Duration::from_secs(59));
         assert_eq!(prune_once(&engine, &policy).await.unwrap(), Some(0), "{backend:?}: within its tenant's minute");
         clock.advance(Duration::from_secs(2));
         assert_eq!(prune_once(&engine, &policy).await.unwrap(), Some(1), "{backend:?}: past its tenant's minute");
-        assert!(engine.job(&h.tenant, short).await.is_err());
-        let out_of_range = engine.set_retention(&h.tenant, Some(Duration::from_secs(59))).await;
+        assert!(engine.operations().job(&h.tenant, short).await.is_err());
+        let out_of_range = engine.tenancy().set_retention(&h.tenant, Some(Duration::from_secs(59))).await;
         assert!(matches!(out_of_range, Err(EngineError::Invalid(_))), "{out_of_range:?}");
-        engine.set_retention(&h.tenant, None).await.unwrap();
-        assert!(engine.retention_overrides().await.unwrap().is_empty(), "back to the host's default");
+        engine.tenancy().set_retention(&h.tenant, None).await.unwrap();
+        assert!(engine.tenancy().retention_overrides().await.unwrap().is_empty(), "back to the host's default");
     }
 }
 
@@ -490,12 +493,12 @@ async fn an_expired_token_is_refused(backend: Backend) {
     config.database_url = Some(url);
     config.sandbox = spindle_tests::test_sandbox();
     let host = Arc::new(spindle::host::Host::open_with_clock(config, Arc::new(clock.clone())).await.expect("a host"));
-    let (_, lasting) = host.engine.create_tenant("acme").await.unwrap();
+    let (_, lasting) = host.engine.tenancy().create_tenant("acme").await.unwrap();
     let acme = TokenScope::Tenant(TenantId("acme".into()));
     let (info, short) =
-        host.engine.create_token(&acme, Some("short-lived"), Some(Duration::from_secs(60))).await.unwrap();
+        host.engine.tenancy().create_token(&acme, Some("short-lived"), Some(Duration::from_secs(60))).await.unwrap();
     assert_eq!(info.expires_at, Some(clock.now().plus(Duration::from_secs(60))));
-    let zero = host.engine.create_token(&acme, None, Some(Duration::ZERO)).await;
+    let zero = host.engine.tenancy().create_token(&acme, None, Some(Duration::ZERO)).await;
     assert!(matches!(zero, Err(EngineError::Invalid(_))), "a token born expired: {zero:?}");
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -629,21 +632,29 @@ async fn a_changed_operator_token_retires_the_old_one(backend: Backend) {
 async fn the_configured_operator_token_rotates_and_a_retired_one_stays_retired(backend: Backend) {
     let h = Harness::new(backend).await;
     let engine = h.engine();
-    engine.register_operator_token("spt_a").await.unwrap();
-    engine.register_operator_token("spt_a").await.expect("registering it again changes nothing");
-    assert_eq!(engine.authenticate("spt_a").await.unwrap(), Some((None, Role::Operator)));
-    let (_, made) = engine.create_token(&TokenScope::Operator, Some("deploys"), None).await.unwrap();
+    engine.tenancy().register_operator_token("spt_a").await.unwrap();
+    engine.tenancy().register_operator_token("spt_a").await.expect("registering it again changes nothing");
+    assert_eq!(engine.tenancy().authenticate("spt_a").await.unwrap(), Some((None, Role::Operator)));
+    let (_, made) = engine.tenancy().create_token(&TokenScope::Operator, Some("deploys"), None).await.unwrap();
 
-    engine.register_operator_token("spt_b").await.unwrap();
-    assert_eq!(engine.authenticate("spt_a").await.unwrap(), None, "the old one is retired");
-    assert_eq!(engine.authenticate("spt_b").await.unwrap(), Some((None, Role::Operator)));
-    assert_eq!(engine.authenticate(&made).await.unwrap(), Some((None, Role::Operator)), "a created one is kept");
+    engine.tenancy().register_operator_token("spt_b").await.unwrap();
+    assert_eq!(engine.tenancy().authenticate("spt_a").await.unwrap(), None, "the old one is retired");
+    assert_eq!(engine.tenancy().authenticate("spt_b").await.unwrap(), Some((None, Role::Operator)));
+    assert_eq!(
+        engine.tenancy().authenticate(&made).await.unwrap(),
+        Some((None, Role::Operator)),
+        "a created one is kept"
+    );
 
-    let back = engine.register_operator_token("spt_a").await;
+    let back = engine.tenancy().register_operator_token("spt_a").await;
     assert!(matches!(back, Err(EngineError::Invalid(_))), "a retired token is not brought back: {back:?}");
-    assert_eq!(engine.authenticate("spt_a").await.unwrap(), None);
-    assert_eq!(engine.authenticate("spt_b").await.unwrap(), Some((None, Role::Operator)), "nor the rotation undone");
-    let named = engine.create_token(&TokenScope::Operator, Some(CONFIGURED_OPERATOR_TOKEN), None).await;
+    assert_eq!(engine.tenancy().authenticate("spt_a").await.unwrap(), None);
+    assert_eq!(
+        engine.tenancy().authenticate("spt_b").await.unwrap(),
+        Some((None, Role::Operator)),
+        "nor the rotation undone"
+    );
+    let named = engine.tenancy().create_token(&TokenScope::Operator, Some(CONFIGURED_OPERATOR_TOKEN), None).await;
     assert!(matches!(named, Err(EngineError::Invalid(_))), "a created token cannot pass for a configured one");
 }
 

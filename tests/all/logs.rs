@@ -91,10 +91,10 @@ async fn a_job_that_logs_without_bound_hits_its_cap_and_its_record_says_so(backe
     // Twenty slices, each logging a line: ten are kept.
     let id = h.submit(&engine, "scripted", json!({ "first": "more:20" })).await;
     loop {
-        let Some(claimed) = engine.claim(1).await.unwrap().pop() else { break };
-        engine.execute(claimed).await;
+        let Some(claimed) = engine.execution().claim(1).await.unwrap().pop() else { break };
+        engine.execution().execute(claimed).await;
     }
-    assert!(engine.job(&h.tenant, id).await.unwrap().job.state.is_final());
+    assert!(engine.operations().job(&h.tenant, id).await.unwrap().job.state.is_final());
     let logs = spindle::store::LogStore::job_logs(h.store.as_ref(), id, None, 0, 1_000).await.unwrap();
     assert_eq!(logs.dropped, 10, "the lines past the cap are counted");
     assert_eq!(logs.lines.len(), 11, "ten lines and the host's note of the cap");

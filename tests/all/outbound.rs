@@ -37,9 +37,10 @@ async fn setup(
 ) -> (Harness, Arc<Engine>) {
     let h = Harness::with_sandbox(backend, sandbox).await;
     let engine = h.engine();
-    engine.use_secret_key(SecretKey::from_hex(&"5a".repeat(32)).expect("key"));
+    engine.tenancy().use_secret_key(SecretKey::from_hex(&"5a".repeat(32)).expect("key"));
     h.store.create_tenant(&h.tenant.0, engine.now()).await.expect("the tenant");
     engine
+        .tenancy()
         .set_tenant_outbound(&h.tenant, Some(Rules::parse(tenant_rules).expect("rules")))
         .await
         .expect("tenant rules");
@@ -153,7 +154,7 @@ async fn secrets_reach_the_server_and_nothing_else(backend: Backend) {
     let (h, engine) =
         setup(backend, sandbox(&["* http://*:*"], true, OutboundLimits::default()), deployment, &[rule.as_str()]).await;
     const VALUE: &str = "sk_live_7Hq2vX9pLmN4";
-    engine.set_secret(&h.tenant, "stripe", VALUE.as_bytes()).await.expect("secret set");
+    engine.tenancy().set_secret(&h.tenant, "stripe", VALUE.as_bytes()).await.expect("secret set");
     let request = json!({
         "method": "POST",
         "url": server.url("/charge"),
@@ -181,7 +182,7 @@ async fn secrets_reach_the_server_and_nothing_else(backend: Backend) {
         format!("{:?}", h.store.job(record.job.id).await.expect("job")),
         format!("{:?}", h.store.calls(record.job.id).await.expect("calls")),
         format!("{:?}", h.store.history(record.job.id).await.expect("history")),
-        format!("{:?}", engine.secrets(&h.tenant).await.expect("secrets")),
+        format!("{:?}", engine.tenancy().secrets(&h.tenant).await.expect("secrets")),
     ];
     for text in everywhere {
         assert!(!text.contains(VALUE), "the secret leaked: {text}");

@@ -108,9 +108,9 @@ impl Sim {
 
     /// Claims the job and completes its first step through the engine.
     async fn run_first_step(&self) -> JobRecord {
-        let claimed = self.engine.claim(1).await.unwrap().pop().expect("claimed");
+        let claimed = self.engine.execution().claim(1).await.unwrap().pop().expect("claimed");
         let id = claimed.job.id;
-        self.engine.execute(claimed).await;
+        self.engine.execution().execute(claimed).await;
         self.job(id).await
     }
 }
@@ -168,7 +168,7 @@ async fn the_silence_threshold_is_a_boundary(backend: Backend) {
 async fn a_running_job_whose_host_vanished_fails_after_three_misses(backend: Backend) {
     let s = Sim::new(backend).await;
     let id = s.submit().await;
-    s.engine.claim(1).await.unwrap();
+    s.engine.execution().claim(1).await.unwrap();
     // The host holding the claim vanished; nobody rescued it (no dispatcher runs here).
     s.clock.advance(s.policy.silence);
     s.pass().await;
@@ -236,7 +236,7 @@ async fn a_success_with_steps_in_flight_is_corrected_and_the_effect_runs_after(b
     assert_eq!(job.job.failure.unwrap().code, "reconciler.success-corrected");
     assert!(!s.history(id).await.contains(&"effect_ran".to_owned()), "not before the settlement");
     // The effect was queued with the settlement and runs after it.
-    assert_eq!(s.engine.run_outbox(10).await.unwrap(), 1);
+    assert_eq!(s.engine.execution().run_outbox(10).await.unwrap(), 1);
     let names = s.history(id).await;
     let failed = names.iter().position(|n| n == "failed").unwrap();
     let effect = names.iter().position(|n| n == "effect_ran").expect("the effect ran");
@@ -246,8 +246,12 @@ async fn a_success_with_steps_in_flight_is_corrected_and_the_effect_runs_after(b
 async fn a_recorded_cancel_with_a_lost_execution_settles_cancelled_without_the_effect(backend: Backend) {
     let s = Sim::new(backend).await;
     let id = s.submit().await;
-    s.engine.claim(1).await.unwrap();
-    s.engine.command(&s.h.tenant, id, Command::Cancel { reason: "no longer needed".into() }, "ops").await.unwrap();
+    s.engine.execution().claim(1).await.unwrap();
+    s.engine
+        .operations()
+        .command(&s.h.tenant, id, Command::Cancel { reason: "no longer needed".into() }, "ops")
+        .await
+        .unwrap();
     assert_eq!(s.job(id).await.job.state, JobState::Running, "cancelling: waits for the step in flight");
     s.clock.advance(s.policy.silence);
     s.pass().await;
@@ -256,14 +260,14 @@ async fn a_recorded_cancel_with_a_lost_execution_settles_cancelled_without_the_e
     let job = s.job(id).await;
     assert_eq!(job.job.state, JobState::Cancelled);
     assert_eq!(job.job.steps[0].failure.as_ref().unwrap().code, "cancel.stopped");
-    assert_eq!(s.engine.run_outbox(10).await.unwrap(), 0);
+    assert_eq!(s.engine.execution().run_outbox(10).await.unwrap(), 0);
     assert!(!s.history(id).await.contains(&"effect_ran".to_owned()), "never a failure effect on cancellation");
 }
 
 async fn a_late_success_for_a_failed_job_is_ignored_with_an_alert(backend: Backend) {
     let s = Sim::new(backend).await;
     let id = s.submit().await;
-    let zombie = s.engine.claim(1).await.unwrap().pop().unwrap();
+    let zombie = s.engine.execution().claim(1).await.unwrap().pop().unwrap();
     s.clock.advance(s.policy.silence);
     s.pass().await;
     s.next_pass().await;
@@ -278,7 +282,7 @@ async fn a_late_success_for_a_failed_job_is_ignored_with_an_alert(backend: Backe
         transition(&failed.job, &late, s.clock_now()).unwrap_err(),
         spindle_core::Refusal::LateSuccessAfterFailure
     );
-    let outcome = s.engine.execute(zombie).await.outcome;
+    let outcome = s.engine.execution().execute(zombie).await.outcome;
     assert_eq!(outcome, spindle::engine::Outcome::Stale);
     let after = s.job(id).await;
     assert_eq!(after.job.state, JobState::Failed, "never a state change");

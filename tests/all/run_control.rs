@@ -31,17 +31,28 @@ async fn cancel_before_start_records_request_and_outcome_together(backend: Backe
     h.deploy("scripted").await;
     let engine = h.engine();
     let id = h.submit(&engine, "scripted", json!({})).await;
-    let cancelled =
-        engine.command(&h.tenant, id, Command::Cancel { reason: "ordered by mistake".into() }, "alice").await.unwrap();
+    let cancelled = engine
+        .operations()
+        .command(&h.tenant, id, Command::Cancel { reason: "ordered by mistake".into() }, "alice")
+        .await
+        .unwrap();
     assert_eq!(cancelled.job.state, JobState::Cancelled);
     assert!(cancelled.job.steps.iter().all(|s| s.state == StepState::Queued));
     let history = names(&h, id).await;
     assert_eq!(history[history.len() - 2..], ["cancel_requested".to_owned(), "cancelled".to_owned()]);
     // A blank reason and a cancel of a final job are refused and change nothing.
     let other = h.submit(&engine, "scripted", json!({})).await;
-    let blank = engine.command(&h.tenant, other, Command::Cancel { reason: "  ".into() }, "alice").await.unwrap_err();
+    let blank = engine
+        .operations()
+        .command(&h.tenant, other, Command::Cancel { reason: "  ".into() }, "alice")
+        .await
+        .unwrap_err();
     assert!(matches!(blank, EngineError::Refused { refusal: Refusal::BlankReason, .. }));
-    let again = engine.command(&h.tenant, id, Command::Cancel { reason: "again".into() }, "alice").await.unwrap_err();
+    let again = engine
+        .operations()
+        .command(&h.tenant, id, Command::Cancel { reason: "again".into() }, "alice")
+        .await
+        .unwrap_err();
     assert!(matches!(again, EngineError::Refused { refusal: Refusal::Finished { .. }, state: JobState::Cancelled }));
 }
 
@@ -52,7 +63,11 @@ async fn cancel_mid_step_is_observed_by_heartbeat(backend: Backend) {
     let dispatcher = h.dispatch(&engine);
     let id = h.submit(&engine, "scripted", json!({"second": "wait-for-stop"})).await;
     h.wait_for(id, |r| r.job.steps[1].state == StepState::Running).await;
-    engine.command(&h.tenant, id, Command::Cancel { reason: "customer hung up".into() }, "bob").await.unwrap();
+    engine
+        .operations()
+        .command(&h.tenant, id, Command::Cancel { reason: "customer hung up".into() }, "bob")
+        .await
+        .unwrap();
     let done = h.wait_final(id).await;
     assert_eq!(done.job.state, JobState::Cancelled);
     let second = &done.job.steps[1];
@@ -74,14 +89,15 @@ async fn a_kind_that_is_not_cancellable_refuses_cancel(backend: Backend) {
     let engine = h.engine();
     let id =
         h.submit(&engine, "payment-saga", json!({"account": "a", "amount_cents": 1, "card": "4242424242424242"})).await;
-    let refused = engine.command(&h.tenant, id, Command::Cancel { reason: "stop".into() }, "bob").await.unwrap_err();
+    let refused =
+        engine.operations().command(&h.tenant, id, Command::Cancel { reason: "stop".into() }, "bob").await.unwrap_err();
     assert!(matches!(refused, EngineError::Refused { refusal: Refusal::NotCancellable, state: JobState::Pending }));
     assert_eq!(h.store.job(id).await.unwrap().unwrap().job.state, JobState::Pending);
 }
 
 /// Runs the claimed slice of `id` with the real component, under its claim.
 async fn run_slice(engine: &std::sync::Arc<spindle::engine::Engine>, claimed: spindle::store::JobRecord) {
-    let outcome = engine.execute(claimed).await.outcome;
+    let outcome = engine.execution().execute(claimed).await.outcome;
     assert!(matches!(outcome, spindle::engine::Outcome::Settled(_)), "{outcome:?}");
 }
 
@@ -91,18 +107,18 @@ async fn pause_then_resume(backend: Backend) {
     h.deploy("scripted").await;
     let engine = h.engine();
     let id = h.submit(&engine, "scripted", json!({"first": "more:3"})).await;
-    let claimed = engine.claim(1).await.unwrap().pop().expect("claimed");
+    let claimed = engine.execution().claim(1).await.unwrap().pop().expect("claimed");
     run_slice(&engine, claimed).await;
     let between = h.store.job(id).await.unwrap().unwrap();
     assert_eq!(between.job.steps[0].state, StepState::Running, "one slice done, the step goes on");
-    engine.command(&h.tenant, id, Command::Pause, "carol").await.unwrap();
+    engine.operations().command(&h.tenant, id, Command::Pause, "carol").await.unwrap();
     let paused = h.store.job(id).await.unwrap().unwrap();
     assert_eq!(paused.job.state, JobState::Paused, "nothing in flight: paused at once");
     // A paused job is not dispatched.
-    engine.promote_due().await.unwrap();
-    assert!(engine.claim(10).await.unwrap().is_empty());
+    engine.execution().promote_due().await.unwrap();
+    assert!(engine.execution().claim(10).await.unwrap().is_empty());
     assert_eq!(h.store.job(id).await.unwrap().unwrap().job.steps[0].cursor, paused.job.steps[0].cursor);
-    engine.command(&h.tenant, id, Command::Resume, "carol").await.unwrap();
+    engine.operations().command(&h.tenant, id, Command::Resume, "carol").await.unwrap();
     let dispatcher = h.dispatch(&engine);
     let done = h.wait_final(id).await;
     assert_eq!(done.job.state, JobState::Succeeded);
@@ -119,9 +135,9 @@ async fn restart_while_running_starts_a_fresh_pass(backend: Backend) {
     h.deploy("scripted").await;
     let engine = h.engine();
     let id = h.submit(&engine, "scripted", json!({"first": "more:3"})).await;
-    let claimed = engine.claim(1).await.unwrap().pop().expect("claimed");
+    let claimed = engine.execution().claim(1).await.unwrap().pop().expect("claimed");
     // The restart arrives while the slice is in flight: it is recorded and waits.
-    let recorded = engine.command(&h.tenant, id, Command::Restart, "dave").await.unwrap();
+    let recorded = engine.operations().command(&h.tenant, id, Command::Restart, "dave").await.unwrap();
     assert!(recorded.job.requests.restart.is_some());
     assert_eq!(recorded.job.pass, 1);
     run_slice(&engine, claimed).await;
@@ -145,16 +161,16 @@ async fn restart_while_pausing_waits_for_the_pause(backend: Backend) {
     h.deploy("scripted").await;
     let engine = h.engine();
     let id = h.submit(&engine, "scripted", json!({"first": "more:3"})).await;
-    let claimed = engine.claim(1).await.unwrap().pop().expect("claimed");
+    let claimed = engine.execution().claim(1).await.unwrap().pop().expect("claimed");
     // Both land while a slice is in flight; the pause wins at the boundary.
-    engine.command(&h.tenant, id, Command::Pause, "erin").await.unwrap();
-    engine.command(&h.tenant, id, Command::Restart, "erin").await.unwrap();
+    engine.operations().command(&h.tenant, id, Command::Pause, "erin").await.unwrap();
+    engine.operations().command(&h.tenant, id, Command::Restart, "erin").await.unwrap();
     run_slice(&engine, claimed).await;
     let paused = h.store.job(id).await.unwrap().unwrap();
     assert_eq!(paused.job.state, JobState::Paused);
     assert_eq!(paused.job.pass, 1, "the restart did not override the pause");
     assert!(paused.job.requests.restart.is_some(), "the restart waits");
-    engine.command(&h.tenant, id, Command::Resume, "erin").await.unwrap();
+    engine.operations().command(&h.tenant, id, Command::Resume, "erin").await.unwrap();
     let dispatcher = h.dispatch(&engine);
     let done = h.wait_final(id).await;
     assert_eq!(done.job.state, JobState::Succeeded);

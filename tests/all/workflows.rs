@@ -136,9 +136,9 @@ async fn signals_are_kept_until_awaited_and_delivered_in_order_once(backend: Bac
     let (h, engine) = setup(backend).await;
     // Sent while the job is still pending: nothing waits yet.
     let early = h.submit(&engine, "workflow", json!({ "signal": "go", "timeout_secs": 3600, "waits": 2 })).await;
-    engine.signal(&h.tenant, early, "go", br#"{"n":1}"#.to_vec(), None).await.expect("signal 1");
-    engine.signal(&h.tenant, early, "other", br#"{"n":0}"#.to_vec(), None).await.expect("another name");
-    engine.signal(&h.tenant, early, "go", br#"{"n":2}"#.to_vec(), None).await.expect("signal 2");
+    engine.workflows().signal(&h.tenant, early, "go", br#"{"n":1}"#.to_vec(), None).await.expect("signal 1");
+    engine.workflows().signal(&h.tenant, early, "other", br#"{"n":0}"#.to_vec(), None).await.expect("another name");
+    engine.workflows().signal(&h.tenant, early, "go", br#"{"n":2}"#.to_vec(), None).await.expect("signal 2");
     // Nothing is sent to this one: its one-second wait times out.
     let lonely = h.submit(&engine, "workflow", json!({ "signal": "go", "timeout_secs": 1 })).await;
     let dispatcher = h.dispatch(&engine);
@@ -160,12 +160,16 @@ async fn signals_are_kept_until_awaited_and_delivered_in_order_once(backend: Bac
     // A signal sent while the step waits wakes it.
     let waiting = h.submit(&engine, "workflow", json!({ "signal": "shipped", "timeout_secs": 3600 })).await;
     h.wait_for(waiting, |r| r.job.state == JobState::Waiting).await;
-    engine.signal(&h.tenant, waiting, "shipped", br#"{"carrier":"ups"}"#.to_vec(), None).await.expect("signal");
+    engine
+        .workflows()
+        .signal(&h.tenant, waiting, "shipped", br#"{"carrier":"ups"}"#.to_vec(), None)
+        .await
+        .expect("signal");
     let record = h.wait_final(waiting).await;
     assert_eq!(output(&record)["signal"], json!({ "carrier": "ups" }));
     dispatcher.shutdown(Duration::from_secs(5)).await;
     // A finished job refuses a signal with a typed error, and keeps nothing.
-    match engine.signal(&h.tenant, waiting, "shipped", b"{}".to_vec(), None).await {
+    match engine.workflows().signal(&h.tenant, waiting, "shipped", b"{}".to_vec(), None).await {
         Err(EngineError::Refused { refusal: Refusal::Finished { state }, .. }) => {
             assert_eq!(state, JobState::Succeeded);
         }
@@ -173,9 +177,15 @@ async fn signals_are_kept_until_awaited_and_delivered_in_order_once(backend: Bac
     }
     assert_eq!(h.store.oldest_signal(waiting, "shipped").await.unwrap(), None);
     // A malformed name and another tenant's job are refused too.
-    assert!(matches!(engine.signal(&h.tenant, early, "no spaces", vec![], None).await, Err(EngineError::Invalid(_))));
+    assert!(matches!(
+        engine.workflows().signal(&h.tenant, early, "no spaces", vec![], None).await,
+        Err(EngineError::Invalid(_))
+    ));
     let stranger = spindle::store::TenantId("stranger".into());
-    assert!(matches!(engine.signal(&stranger, early, "go", vec![], None).await, Err(EngineError::NotFound)));
+    assert!(matches!(
+        engine.workflows().signal(&stranger, early, "go", vec![], None).await,
+        Err(EngineError::NotFound)
+    ));
 }
 
 /// The transaction that settles a parent's last child wakes the parent: with no
@@ -186,12 +196,12 @@ async fn the_last_childs_settlement_wakes_its_parent_in_its_own_commit(backend: 
     let (h, engine) = setup(backend).await;
     let parent = h.submit(&engine, "workflow", json!({ "fan_out": 3, "child_kind": "noop" })).await;
     for _ in 0..10 {
-        let claimed = engine.claim(10).await.expect("claim");
+        let claimed = engine.execution().claim(10).await.expect("claim");
         if claimed.is_empty() {
             break;
         }
         for record in claimed {
-            engine.execute_then_claim(record, None).await;
+            engine.execution().execute_then_claim(record, None).await;
         }
     }
     let record = h.store.job(parent).await.unwrap().unwrap();
@@ -221,7 +231,7 @@ async fn a_signal_sent_again_with_its_key_is_delivered_once(backend: Backend) {
     let job = h.submit(&engine, "workflow", json!({ "signal": "go", "timeout_secs": 3600, "waits": 2 })).await;
     let send = |key: &'static str, n: u32| {
         let (engine, tenant) = (engine.clone(), h.tenant.clone());
-        async move { engine.signal(&tenant, job, "go", format!(r#"{{"n":{n}}}"#).into_bytes(), Some(key)).await }
+        async move { engine.workflows().signal(&tenant, job, "go", format!(r#"{{"n":{n}}}"#).into_bytes(), Some(key)).await }
     };
     let (a, b) = tokio::join!(send("first", 1), send("first", 1));
     let repeats = [a.expect("sent").repeated, b.expect("sent").repeated];
@@ -235,7 +245,7 @@ async fn a_signal_sent_again_with_its_key_is_delivered_once(backend: Backend) {
     let again = send("second", 2).await.expect("a repeat to a finished job is answered, not refused");
     assert!(again.repeated);
     assert!(matches!(send("third", 3).await, Err(EngineError::Refused { .. })), "a new signal to a finished job");
-    let bad = engine.signal(&h.tenant, job, "go", vec![], Some("has space")).await;
+    let bad = engine.workflows().signal(&h.tenant, job, "go", vec![], Some("has space")).await;
     assert!(matches!(bad, Err(EngineError::Invalid(_))), "{bad:?}");
     dispatcher.shutdown(Duration::from_secs(5)).await;
 }
@@ -250,15 +260,17 @@ async fn cancelling_a_parent_cancels_its_open_children(backend: Backend) {
     h.wait_for(parent, |r| r.job.state == JobState::Waiting).await;
     let children: Vec<JobId> = children_of(&h, parent).await.iter().map(|c| c.job.id).collect();
     assert_eq!(children.len(), 3);
-    engine.command(&h.tenant, parent, Command::Pause, "ops").await.expect("pause");
+    engine.operations().command(&h.tenant, parent, Command::Pause, "ops").await.expect("pause");
     for &child in &children {
         let record = h.store.job(child).await.unwrap().unwrap();
         assert_ne!(record.job.state, JobState::Paused, "pausing a parent does not pause its children");
     }
-    engine.command(&h.tenant, parent, Command::Resume, "ops").await.expect("resume");
+    engine.operations().command(&h.tenant, parent, Command::Resume, "ops").await.expect("resume");
     assert_eq!(h.store.job(parent).await.unwrap().unwrap().job.state, JobState::Waiting);
-    let cancelled =
-        engine.command(&h.tenant, parent, Command::Cancel { reason: "order withdrawn".into() }, "ops").await;
+    let cancelled = engine
+        .operations()
+        .command(&h.tenant, parent, Command::Cancel { reason: "order withdrawn".into() }, "ops")
+        .await;
     assert_eq!(cancelled.expect("cancel").job.state, JobState::Cancelled);
     for child in children {
         let record = h.wait_final(child).await;
@@ -279,15 +291,15 @@ async fn the_reconciler_leaves_a_waiting_job_alone(backend: Backend) {
     let clock = ManualClock::new(Timestamp::from_micros(1_900_000_000_000_000));
     let engine = h.engine_clocked(test_engine_config(), Arc::new(clock.clone()));
     let parent = h.submit(&engine, "workflow", json!({ "signal": "go", "timeout_secs": 86_400 })).await;
-    let claimed = engine.claim(1).await.expect("claim");
-    engine.execute(claimed.into_iter().next().expect("claimed")).await;
+    let claimed = engine.execution().claim(1).await.expect("claim");
+    engine.execution().execute(claimed.into_iter().next().expect("claimed")).await;
     assert_eq!(h.store.job(parent).await.unwrap().unwrap().job.state, JobState::Waiting);
     clock.advance(Duration::from_secs(6 * 3600));
     let policy = spindle_core::ReconcilePolicy::default();
     for _ in 0..5 {
         spindle::reconciler::reconcile_once(&engine, &policy).await.expect("a pass");
     }
-    assert!(engine.claim(10).await.expect("claim").is_empty(), "a waiting job is not dispatched");
+    assert!(engine.execution().claim(10).await.expect("claim").is_empty(), "a waiting job is not dispatched");
     let record = h.store.job(parent).await.unwrap().unwrap();
     assert_eq!(record.job.state, JobState::Waiting, "silence while waiting is not a lost execution");
     assert_eq!(record.job.probe_misses, 0);
@@ -349,8 +361,8 @@ async fn schedules_fire_each_time_once_across_two_hosts(backend: Backend) {
             Arc::new(clock.clone()),
         ),
     ];
-    hosts[0].create_schedule(&h.tenant, every_minute("minutely", "none")).await.expect("create");
-    let duplicate = hosts[1].create_schedule(&h.tenant, every_minute("minutely", "none")).await;
+    hosts[0].workflows().create_schedule(&h.tenant, every_minute("minutely", "none")).await.expect("create");
+    let duplicate = hosts[1].workflows().create_schedule(&h.tenant, every_minute("minutely", "none")).await;
     assert!(duplicate.is_err(), "a schedule's name is unique in its tenant");
     for minute in 0..60 {
         clock.advance(Duration::from_secs(60));
@@ -368,9 +380,9 @@ async fn schedules_fire_each_time_once_across_two_hosts(backend: Backend) {
 
     // An outage: 30 minutes with no host firing, then one pass 30 s after a time: that
     // time is on time, the 29 before it were missed.
-    hosts[0].pause_schedule(&h.tenant, "minutely").await.expect("pause");
-    hosts[0].create_schedule(&h.tenant, every_minute("catch-none", "none")).await.expect("create");
-    hosts[0].create_schedule(&h.tenant, every_minute("catch-all", "all")).await.expect("create");
+    hosts[0].workflows().pause_schedule(&h.tenant, "minutely").await.expect("pause");
+    hosts[0].workflows().create_schedule(&h.tenant, every_minute("catch-none", "none")).await.expect("create");
+    hosts[0].workflows().create_schedule(&h.tenant, every_minute("catch-all", "all")).await.expect("create");
     clock.advance(Duration::from_secs(30 * 60 + 30));
     for host in &hosts {
         scheduler::fire_due(host).await.expect("a pass");
@@ -379,18 +391,18 @@ async fn schedules_fire_each_time_once_across_two_hosts(backend: Backend) {
     assert_eq!(jobs_of(&h, "catch-all").await, 30);
     assert_eq!(jobs_of(&h, "minutely").await, 60, "a paused schedule fires nothing");
     // Resumed, it fires from its next time on; times passed while paused are skipped.
-    hosts[1].resume_schedule(&h.tenant, "minutely").await.expect("resume");
+    hosts[1].workflows().resume_schedule(&h.tenant, "minutely").await.expect("resume");
     clock.advance(Duration::from_secs(60));
     scheduler::fire_due(&hosts[1]).await.expect("a pass");
     scheduler::fire_due(&hosts[0]).await.expect("a pass");
     assert_eq!(jobs_of(&h, "minutely").await, 61);
     // Bad expressions, zones and kinds are refused before anything is stored.
     let bad = ScheduleRequest { cron: "61 * * * *".into(), ..every_minute("bad", "none") };
-    assert!(matches!(hosts[0].create_schedule(&h.tenant, bad).await, Err(EngineError::Invalid(_))));
+    assert!(matches!(hosts[0].workflows().create_schedule(&h.tenant, bad).await, Err(EngineError::Invalid(_))));
     let zone = ScheduleRequest { timezone: "Mars/Olympus".into(), ..every_minute("bad", "none") };
-    assert!(matches!(hosts[0].create_schedule(&h.tenant, zone).await, Err(EngineError::Invalid(_))));
+    assert!(matches!(hosts[0].workflows().create_schedule(&h.tenant, zone).await, Err(EngineError::Invalid(_))));
     let kind = ScheduleRequest { kind: "nope".into(), ..every_minute("bad", "none") };
-    assert!(matches!(hosts[0].create_schedule(&h.tenant, kind).await, Err(EngineError::UnknownKind(_))));
+    assert!(matches!(hosts[0].workflows().create_schedule(&h.tenant, kind).await, Err(EngineError::UnknownKind(_))));
 }
 
 /// The keys of the `noop` jobs schedule `name` fired, as their times in seconds.
@@ -427,13 +439,13 @@ async fn an_every_second_schedule_fires_each_second_once_on_a_simulated_clock(ba
     let clock = ManualClock::new(start);
     let engine = h.engine_clocked(test_engine_config(), Arc::new(clock.clone()));
     let tick = ScheduleRequest { name: "tick".into(), cron: "* * * * * *".into(), ..every_minute("tick", "none") };
-    let row = engine.create_schedule(&h.tenant, tick).await.expect("create");
+    let row = engine.workflows().create_schedule(&h.tenant, tick).await.expect("create");
     assert_eq!(row.machine.next_fire_at, Timestamp::from_micros(1_900_000_021_000_000), "seed {seed}");
     let end = start.plus(Duration::from_secs(300));
     while clock.now() < end {
         clock.advance(Duration::from_micros(rng.random_range(200_000..2_900_000)));
         scheduler::fire_due(&engine).await.expect("a pass");
-        let row = engine.schedule(&h.tenant, "tick").await.expect("the schedule");
+        let row = engine.workflows().schedule(&h.tenant, "tick").await.expect("the schedule");
         assert_eq!(row.machine.next_fire_at.as_micros() % 1_000_000, 0, "seed {seed}");
     }
     let fired = fired_seconds(&h, "tick").await;
@@ -449,7 +461,7 @@ async fn an_every_second_schedule_on_an_idle_host_misses_no_second(backend: Back
     h.deploy("noop").await;
     let engine = h.engine();
     let tick = ScheduleRequest { name: "tick".into(), cron: "* * * * * *".into(), ..every_minute("tick", "none") };
-    let first = engine.create_schedule(&h.tenant, tick).await.expect("create").machine.next_fire_at;
+    let first = engine.workflows().create_schedule(&h.tenant, tick).await.expect("create").machine.next_fire_at;
     let scheduler = scheduler::Scheduler::start(engine.clone());
     // Waiting for time itself to pass: a minute and a second of firings.
     let until = first.plus(Duration::from_secs(61));

@@ -205,7 +205,14 @@ impl Harness {
     pub async fn submit(&self, engine: &Engine, kind: &str, input: serde_json::Value) -> JobId {
         let request =
             SubmitRequest { kind: kind.into(), input: serde_json::to_vec(&input).expect("json"), ..Default::default() };
-        engine.submit(&self.tenant, request).await.unwrap_or_else(|e| panic!("submit {kind}: {e}")).record().job.id
+        engine
+            .submission()
+            .submit(&self.tenant, request)
+            .await
+            .unwrap_or_else(|e| panic!("submit {kind}: {e}"))
+            .record()
+            .job
+            .id
     }
 
     /// Waits until job `id` is final, woken by the engines' state-change signals (with

@@ -9,7 +9,7 @@
 //! PostgreSQL the tables are then analysed, as autovacuum would do shortly after such a
 //! load; SQLite is left as Spindle leaves it (no `ANALYZE`).
 //!
-//! Then, with no dispatcher running, [`Engine::claim`](spindle::engine::Engine::claim) is
+//! Then, with no dispatcher running, [`Execution::claim`](spindle::engine::Execution::claim) is
 //! called directly: 20 warm-up claims of one job, 200 measured claims of one job, and
 //! 20 measured claims of a batch of 32 (the dispatcher's batch size). Each claimed job
 //! leaves the queue, so the depth changes by under 0.1% at 1,000,000.
@@ -68,14 +68,14 @@ const LIST_READS: usize = 50;
 
 /// The listing figures at one depth: first page, by state, deep page, by id.
 async fn listing(
-    engine: &spindle::engine::Engine,
+    engine: &std::sync::Arc<spindle::engine::Engine>,
     tenant: &spindle::store::TenantId,
     queued: u64,
     template: &str,
 ) -> anyhow::Result<[Summary; 4]> {
     use spindle::store::JobFilter;
     let page = |filter: JobFilter| JobFilter { limit: 50, ..filter };
-    let first = engine.list_jobs(tenant, &page(JobFilter::default())).await?;
+    let first = engine.operations().list_jobs(tenant, &page(JobFilter::default())).await?;
     ensure!(first.len() == 50.min(queued as usize), "the first page held {} jobs", first.len());
     let top = first.first().map_or(0, |r| r.seq);
     let filters = [
@@ -89,7 +89,7 @@ async fn listing(
         let mut samples = Vec::with_capacity(LIST_READS);
         for _ in 0..LIST_READS {
             let t = Instant::now();
-            let listed = engine.list_jobs(tenant, filter).await?;
+            let listed = engine.operations().list_jobs(tenant, filter).await?;
             samples.push(t.elapsed().as_secs_f64() * 1000.0);
             ensure!(!listed.is_empty(), "a listing found nothing");
         }
@@ -113,7 +113,7 @@ async fn at_depth(ctx: &Context, queued: u64) -> anyhow::Result<ClaimLatency> {
     let engine = scenario.host.engine.clone();
     let task = ctx.progress.task(format!("claim: seed {queued} queued jobs"), Some(queued));
     let started = Instant::now();
-    let template = engine.submit_many(&ctx.tenant, requests("noop", b"{}", 1)).await?;
+    let template = engine.submission().submit_many(&ctx.tenant, requests("noop", b"{}", 1)).await?;
     let template = template.first().context("no template job")?.record().job.id.to_string();
     let db = scenario.host.store.db().clone();
     let mut next = 1u64;
@@ -142,12 +142,12 @@ async fn at_depth(ctx: &Context, queued: u64) -> anyhow::Result<ClaimLatency> {
 
     let task = ctx.progress.task(format!("claim: at {queued} queued"), Some((SINGLE_CLAIMS + BATCH_CLAIMS) as u64));
     for _ in 0..20 {
-        ensure!(engine.claim(1).await?.len() == 1, "nothing to claim");
+        ensure!(engine.execution().claim(1).await?.len() == 1, "nothing to claim");
     }
     let mut one = Vec::with_capacity(SINGLE_CLAIMS);
     for i in 0..SINGLE_CLAIMS {
         let t = Instant::now();
-        let claimed = engine.claim(1).await?;
+        let claimed = engine.execution().claim(1).await?;
         one.push(t.elapsed().as_secs_f64() * 1000.0);
         ensure!(claimed.len() == 1, "nothing to claim");
         task.set(i as u64);
@@ -155,7 +155,7 @@ async fn at_depth(ctx: &Context, queued: u64) -> anyhow::Result<ClaimLatency> {
     let mut batch = Vec::with_capacity(BATCH_CLAIMS);
     for i in 0..BATCH_CLAIMS {
         let t = Instant::now();
-        let claimed = engine.claim(BATCH).await?;
+        let claimed = engine.execution().claim(BATCH).await?;
         batch.push(t.elapsed().as_secs_f64() * 1000.0);
         ensure!(!claimed.is_empty(), "nothing to claim");
         task.set((SINGLE_CLAIMS + i) as u64);

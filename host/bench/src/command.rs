@@ -1,4 +1,4 @@
-//! `spindle bench`: runs the benchmark harness ([`crate::bench`]) and prints its report,
+//! `spindle bench`: runs the benchmark harness (`spindle_bench::bench`) and prints its report,
 //! a table on stdout (progress on stderr), or JSON with `--json`.
 
 use std::path::PathBuf;

@@ -162,9 +162,12 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let host = Host::open(config).await.context("starting the host")?;
     println!("Spindle demo: a host on {}\n", host.config().database_url());
     let tenant = TenantId::default_tenant();
-    host.engine.set_tenant_outbound(&tenant, Some(Rules::parse(&[format!("POST http://127.0.0.1:{port}/*")])?)).await?;
-    host.engine.set_secret(&tenant, "payments-key", api_key.as_bytes()).await?;
-    host.engine.set_secret(&tenant, "webhook-signing", signing_key.as_bytes()).await?;
+    host.engine
+        .tenancy()
+        .set_tenant_outbound(&tenant, Some(Rules::parse(&[format!("POST http://127.0.0.1:{port}/*")])?))
+        .await?;
+    host.engine.tenancy().set_secret(&tenant, "payments-key", api_key.as_bytes()).await?;
+    host.engine.tenancy().set_secret(&tenant, "webhook-signing", signing_key.as_bytes()).await?;
     println!("Services on {base} (payments, a webhook receiver); the operator, the tenant and each");
     println!("deployment allow them; the API key and signing key are sealed tenant secrets.\n");
 
@@ -227,7 +230,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         catch_up: "none".into(),
         overlap: "skip".into(),
     };
-    host.engine.create_schedule(&tenant, schedule).await?;
+    host.engine.workflows().create_schedule(&tenant, schedule).await?;
     println!("\nSchedule `nightly` fires a nightly-report job every second (cron `* * * * * *`, Europe/Paris).");
 
     let jobs = showcase(&base);
@@ -235,7 +238,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     for job in &jobs {
         let request =
             SubmitRequest { kind: job.kind.into(), input: serde_json::to_vec(&job.input)?, ..Default::default() };
-        ids.push(host.engine.submit(&tenant, request).await?.record().job.id);
+        ids.push(host.engine.submission().submit(&tenant, request).await?.record().job.id);
     }
     let batch: Vec<SubmitRequest> = (0..args.batch)
         .map(|i| SubmitRequest {
@@ -246,7 +249,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         .collect();
     let batch_started = Instant::now();
     let batch_ids: Vec<JobId> =
-        host.engine.submit_many(&tenant, batch).await?.iter().map(|i| i.record().job.id).collect();
+        host.engine.submission().submit_many(&tenant, batch).await?.iter().map(|i| i.record().job.id).collect();
     println!("\nRunning {} showcase jobs and a batch of {} three-step jobs:\n", jobs.len(), batch_ids.len());
 
     let bars = MultiProgress::new();
@@ -281,7 +284,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         let mut all_final = true;
         for (i, job) in jobs.iter().enumerate() {
             let current = retries.get(&i).copied().unwrap_or(ids[i]);
-            let record = host.engine.job(&tenant, current).await?;
+            let record = host.engine.operations().job(&tenant, current).await?;
             show(&showcase_bars[i], &record, retries.contains_key(&i));
             if plain {
                 let line = format!("{:>3}% {}", record.job.progress, showcase_bars[i].message());
@@ -318,7 +321,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     println!("  {:<34} {:<16} {:<10} {:>4}  {:<34} steps", "job", "kind", "state", "%", "why");
     for (i, job) in jobs.iter().enumerate() {
         for id in std::iter::once(ids[i]).chain(retries.get(&i).copied()) {
-            let record = host.engine.job(&tenant, id).await?;
+            let record = host.engine.operations().job(&tenant, id).await?;
             let label = if Some(id) == retries.get(&i).copied() { "  ↳ its retry job" } else { job.label };
             let why = record.job.failure.as_ref().map(|f| f.code.clone()).unwrap_or_default();
             println!(
@@ -341,7 +344,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     // The workflow: the order's children and its wait for the signal.
     if let Some(i) = jobs.iter().position(|j| j.kind == "order-fulfilment") {
-        let order = host.engine.job(&tenant, ids[i]).await?;
+        let order = host.engine.operations().job(&tenant, ids[i]).await?;
         println!("\nWorkflow \"{}\" ({}), as `spindle job ID` prints its tree:", jobs[i].label, order.job.id);
         let filter = spindle::store::JobFilter { parent: Some(order.job.id), limit: 100, ..Default::default() };
         for child in host.store.list_jobs(&tenant, &filter).await?.iter().rev() {
@@ -369,7 +372,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    host.engine.pause_schedule(&tenant, "nightly").await?;
+    host.engine.workflows().pause_schedule(&tenant, "nightly").await?;
     let fired = host.store.list_jobs(&tenant, &filter).await?;
     let succeeded = fired.iter().filter(|j| j.job.state == JobState::Succeeded).count();
     println!(
@@ -444,6 +447,7 @@ async fn act(
         Some(Action::CancelWhileRunning) => {
             if record.job.steps.get(1).is_some_and(|s| s.state == StepState::Running) {
                 host.engine
+                    .operations()
                     .command(tenant, id, Command::Cancel { reason: "the demo changed its mind".into() }, "demo")
                     .await?;
                 return Ok(true);
@@ -452,11 +456,11 @@ async fn act(
         }
         Some(Action::PauseThenResume) => {
             if record.job.state == JobState::Paused {
-                host.engine.command(tenant, id, Command::Resume, "demo").await?;
+                host.engine.operations().command(tenant, id, Command::Resume, "demo").await?;
                 return Ok(true);
             }
             if record.job.progress >= 10 && record.job.requests.pause.is_none() && !record.job.state.is_final() {
-                let _ = host.engine.command(tenant, id, Command::Pause, "demo").await;
+                let _ = host.engine.operations().command(tenant, id, Command::Pause, "demo").await;
             }
             Ok(record.job.state.is_final())
         }
@@ -467,14 +471,14 @@ async fn act(
                 );
             if waits_for_shipping {
                 let body = serde_json::to_vec(&json!({ "carrier": "ups", "tracking": "1Z999AA10123456784" }))?;
-                host.engine.signal(tenant, id, "shipped", body, None).await?;
+                host.engine.workflows().signal(tenant, id, "shipped", body, None).await?;
                 return Ok(true);
             }
             Ok(record.job.state.is_final())
         }
         Some(Action::RetryWhenFailed) => {
             if record.job.state == JobState::Failed {
-                let failed = host.engine.command(tenant, id, Command::Retry, "demo").await?;
+                let failed = host.engine.operations().command(tenant, id, Command::Retry, "demo").await?;
                 if let Some(successor) = failed.job.successor {
                     retries.insert(index, successor);
                 }

@@ -94,11 +94,11 @@ async fn one(ctx: &Context, scenario: &super::Scenario) -> anyhow::Result<Run> {
     let engine = scenario.host.engine.clone();
     let input = serde_json::json!({ "fan_out": CHILDREN, "child_kind": "noop" });
     let request = SubmitRequest { kind: "workflow".into(), input: serde_json::to_vec(&input)?, ..Default::default() };
-    let parent = engine.submit(&ctx.tenant, request).await?.record().job.id;
+    let parent = engine.submission().submit(&ctx.tenant, request).await?.record().job.id;
     let started = Instant::now();
     let mut changes = engine.subscribe();
     let record = loop {
-        let record = engine.job(&ctx.tenant, parent).await?;
+        let record = engine.operations().job(&ctx.tenant, parent).await?;
         if record.job.state.is_final() {
             break record;
         }
@@ -115,7 +115,7 @@ async fn one(ctx: &Context, scenario: &super::Scenario) -> anyhow::Result<Run> {
         .await;
     };
     ensure!(record.job.state == JobState::Succeeded, "the parent ended {}: {:?}", record.job.state, record.job.failure);
-    let history = engine.history(&ctx.tenant, parent).await?;
+    let history = engine.operations().history(&ctx.tenant, parent).await?;
     let at = |wanted: fn(&HistoryEvent) -> bool| history.iter().find(|e| wanted(&e.event)).map(|e| e.at);
     let outcome_at =
         at(|e| matches!(e, HistoryEvent::AwaitingChildren { .. })).context("the parent's fan-out in its history")?;

@@ -59,7 +59,8 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Latency> {
         }
         let (engine, tenant) = (engine.clone(), ctx.tenant.clone());
         let request = SubmitRequest { kind: "noop".into(), input: b"{}".to_vec(), ..Default::default() };
-        submissions.push((i >= warmup, tokio::spawn(async move { engine.submit(&tenant, request).await })));
+        submissions
+            .push((i >= warmup, tokio::spawn(async move { engine.submission().submit(&tenant, request).await })));
         if i % u64::from(rate) == 0 {
             task.set(i);
         }
@@ -75,7 +76,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Latency> {
     wait_settled(&engine, total, Duration::from_secs(60), &task).await?;
     let (mut start, mut settled) = (Vec::new(), Vec::new());
     for id in ids {
-        let job = engine.job(&ctx.tenant, id).await?.job;
+        let job = engine.operations().job(&ctx.tenant, id).await?.job;
         let ms = |at: spindle_core::Timestamp| (at.as_micros() - job.created_at.as_micros()) as f64 / 1000.0;
         start.push(ms(job.started_at.context("a settled job without started_at")?));
         settled.push(ms(job.settled_at.context("a settled job without settled_at")?));

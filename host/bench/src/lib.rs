@@ -292,7 +292,7 @@ pub async fn submit_bulk(
     let mut left = n;
     while left > 0 {
         let take = left.min(ctx.settings.submit_batch.max(1));
-        engine.submit_many(&ctx.tenant, requests(kind, input, take)).await.context("submitting")?;
+        engine.submission().submit_many(&ctx.tenant, requests(kind, input, take)).await.context("submitting")?;
         left -= take;
         task.set(progress_of());
     }

@@ -111,12 +111,12 @@ async fn run(
     let mut scenario = ctx.open_with(label, s.concurrency, |config| config.fair_claims = fair).await?;
     ctx.deploy(&scenario, "noop").await?;
     let engine = scenario.host.engine.clone();
-    let (quiet, _) = engine.create_tenant("quiet").await.context("creating tenant B")?;
+    let (quiet, _) = engine.tenancy().create_tenant("quiet").await.context("creating tenant B")?;
     let noop = ctx.guest_bytes("noop")?;
     scenario.host.registry.deploy(&quiet.id, "noop", &noop, engine.now()).await.context("deploying for B")?;
     if let Some(max) = a_running {
         let limits = TenantLimits { max_running: Some(max), ..TenantLimits::unlimited() };
-        engine.set_tenant_limits(&ctx.tenant, limits).await.context("limiting A")?;
+        engine.capacity().set_tenant_limits(&ctx.tenant, limits).await.context("limiting A")?;
     }
     let what = match (backlog, fair, a_running) {
         (None, _, _) => "idle host".to_owned(),
@@ -132,7 +132,11 @@ async fn run(
         let mut left = backlog;
         while left > 0 {
             let take = left.min(s.submit_batch.max(1) as u64);
-            engine.submit_many(&ctx.tenant, requests("noop", b"{}", take as usize)).await.context("A's backlog")?;
+            engine
+                .submission()
+                .submit_many(&ctx.tenant, requests("noop", b"{}", take as usize))
+                .await
+                .context("A's backlog")?;
             left -= take;
         }
         topping = Some(tokio::spawn(top_up(engine.clone(), ctx.tenant.clone(), backlog, TOP_UP_BATCH, stop.clone())));
@@ -146,7 +150,7 @@ async fn run(
     for i in 0..PROBES {
         interval.tick().await;
         let request = SubmitRequest { kind: "noop".into(), input: b"{}".to_vec(), ..Default::default() };
-        ids.push(engine.submit(&quiet.id, request).await.context("B's submission")?.record().job.id);
+        ids.push(engine.submission().submit(&quiet.id, request).await.context("B's submission")?.record().job.id);
         task.set(i);
     }
     let mut latencies = Vec::new();
@@ -180,7 +184,11 @@ async fn top_up(
     while !stop.load(Ordering::Relaxed) {
         let settled = engine.counters().steps_settled.load(Ordering::Relaxed);
         if submitted.saturating_sub(settled) + batch <= backlog {
-            engine.submit_many(&tenant, requests("noop", b"{}", batch as usize)).await.context("topping up")?;
+            engine
+                .submission()
+                .submit_many(&tenant, requests("noop", b"{}", batch as usize))
+                .await
+                .context("topping up")?;
             submitted += batch;
         } else {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -191,13 +199,13 @@ async fn top_up(
 
 /// Job `id` once its first step has started (within two minutes).
 async fn wait_started(
-    engine: &Engine,
+    engine: &std::sync::Arc<Engine>,
     tenant: &TenantId,
     id: spindle_core::JobId,
 ) -> anyhow::Result<spindle_core::Job> {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
-        let job = engine.job(tenant, id).await?.job;
+        let job = engine.operations().job(tenant, id).await?.job;
         if job.started_at.is_some() {
             return Ok(job);
         }

@@ -183,7 +183,7 @@ async fn end_to_end(ctx: &Context, addr: SocketAddr, bytes: &[u8], jobs: usize) 
     let mut scenario =
         ctx.open_with("outbound", ctx.settings.concurrency, move |config| config.sandbox.outbound = outbound).await?;
     let engine = scenario.host.engine.clone();
-    engine.set_tenant_outbound(&ctx.tenant, Some(rules(addr)?)).await?;
+    engine.tenancy().set_tenant_outbound(&ctx.tenant, Some(rules(addr)?)).await?;
     let deployment = Deployment { allow: rules(addr)?.0, ..Deployment::default() };
     scenario.host.registry.deploy_with(&ctx.tenant, "outbound", bytes, &deployment, engine.now()).await?;
     scenario.start();

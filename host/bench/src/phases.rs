@@ -1,14 +1,14 @@
 //! Where one job's time goes, with one worker and nothing else running: the engine's
 //! public steps called in sequence and timed around each call.
 //!
-//! `noop` jobs are submitted in bulk, then in a loop: [`Engine::claim`] a batch of 32,
-//! then [`Engine::execute`] each claimed job in turn (kind lookup, sandbox call, settle:
+//! `noop` jobs are submitted in bulk, then in a loop: [`Execution::claim`] a batch of 32,
+//! then [`Execution::execute`] each claimed job in turn (kind lookup, sandbox call, settle:
 //! one version-checked transaction). The engine's own counter gives the time inside the
 //! sandbox, so execute − sandbox is the settle and lookup. The kind-version lookup that
 //! `execute` does before every step is timed on its own.
 //!
-//! [`Engine::claim`]: spindle::engine::Engine::claim
-//! [`Engine::execute`]: spindle::engine::Engine::execute
+//! [`Execution::claim`]: spindle::engine::Execution::claim
+//! [`Execution::execute`]: spindle::engine::Execution::execute
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -52,7 +52,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Phases> {
     let task = ctx.progress.task("phases: one worker, noop", Some(JOBS as u64));
     let started = Instant::now();
     for _ in 0..JOBS / 500 {
-        engine.submit_many(&ctx.tenant, super::requests("noop", b"{}", 500)).await?;
+        engine.submission().submit_many(&ctx.tenant, super::requests("noop", b"{}", 500)).await?;
     }
     let submit_us_per_job = started.elapsed().as_secs_f64() * 1e6 / JOBS as f64;
 
@@ -67,7 +67,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Phases> {
     let run_started = Instant::now();
     loop {
         let t = Instant::now();
-        let claimed = engine.claim(BATCH).await?;
+        let claimed = engine.execution().claim(BATCH).await?;
         claim_secs += t.elapsed().as_secs_f64();
         if claimed.is_empty() {
             break;
@@ -75,7 +75,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Phases> {
         claimed_jobs += claimed.len();
         for record in claimed {
             let t = Instant::now();
-            let executed = engine.execute(record).await;
+            let executed = engine.execution().execute(record).await;
             executes.push(t.elapsed().as_secs_f64() * 1e6);
             ensure!(matches!(executed.outcome, Outcome::Settled(_)), "a step did not settle: {:?}", executed.outcome);
         }

@@ -80,7 +80,7 @@ async fn round(
                     request.idempotency_key = Some(format!("client-{client}-job-{i}"));
                 }
                 let call = Instant::now();
-                engine.submit(&tenant, request).await?;
+                engine.submission().submit(&tenant, request).await?;
                 calls.push(call.elapsed().as_secs_f64() * 1000.0);
             }
             anyhow::Ok(calls)

@@ -197,7 +197,7 @@ async fn drain(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::Result<
     let mut left = jobs;
     while left > 0 {
         let take = left.min(ctx.settings.submit_batch.max(1));
-        engine.submit_many(&ctx.tenant, super::requests(kind, b"{}", take)).await?;
+        engine.submission().submit_many(&ctx.tenant, super::requests(kind, b"{}", take)).await?;
         left -= take;
         submitted += take as u64;
         task.note(format!("{submitted} submitted"));

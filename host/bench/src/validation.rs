@@ -3,7 +3,7 @@
 //! The same payment-shaped input is submitted in bulk, host stopped (the drain run's
 //! enqueue), to `noop`, which declares no schema, and to `typed-noop`, which is `noop`
 //! with `payment-saga`'s input schema (three required fields, a length, a range and a
-//! pattern). Each is measured [`ROUNDS`] times on fresh databases, which of the two goes
+//! pattern). Each is measured `ROUNDS` times on fresh databases, which of the two goes
 //! first alternating from round to round, and the median is kept. Runs of half a second
 //! differ by more than a check costs, so the check alone is also timed in-process,
 //! against the schema the host compiled at deploy, and given as a share of the untyped

@@ -60,7 +60,7 @@ async fn ensure_operator_token(host: &Host) -> anyhow::Result<()> {
             }
         },
     };
-    host.engine.register_operator_token(&token).await?;
+    host.engine.tenancy().register_operator_token(&token).await?;
     Ok(())
 }
 

@@ -22,6 +22,6 @@ use super::{ApiError, ApiState, OperatorAuth};
     )
 )]
 pub(super) async fn alerts(State(state): State<ApiState>, _: OperatorAuth) -> Result<Json<AlertList>, ApiError> {
-    let alerts = state.host.engine.alerts(200).await?;
+    let alerts = state.host.engine.operations().alerts(200).await?;
     Ok(Json(AlertList { alerts: alerts.iter().map(AlertView::from).collect() }))
 }

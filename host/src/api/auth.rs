@@ -28,7 +28,7 @@ async fn authenticate(parts: &Parts, state: &ApiState) -> Result<(Option<TenantI
     let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
     let token = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|t| !t.is_empty());
     let Some(token) = token else { return Err(ApiError::unauthorised()) };
-    match state.host.engine.authenticate(token).await? {
+    match state.host.engine.tenancy().authenticate(token).await? {
         Some(found) => Ok(found),
         None => Err(ApiError::unauthorised()),
     }

@@ -39,7 +39,8 @@ pub(super) async fn set_limits(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CapacityView>, ApiError> {
     let request: LimitsView = json_body(bytes)?;
-    let capacity = state.host.engine.set_tenant_limits(&TenantId(name.clone()), TenantLimits::from(&request)).await?;
+    let capacity =
+        state.host.engine.capacity().set_tenant_limits(&TenantId(name.clone()), TenantLimits::from(&request)).await?;
     Ok(Json(CapacityView::of(&name, &capacity)))
 }
 
@@ -67,10 +68,10 @@ pub(super) async fn get_limits(
     Path(name): Path<String>,
 ) -> Result<Json<CapacityView>, ApiError> {
     let tenant = TenantId(name.clone());
-    if let Err(crate::engine::EngineError::NotFound) = state.host.engine.tenant(&tenant).await {
+    if let Err(crate::engine::EngineError::NotFound) = state.host.engine.tenancy().tenant(&tenant).await {
         return Err(ApiError::new(ErrorCode::NotFound, "no such tenant"));
     }
-    let capacity = state.host.engine.capacity(&tenant).await?;
+    let capacity = state.host.engine.capacity().of(&tenant).await?;
     Ok(Json(CapacityView::of(&name, &capacity)))
 }
 
@@ -93,7 +94,7 @@ pub(super) async fn usage(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<CapacityView>, ApiError> {
-    let capacity = state.host.engine.capacity(&tenant).await?;
+    let capacity = state.host.engine.capacity().of(&tenant).await?;
     Ok(Json(CapacityView::of(&tenant.0, &capacity)))
 }
 
@@ -120,8 +121,8 @@ pub(super) async fn reset_breaker(
 ) -> Result<Json<Vec<BreakerStateView>>, ApiError> {
     let tenant = TenantId(name);
     let engine = &state.host.engine;
-    engine.reset_breakers(&tenant, &kind).await;
-    let views = engine.breakers().of_tenant(&tenant, engine.now());
+    engine.capacity().reset_breakers(&tenant, &kind).await;
+    let views = engine.capacity().breakers().of_tenant(&tenant, engine.now());
     Ok(Json(
         views
             .iter()

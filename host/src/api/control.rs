@@ -21,7 +21,7 @@ fn actor(tenant: &TenantId) -> String {
 
 async fn command(state: &ApiState, tenant: &TenantId, id: &str, command: Command) -> Result<Json<JobView>, ApiError> {
     let id = job_id(id)?;
-    let record = state.host.engine.command(tenant, id, command, &actor(tenant)).await?;
+    let record = state.host.engine.operations().command(tenant, id, command, &actor(tenant)).await?;
     Ok(Json(JobView::new(&record, None)))
 }
 
@@ -176,8 +176,8 @@ pub(super) async fn retry(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     let id = job_id(&id)?;
-    let failed = state.host.engine.command(&tenant, id, Command::Retry, &actor(&tenant)).await?;
+    let failed = state.host.engine.operations().command(&tenant, id, Command::Retry, &actor(&tenant)).await?;
     let successor = failed.job.successor.ok_or_else(|| ApiError::internal("retry recorded no successor"))?;
-    let retry = state.host.engine.job(&tenant, successor).await?;
+    let retry = state.host.engine.operations().job(&tenant, successor).await?;
     Ok((StatusCode::CREATED, Json(JobView::new(&retry, None))))
 }

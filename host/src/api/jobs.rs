@@ -91,7 +91,7 @@ pub(super) async fn submit(
         traceparent: traceparent.clone(),
     };
     let span = submit_span(&tenant, &submit.kind, traceparent.as_deref());
-    let inserted = state.host.engine.submit(&tenant, submit).instrument(span.clone()).await?;
+    let inserted = state.host.engine.submission().submit(&tenant, submit).instrument(span.clone()).await?;
     span.record("job", inserted.record().job.id.to_string());
     let status = if matches!(inserted, Inserted::Created(_)) { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(JobView::new(inserted.record(), None))))
@@ -131,13 +131,13 @@ pub(super) async fn get_job(
     Path(id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
     let id = job_id(&id)?;
-    let record = state.host.engine.job(&tenant, id).await?;
-    let history = state.host.engine.history(&tenant, id).await?;
-    let calls = state.host.engine.job_calls(&tenant, id).await?;
-    let logs = state.host.engine.job_logs(&tenant, id, None, i64::MAX, 1).await?;
+    let record = state.host.engine.operations().job(&tenant, id).await?;
+    let history = state.host.engine.operations().history(&tenant, id).await?;
+    let calls = state.host.engine.operations().job_calls(&tenant, id).await?;
+    let logs = state.host.engine.operations().job_logs(&tenant, id, None, i64::MAX, 1).await?;
     let mut view = JobView::new(&record, Some(&history));
     view.outbound = Some(calls.iter().map(Into::into).collect());
-    view.actions = Some(actions(&state.host.engine.actions(&record)));
+    view.actions = Some(actions(&state.host.engine.operations().actions(&record)));
     view.logs_capped = Some(logs.dropped > 0);
     Ok(Json(view))
 }
@@ -191,7 +191,7 @@ pub(super) async fn wait_job(
     let deadline = tokio::time::Instant::now() + timeout;
     let mut changes = state.host.engine.subscribe();
     loop {
-        let record = state.host.engine.job(&tenant, id).await?;
+        let record = state.host.engine.operations().job(&tenant, id).await?;
         if record.job.state.is_final() || tokio::time::Instant::now() >= deadline {
             return Ok(Json(JobView::new(&record, None)));
         }
@@ -269,7 +269,7 @@ async fn list(state: &ApiState, tenant: &TenantId, query: ListQuery, dead: bool)
         text,
         limit,
     };
-    let records = state.host.engine.list_jobs(tenant, &filter).await?;
+    let records = state.host.engine.operations().list_jobs(tenant, &filter).await?;
     let next_cursor = if records.len() == usize::try_from(limit).unwrap_or(usize::MAX) {
         records.last().map(|r| r.seq)
     } else {

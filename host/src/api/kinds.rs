@@ -103,7 +103,7 @@ pub(super) async fn deploy(
         match &result {
             Ok((version, _)) => {
                 tracing::info!(tenant = %record.tenant, kind = record.kind, version = version.version, digest = %version.digest, "deployed");
-                engine.kind_redeployed(&record.tenant, &record.kind).await;
+                engine.capacity().kind_redeployed(&record.tenant, &record.kind).await;
             }
             Err(e) => {
                 tracing::info!(tenant = %record.tenant, kind = record.kind, code = e.code(), "a deploy failed: {e}")
@@ -208,7 +208,7 @@ pub(super) async fn list_kinds(
 ) -> Result<Json<KindList>, ApiError> {
     let kinds = state.host.registry.kinds(&tenant).await?;
     let now = state.host.engine.now();
-    let breakers = state.host.engine.breakers().of_tenant(&tenant, now);
+    let breakers = state.host.engine.capacity().breakers().of_tenant(&tenant, now);
     let stale_after = state.host.registry.stale_after();
     let compiling = state.host.registry.compiling(&tenant).await?;
     Ok(Json(KindList {
@@ -247,7 +247,7 @@ pub(super) async fn get_kind(
         .ok_or_else(|| ApiError::new(ErrorCode::UnknownKind, format!("unknown kind {kind:?}")))?;
     let versions = state.host.registry.versions(&tenant, &kind).await?;
     let now = state.host.engine.now();
-    let breakers = state.host.engine.breakers().of_tenant(&tenant, now);
+    let breakers = state.host.engine.capacity().breakers().of_tenant(&tenant, now);
     let stale_after = state.host.registry.stale_after();
     let deploys = state.host.registry.deploy_records(&tenant, &kind).await?;
     let mut view = KindView::new(entry, Some(&versions)).with_breakers(&breakers);

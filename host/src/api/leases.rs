@@ -26,6 +26,6 @@ pub(super) async fn invalidate_lease(
     TenantAuth(tenant): TenantAuth,
     Path(key): Path<String>,
 ) -> Result<Json<LeaseInvalidated>, ApiError> {
-    let holder = state.host.engine.invalidate_lease(&tenant, &key).await?;
+    let holder = state.host.engine.execution().invalidate_lease(&tenant, &key).await?;
     Ok(Json(LeaseInvalidated { key, held_by: holder.map(|h| h.to_string()) }))
 }

@@ -69,7 +69,7 @@ pub(super) async fn logs(
     ApiQuery(query): ApiQuery<LogQuery>,
 ) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
-    state.host.engine.job(&tenant, id).await?;
+    state.host.engine.operations().job(&tenant, id).await?;
     let after = query.after.unwrap_or(0);
     if query.follow.unwrap_or(false) {
         let stream = follow_logs(state, tenant, id, query.step, after);
@@ -78,7 +78,7 @@ pub(super) async fn logs(
     let mut page = LogPage { lines: Vec::new(), capped: false, dropped: 0 };
     let mut after = after;
     loop {
-        let logs = state.host.engine.job_logs(&tenant, id, query.step.as_deref(), after, PAGE).await?;
+        let logs = state.host.engine.operations().job_logs(&tenant, id, query.step.as_deref(), after, PAGE).await?;
         page.dropped = logs.dropped;
         page.capped = logs.dropped > 0;
         let full = logs.lines.len() == PAGE as usize;
@@ -115,11 +115,11 @@ fn follow_logs(
                 }
                 f.first = false;
                 // Final before the read: every line it wrote is then in this read.
-                let final_now = match f.state.host.engine.job(&f.tenant, f.id).await {
+                let final_now = match f.state.host.engine.operations().job(&f.tenant, f.id).await {
                     Ok(record) => record.job.state.is_final(),
                     Err(_) => true,
                 };
-                match f.state.host.engine.job_logs(&f.tenant, f.id, step.as_deref(), f.after, PAGE).await {
+                match f.state.host.engine.operations().job_logs(&f.tenant, f.id, step.as_deref(), f.after, PAGE).await {
                     Ok(logs) => {
                         let full = logs.lines.len() == PAGE as usize;
                         f.after = logs.lines.last().map_or(f.after, |l| l.seq);
@@ -205,7 +205,7 @@ pub(super) async fn events(
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = job_id(&id)?;
-    state.host.engine.job(&tenant, id).await?;
+    state.host.engine.operations().job(&tenant, id).await?;
     let changes = state.host.engine.subscribe();
     let start = (Follow { state, tenant, id, changes, after: 0, first: true, pending: Vec::new(), done: false }, None);
     let stream = stream::unfold(start, |(mut f, mut last): (Follow, Option<JobLive>)| async move {
@@ -220,11 +220,11 @@ pub(super) async fn events(
                 f.wait().await;
             }
             f.first = false;
-            let record = match f.state.host.engine.job(&f.tenant, f.id).await {
+            let record = match f.state.host.engine.operations().job(&f.tenant, f.id).await {
                 Ok(record) => record,
                 Err(_) => return None,
             };
-            let history = match f.state.host.engine.history(&f.tenant, f.id).await {
+            let history = match f.state.host.engine.operations().history(&f.tenant, f.id).await {
                 Ok(history) => history,
                 Err(e) => {
                     tracing::warn!(job = %f.id, error = %e, "following a job's events failed");

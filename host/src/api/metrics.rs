@@ -21,7 +21,7 @@ type UsageField = fn(&crate::engine::Usage) -> u64;
 /// Usage per tenant and kind across every host (as stored: up to a second behind), and
 /// the steps running now.
 async fn write_usage(out: &mut String, engine: &crate::engine::Engine) -> Result<(), ApiError> {
-    let usage = engine.usage(None).await?;
+    let usage = engine.capacity().usage(None).await?;
     let metrics: [(&str, &str, UsageField); 5] = [
         ("spindle_tenant_steps_total", "Steps run (every attempt)", |u| u.steps),
         ("spindle_tenant_faults_total", "Steps that faulted in the sandbox or ran out of time", |u| u.faults),
@@ -40,7 +40,7 @@ async fn write_usage(out: &mut String, engine: &crate::engine::Engine) -> Result
         out,
         "# HELP spindle_breaker_state This host's fault breakers by tenant, kind and version: 1 for the state it is in.\n# TYPE spindle_breaker_state gauge"
     );
-    for (tenant, kind, version, state) in engine.breakers().all() {
+    for (tenant, kind, version, state) in engine.capacity().breakers().all() {
         for s in ["closed", "open", "half_open"] {
             let _ = writeln!(
                 out,
@@ -51,7 +51,7 @@ async fn write_usage(out: &mut String, engine: &crate::engine::Engine) -> Result
             );
         }
     }
-    let live = engine.live_counts(None).await?;
+    let live = engine.capacity().live_counts(None).await?;
     let _ = writeln!(
         out,
         "# HELP spindle_tenant_running Steps running now, by tenant and kind.\n# TYPE spindle_tenant_running gauge"
@@ -89,7 +89,7 @@ pub(super) async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Re
     let counters = state.host.engine.counters();
     let mut out = String::new();
     let _ = writeln!(out, "# HELP spindle_jobs Open jobs by tenant, kind and state.\n# TYPE spindle_jobs gauge");
-    let depths = engine.depths().await?;
+    let depths = engine.capacity().depths().await?;
     for d in &depths {
         let _ = writeln!(
             out,
@@ -138,7 +138,7 @@ pub(super) async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Re
         out,
         "# HELP spindle_alerts_total Operational alerts by code, all hosts.\n# TYPE spindle_alerts_total counter"
     );
-    for (name, value) in engine.shared_counters().await? {
+    for (name, value) in engine.capacity().shared_counters().await? {
         if let Some(code) = name.strip_prefix("fault.") {
             let _ = writeln!(out, "spindle_sandbox_faults_total{{code=\"{}\"}} {value}", label(code));
         } else if let Some(code) = name.strip_prefix("alert.") {

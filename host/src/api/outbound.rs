@@ -44,7 +44,7 @@ pub(super) async fn set_tenant_outbound(
         Some(texts) => Some(Rules::parse(&texts).map_err(|e| ApiError::invalid(e.to_string()))?),
     };
     let tenant = TenantId(name);
-    state.host.engine.set_tenant_outbound(&tenant, rules).await?;
+    state.host.engine.tenancy().set_tenant_outbound(&tenant, rules).await?;
     tenant_outbound(&state, tenant).await
 }
 
@@ -70,7 +70,7 @@ pub(super) async fn get_tenant_outbound(
 }
 
 async fn tenant_outbound(state: &ApiState, tenant: TenantId) -> Result<Json<TenantOutbound>, ApiError> {
-    let rules = state.host.engine.tenant_outbound(&tenant).await?;
+    let rules = state.host.engine.tenancy().tenant_outbound(&tenant).await?;
     let allow = rules.0.iter().map(ToString::to_string).collect();
     Ok(Json(TenantOutbound { tenant: tenant.0, allow: Some(allow) }))
 }
@@ -101,7 +101,7 @@ pub(super) async fn set_secret(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<SecretView>, ApiError> {
     let value = body(bytes)?;
-    let info = state.host.engine.set_secret(&tenant, &name, &value).await?;
+    let info = state.host.engine.tenancy().set_secret(&tenant, &name, &value).await?;
     Ok(Json(SecretView::from(&info)))
 }
 
@@ -124,7 +124,7 @@ pub(super) async fn delete_secret(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.host.engine.delete_secret(&tenant, &name).await?;
+    state.host.engine.tenancy().delete_secret(&tenant, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -144,6 +144,6 @@ pub(super) async fn list_secrets(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<SecretList>, ApiError> {
-    let secrets = state.host.engine.secrets(&tenant).await?;
+    let secrets = state.host.engine.tenancy().secrets(&tenant).await?;
     Ok(Json(SecretList { secrets: secrets.iter().map(Into::into).collect() }))
 }

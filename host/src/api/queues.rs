@@ -38,8 +38,8 @@ pub(super) async fn queues(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<Queues>, ApiError> {
-    let depth = state.host.engine.queue_depth(&tenant).await?;
-    let running = state.host.engine.running_over_time(&tenant);
+    let depth = state.host.engine.capacity().queue_depth(&tenant).await?;
+    let running = state.host.engine.capacity().running_over_time(&tenant);
     Ok(Json(Queues {
         depth: depth.iter().map(QueueDepthView::from).collect(),
         running_over_time: running
@@ -86,7 +86,8 @@ pub(super) async fn retry_dead_letters(
         failure_code: request.failure_code.filter(|c| !c.is_empty()),
         failed_before,
     };
-    let operation = state.host.engine.retry_dead_letters(&tenant, filter, &format!("api:{tenant}")).await?;
+    let operation =
+        state.host.engine.operations().retry_dead_letters(&tenant, filter, &format!("api:{tenant}")).await?;
     Ok((StatusCode::ACCEPTED, Json(OperationStarted { operation: OperationView::from(&operation) })))
 }
 
@@ -108,7 +109,7 @@ pub(super) async fn list_operations(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<OperationList>, ApiError> {
-    let operations = state.host.engine.operations(&tenant, 100).await?;
+    let operations = state.host.engine.operations().list_operations(&tenant, 100).await?;
     Ok(Json(OperationList { operations: operations.iter().map(OperationView::from).collect() }))
 }
 
@@ -131,7 +132,7 @@ pub(super) async fn get_operation(
     TenantAuth(tenant): TenantAuth,
     Path(id): Path<String>,
 ) -> Result<Json<OperationView>, ApiError> {
-    let operation = state.host.engine.operation(&tenant, &id).await.map_err(|e| match e {
+    let operation = state.host.engine.operations().operation(&tenant, &id).await.map_err(|e| match e {
         crate::engine::EngineError::NotFound => ApiError::new(ErrorCode::NotFound, "no such operation"),
         other => other.into(),
     })?;

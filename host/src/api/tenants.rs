@@ -38,7 +38,7 @@ pub(super) async fn create_tenant(
     if !spindle_runtime::is_valid_name(&request.name) {
         return Err(ApiError::invalid("a tenant name is 1-64 characters of a-z, 0-9, '-', '_' or '.'"));
     }
-    let (tenant, token) = state.host.engine.create_tenant(&request.name).await?;
+    let (tenant, token) = state.host.engine.tenancy().create_tenant(&request.name).await?;
     Ok((StatusCode::CREATED, Json(TenantToken { tenant: tenant.name, token })))
 }
 
@@ -57,7 +57,7 @@ pub(super) async fn create_tenant(
     )
 )]
 pub(super) async fn list_tenants(State(state): State<ApiState>, _: OperatorAuth) -> Result<Json<TenantList>, ApiError> {
-    let tenants = state.host.engine.tenants().await?;
+    let tenants = state.host.engine.tenancy().tenants().await?;
     Ok(Json(TenantList { tenants: tenants.iter().map(TenantView::from).collect() }))
 }
 
@@ -83,7 +83,7 @@ pub(super) async fn create_token(
     Path(name): Path<String>,
 ) -> Result<(StatusCode, Json<TenantToken>), ApiError> {
     let tenant = TenantId(name);
-    let token = state.host.engine.issue_token(&tenant).await?;
+    let token = state.host.engine.tenancy().issue_token(&tenant).await?;
     Ok((StatusCode::CREATED, Json(TenantToken { tenant: tenant.0, token })))
 }
 
@@ -115,6 +115,6 @@ pub(super) async fn set_retention(
 ) -> Result<Json<TenantView>, ApiError> {
     let request: Retention = json_body(bytes)?;
     let keep = request.retention_secs.map(std::time::Duration::from_secs);
-    let tenant = state.host.engine.set_retention(&TenantId(name), keep).await?;
+    let tenant = state.host.engine.tenancy().set_retention(&TenantId(name), keep).await?;
     Ok(Json(TenantView::from(&tenant)))
 }

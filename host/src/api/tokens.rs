@@ -66,7 +66,7 @@ pub(super) async fn issue_token(
         return Err(ApiError::forbidden(ONLY_YOUR_OWN));
     }
     let expires_in = request.expires_in_secs.map(Duration::from_secs);
-    let (info, token) = state.host.engine.create_token(&scope, request.name.as_deref(), expires_in).await?;
+    let (info, token) = state.host.engine.tenancy().create_token(&scope, request.name.as_deref(), expires_in).await?;
     Ok((StatusCode::CREATED, Json(CreatedToken::new(&info, token))))
 }
 
@@ -110,7 +110,7 @@ pub(super) async fn list_tokens(
         return Err(ApiError::forbidden(ONLY_YOUR_OWN));
     }
     let now = state.host.engine.now();
-    let tokens = state.host.engine.tokens(within.as_ref()).await?;
+    let tokens = state.host.engine.tenancy().tokens(within.as_ref()).await?;
     Ok(Json(TokenList { tokens: tokens.iter().map(|info| TokenView::new(info, now)).collect() }))
 }
 
@@ -135,7 +135,7 @@ pub(super) async fn revoke_token(
     CallerAuth(caller): CallerAuth,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if state.host.engine.revoke_token(&id, caller.tenant()).await? {
+    if state.host.engine.tenancy().revoke_token(&id, caller.tenant()).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::new(ErrorCode::NotFound, "no such token"))

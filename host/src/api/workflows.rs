@@ -65,7 +65,7 @@ pub(super) async fn send_signal(
             return Err(crate::engine::EngineError::Invalid("idempotency key: printable ASCII only".into()).into());
         }
     };
-    let sent = state.host.engine.signal(&tenant, id, &name, body.to_vec(), key).await?;
+    let sent = state.host.engine.workflows().signal(&tenant, id, &name, body.to_vec(), key).await?;
     let replayed = if sent.repeated { "true" } else { "false" };
     Ok((StatusCode::ACCEPTED, [("idempotent-replayed", replayed)], Json(JobView::new(&sent.record, None))))
 }
@@ -185,7 +185,7 @@ pub(super) async fn create_schedule(
         catch_up: new.catch_up.unwrap_or_else(|| "none".into()),
         overlap: new.overlap.unwrap_or_else(|| "skip".into()),
     };
-    let row = state.host.engine.create_schedule(&tenant, request).await?;
+    let row = state.host.engine.workflows().create_schedule(&tenant, request).await?;
     Ok((StatusCode::CREATED, Json(ScheduleView::from(&row))))
 }
 
@@ -205,7 +205,7 @@ pub(super) async fn list_schedules(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<ScheduleList>, ApiError> {
-    let rows = state.host.engine.schedules(&tenant).await?;
+    let rows = state.host.engine.workflows().schedules(&tenant).await?;
     Ok(Json(ScheduleList { schedules: rows.iter().map(ScheduleView::from).collect() }))
 }
 
@@ -227,7 +227,7 @@ pub(super) async fn get_schedule(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    let row = state.host.engine.schedule(&tenant, &name).await?;
+    let row = state.host.engine.workflows().schedule(&tenant, &name).await?;
     Ok(Json(ScheduleView::from(&row)))
 }
 
@@ -249,7 +249,7 @@ pub(super) async fn delete_schedule(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.host.engine.delete_schedule(&tenant, &name).await?;
+    state.host.engine.workflows().delete_schedule(&tenant, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -271,7 +271,7 @@ pub(super) async fn pause_schedule(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    let row = state.host.engine.pause_schedule(&tenant, &name).await?;
+    let row = state.host.engine.workflows().pause_schedule(&tenant, &name).await?;
     Ok(Json(ScheduleView::from(&row)))
 }
 
@@ -295,6 +295,6 @@ pub(super) async fn resume_schedule(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    let row = state.host.engine.resume_schedule(&tenant, &name).await?;
+    let row = state.host.engine.workflows().resume_schedule(&tenant, &name).await?;
     Ok(Json(ScheduleView::from(&row)))
 }

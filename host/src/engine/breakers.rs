@@ -187,7 +187,9 @@ impl super::Engine {
             }
         }
     }
+}
 
+impl super::CapacityRoom<'_> {
     /// A new version of `kind` was deployed: its older versions' open breakers let a
     /// probe through at once.
     pub async fn kind_redeployed(&self, tenant: &TenantId, kind: &str) {

@@ -36,6 +36,36 @@ pub struct Capacity {
 }
 
 impl Engine {
+    /// `tenant`'s sandbox ceilings for its next step (read again once a second; the
+    /// host's limits alone if they cannot be read).
+    pub(crate) async fn ceilings(&self, tenant: &TenantId) -> Ceilings {
+        let cache = &self.ceilings;
+        if let Some((at, ceilings)) = cache.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(tenant)
+            && at.elapsed() < CEILINGS_FRESH_FOR
+        {
+            return *ceilings;
+        }
+        let ceilings = match self.store.tenant_limits(tenant).await {
+            Ok(limits) => Ceilings {
+                max_memory_bytes: limits.max_memory_bytes.map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
+                step_timeout: limits.max_step_timeout_ms.map(Duration::from_millis),
+                fuel: limits.max_fuel,
+            },
+            Err(e) => {
+                tracing::warn!(tenant = %tenant, error = %e, "could not read the tenant's sandbox ceilings; the host's apply");
+                Ceilings::default()
+            }
+        };
+        cache
+            .map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(tenant.clone(), (Instant::now(), ceilings));
+        ceilings
+    }
+}
+
+impl super::CapacityRoom<'_> {
     /// Sets a tenant's limits. A weight is 1 to [`MAX_WEIGHT`]; limits are positive; the
     /// sandbox ceilings may only tighten the host's own.
     pub async fn set_tenant_limits(&self, tenant: &TenantId, limits: TenantLimits) -> Result<Capacity, EngineError> {
@@ -74,39 +104,11 @@ impl Engine {
             return Err(EngineError::Invalid("max_fuel: this host does not meter fuel (sandbox.fuel)".into()));
         }
         self.store.set_tenant_limits(tenant, &limits, self.clock.now()).await?;
-        self.capacity(tenant).await
-    }
-
-    /// `tenant`'s sandbox ceilings for its next step (read again once a second; the
-    /// host's limits alone if they cannot be read).
-    pub(crate) async fn ceilings(&self, tenant: &TenantId) -> Ceilings {
-        let cache = &self.ceilings;
-        if let Some((at, ceilings)) = cache.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(tenant)
-            && at.elapsed() < CEILINGS_FRESH_FOR
-        {
-            return *ceilings;
-        }
-        let ceilings = match self.store.tenant_limits(tenant).await {
-            Ok(limits) => Ceilings {
-                max_memory_bytes: limits.max_memory_bytes.map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
-                step_timeout: limits.max_step_timeout_ms.map(Duration::from_millis),
-                fuel: limits.max_fuel,
-            },
-            Err(e) => {
-                tracing::warn!(tenant = %tenant, error = %e, "could not read the tenant's sandbox ceilings; the host's apply");
-                Ceilings::default()
-            }
-        };
-        cache
-            .map
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(tenant.clone(), (Instant::now(), ceilings));
-        ceilings
+        self.of(tenant).await
     }
 
     /// A tenant's limits, usage and what it has queued and running now.
-    pub async fn capacity(&self, tenant: &TenantId) -> Result<Capacity, EngineError> {
+    pub async fn of(&self, tenant: &TenantId) -> Result<Capacity, EngineError> {
         Ok(Capacity {
             limits: self.store.tenant_limits(tenant).await?,
             kind_limits: self.store.kind_limits(tenant).await?,

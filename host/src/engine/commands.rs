@@ -58,60 +58,6 @@ pub(crate) enum Writer {
 }
 
 impl Engine {
-    /// A tenant's job (another tenant's job is not found).
-    pub async fn job(&self, tenant: &TenantId, id: JobId) -> Result<JobRecord, EngineError> {
-        match self.store.job(id).await? {
-            Some(record) if record.tenant == *tenant => Ok(record),
-            _ => Err(EngineError::NotFound),
-        }
-    }
-
-    /// A tenant's job's history.
-    pub async fn history(&self, tenant: &TenantId, id: JobId) -> Result<Vec<HistoryEntry>, EngineError> {
-        self.job(tenant, id).await?;
-        Ok(self.store.history(id).await?)
-    }
-
-    /// Applies a run-control command for `actor`.
-    pub async fn command(
-        &self,
-        tenant: &TenantId,
-        id: JobId,
-        command: Command,
-        actor: &str,
-    ) -> Result<JobRecord, EngineError> {
-        let actor = Actor::new(actor);
-        let successor = new_job_id();
-        let event = match command {
-            Command::Pause => JobEvent::Pause { actor },
-            Command::Resume => JobEvent::Resume { actor },
-            Command::Cancel { reason } => JobEvent::Cancel { actor, reason },
-            Command::Restart => JobEvent::RequestRestart { actor },
-            Command::Retry => JobEvent::Retry { successor },
-        };
-        self.apply(Some(tenant), id, Writer::Command, |_| Some(event.clone())).await
-    }
-
-    /// What each run-control command would come to on `record` now, as the job's machine
-    /// answers it: `Ok` where it would change the job, the refusal's words where not (a
-    /// dashboard disables a button with them).
-    pub fn actions(&self, record: &JobRecord) -> CommandChecks {
-        let now = self.now();
-        let actor = Actor::new("api:check");
-        let check = |event: JobEvent| match transition(&record.job, &event, now) {
-            Ok(t) if t.is_noop(&record.job) => Err("it would change nothing".to_owned()),
-            Ok(_) => Ok(()),
-            Err(refusal) => Err(refusal.to_string()),
-        };
-        CommandChecks {
-            cancel: check(JobEvent::Cancel { actor: actor.clone(), reason: "checked".into() }),
-            pause: check(JobEvent::Pause { actor: actor.clone() }),
-            resume: check(JobEvent::Resume { actor: actor.clone() }),
-            restart: check(JobEvent::RequestRestart { actor }),
-            retry: check(JobEvent::Retry { successor: new_job_id() }),
-        }
-    }
-
     /// [`apply`](Self::apply) as the claim's holder (its lease keys are checked).
     pub(crate) async fn apply_holder(
         &self,
@@ -333,6 +279,62 @@ impl Engine {
         };
         if let Err(e) = self.store.raise_alert(&alert).await {
             tracing::error!(error = %e, "could not keep an alert");
+        }
+    }
+}
+
+impl super::Operations<'_> {
+    /// A tenant's job (another tenant's job is not found).
+    pub async fn job(&self, tenant: &TenantId, id: JobId) -> Result<JobRecord, EngineError> {
+        match self.store.job(id).await? {
+            Some(record) if record.tenant == *tenant => Ok(record),
+            _ => Err(EngineError::NotFound),
+        }
+    }
+
+    /// A tenant's job's history.
+    pub async fn history(&self, tenant: &TenantId, id: JobId) -> Result<Vec<HistoryEntry>, EngineError> {
+        self.job(tenant, id).await?;
+        Ok(self.store.history(id).await?)
+    }
+
+    /// Applies a run-control command for `actor`.
+    pub async fn command(
+        &self,
+        tenant: &TenantId,
+        id: JobId,
+        command: Command,
+        actor: &str,
+    ) -> Result<JobRecord, EngineError> {
+        let actor = Actor::new(actor);
+        let successor = new_job_id();
+        let event = match command {
+            Command::Pause => JobEvent::Pause { actor },
+            Command::Resume => JobEvent::Resume { actor },
+            Command::Cancel { reason } => JobEvent::Cancel { actor, reason },
+            Command::Restart => JobEvent::RequestRestart { actor },
+            Command::Retry => JobEvent::Retry { successor },
+        };
+        self.apply(Some(tenant), id, Writer::Command, |_| Some(event.clone())).await
+    }
+
+    /// What each run-control command would come to on `record` now, as the job's machine
+    /// answers it: `Ok` where it would change the job, the refusal's words where not (a
+    /// dashboard disables a button with them).
+    pub fn actions(&self, record: &JobRecord) -> CommandChecks {
+        let now = self.now();
+        let actor = Actor::new("api:check");
+        let check = |event: JobEvent| match transition(&record.job, &event, now) {
+            Ok(t) if t.is_noop(&record.job) => Err("it would change nothing".to_owned()),
+            Ok(_) => Ok(()),
+            Err(refusal) => Err(refusal.to_string()),
+        };
+        CommandChecks {
+            cancel: check(JobEvent::Cancel { actor: actor.clone(), reason: "checked".into() }),
+            pause: check(JobEvent::Pause { actor: actor.clone() }),
+            resume: check(JobEvent::Resume { actor: actor.clone() }),
+            restart: check(JobEvent::RequestRestart { actor }),
+            retry: check(JobEvent::Retry { successor: new_job_id() }),
         }
     }
 }

@@ -45,67 +45,6 @@ fn correlation() -> String {
 }
 
 impl Engine {
-    /// Claims up to `limit` ready jobs for this host (one transaction), best first.
-    pub async fn claim(&self, limit: u32) -> Result<Vec<JobRecord>, EngineError> {
-        self.claim_filtered(limit, &ClaimFilter::default()).await
-    }
-
-    /// [`claim`](Self::claim) among the jobs `filter` admits.
-    pub async fn claim_filtered(&self, limit: u32, filter: &ClaimFilter) -> Result<Vec<JobRecord>, EngineError> {
-        let now = self.now();
-        let started = Instant::now();
-        let claimed = self.store.claim(limit, now, filter, self.deriver()).await?;
-        self.counters.claims.fetch_add(1, Ordering::Relaxed);
-        self.counters.claimed_jobs.fetch_add(claimed.len() as u64, Ordering::Relaxed);
-        self.counters.claim_micros.fetch_add(super::group_commit::micros(started.elapsed()), Ordering::Relaxed);
-        Ok(claimed)
-    }
-
-    /// Runs the step `record`'s claim holds, and settles its outcome.
-    pub async fn execute(self: &Arc<Self>, record: JobRecord) -> Executed {
-        self.execute_then_claim(record, None).await.0
-    }
-
-    /// [`execute`](Self::execute), and when `next` is given, claims this worker's next
-    /// job (among the jobs the filter admits) in the transaction that settles this one.
-    pub async fn execute_then_claim(
-        self: &Arc<Self>,
-        record: JobRecord,
-        next: Option<ClaimFilter>,
-    ) -> (Executed, Option<JobRecord>) {
-        let job = record.job.id;
-        let Some(claim) = record.job.claim.clone() else {
-            return (Executed { job, outcome: Outcome::Failed("the record holds no claim".into()) }, None);
-        };
-        let supervisor = Arc::new(Supervisor {
-            engine: self.clone(),
-            fence: claim.fence,
-            state: Mutex::new(Watch {
-                record: record.clone(),
-                renewed: Instant::now(),
-                reply: HeartbeatReply::Proceed,
-            }),
-            calls: std::sync::Mutex::default(),
-            step: record.job.steps.get(claim.step).map(|s| s.key.clone()).unwrap_or_default(),
-            attempt: record.job.steps.get(claim.step).map_or(1, |s| s.attempts_made().max(1)),
-            lines: std::sync::Mutex::default(),
-        });
-        let span = self.step_span(&record, &claim).await;
-        let report = self.run(&record, claim.step, supervisor.clone()).instrument(span.clone()).await;
-        let latest = supervisor.state.lock().await.record.clone();
-        let commit = if span.is_none() {
-            tracing::Span::none()
-        } else {
-            tracing::info_span!(target: "spindle::trace", parent: &span, "commit", state = tracing::field::Empty)
-        };
-        let (outcome, claimed) = self.settle(latest, claim.fence, report, next).instrument(commit.clone()).await;
-        if let Outcome::Settled(state) = &outcome {
-            commit.record("state", state.as_str());
-        }
-        span.record("outcome", format!("{outcome:?}"));
-        (Executed { job, outcome }, claimed)
-    }
-
     /// The span of one step call under the job's trace parent, with the claim's span
     /// before it; none unless the host exports spans.
     async fn step_span(&self, record: &JobRecord, claim: &spindle_core::job::Claim) -> tracing::Span {
@@ -368,5 +307,68 @@ impl Engine {
             }
         }
         (Outcome::Failed("contention".into()), claimed)
+    }
+}
+
+impl super::Execution<'_> {
+    /// Claims up to `limit` ready jobs for this host (one transaction), best first.
+    pub async fn claim(&self, limit: u32) -> Result<Vec<JobRecord>, EngineError> {
+        self.claim_filtered(limit, &ClaimFilter::default()).await
+    }
+
+    /// [`claim`](Self::claim) among the jobs `filter` admits.
+    pub async fn claim_filtered(&self, limit: u32, filter: &ClaimFilter) -> Result<Vec<JobRecord>, EngineError> {
+        let now = self.now();
+        let started = Instant::now();
+        let claimed = self.store.claim(limit, now, filter, self.deriver()).await?;
+        self.counters.claims.fetch_add(1, Ordering::Relaxed);
+        self.counters.claimed_jobs.fetch_add(claimed.len() as u64, Ordering::Relaxed);
+        self.counters.claim_micros.fetch_add(super::group_commit::micros(started.elapsed()), Ordering::Relaxed);
+        Ok(claimed)
+    }
+
+    /// Runs the step `record`'s claim holds, and settles its outcome.
+    pub async fn execute(&self, record: JobRecord) -> Executed {
+        self.execute_then_claim(record, None).await.0
+    }
+
+    /// [`execute`](Self::execute), and when `next` is given, claims this worker's next
+    /// job (among the jobs the filter admits) in the transaction that settles this one.
+    pub async fn execute_then_claim(
+        &self,
+        record: JobRecord,
+        next: Option<ClaimFilter>,
+    ) -> (Executed, Option<JobRecord>) {
+        let job = record.job.id;
+        let Some(claim) = record.job.claim.clone() else {
+            return (Executed { job, outcome: Outcome::Failed("the record holds no claim".into()) }, None);
+        };
+        let supervisor = Arc::new(Supervisor {
+            engine: self.shared(),
+            fence: claim.fence,
+            state: Mutex::new(Watch {
+                record: record.clone(),
+                renewed: Instant::now(),
+                reply: HeartbeatReply::Proceed,
+            }),
+            calls: std::sync::Mutex::default(),
+            step: record.job.steps.get(claim.step).map(|s| s.key.clone()).unwrap_or_default(),
+            attempt: record.job.steps.get(claim.step).map_or(1, |s| s.attempts_made().max(1)),
+            lines: std::sync::Mutex::default(),
+        });
+        let span = self.step_span(&record, &claim).await;
+        let report = self.run(&record, claim.step, supervisor.clone()).instrument(span.clone()).await;
+        let latest = supervisor.state.lock().await.record.clone();
+        let commit = if span.is_none() {
+            tracing::Span::none()
+        } else {
+            tracing::info_span!(target: "spindle::trace", parent: &span, "commit", state = tracing::field::Empty)
+        };
+        let (outcome, claimed) = self.settle(latest, claim.fence, report, next).instrument(commit.clone()).await;
+        if let Outcome::Settled(state) = &outcome {
+            commit.record("state", state.as_str());
+        }
+        span.record("outcome", format!("{outcome:?}"));
+        (Executed { job, outcome }, claimed)
     }
 }

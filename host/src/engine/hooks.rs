@@ -80,7 +80,9 @@ impl Engine {
             write.outbox.push(OutboxEffect::FailureEffect);
         }
     }
+}
 
+impl super::Execution<'_> {
     /// Runs due after-commit effects (success notifications, failure effects of
     /// corrected settlements, retried failure effects). Answers how many ran.
     pub async fn run_outbox(&self, limit: u32) -> Result<usize, EngineError> {

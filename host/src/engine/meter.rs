@@ -57,6 +57,13 @@ impl Meter {
 }
 
 impl Engine {
+    /// The meter, to record step runs.
+    pub(crate) fn meter(&self) -> &Meter {
+        &self.meter
+    }
+}
+
+impl super::CapacityRoom<'_> {
     /// Adds the usage metered since the last flush to the store; on failure it is kept
     /// for the next one.
     pub async fn flush_usage(&self) -> Result<(), EngineError> {
@@ -69,10 +76,5 @@ impl Engine {
             return Err(e.into());
         }
         Ok(())
-    }
-
-    /// The meter, to record step runs.
-    pub(crate) fn meter(&self) -> &Meter {
-        &self.meter
     }
 }

@@ -2,15 +2,16 @@
 //! answers in one version-checked transaction; on a conflict, reread and derive again
 //! within a bounded budget (seed 001, concurrency).
 //!
-//! - [`submit`](Engine::submit): creates jobs pinned to the kind's current version.
-//! - [`command`](Engine::command): pause, resume, cancel, restart, retry (`commands`).
-//! - `execute`: runs a claimed step in the sandbox and settles its outcome; `supervisor`
-//!   renews its claim on heartbeats; `hooks` runs failure effects and the outbox.
-//! - `recovery`: lapsed claims rescued, due jobs promoted, lease keys invalidated.
-//! - [`plan`]: a core transition as a store write; [`HostDeriver`]: the core's answers
+//! Callers reach it through its rooms (`rooms`), one narrow handle per part of the work:
+//! [`submission`](Engine::submission), [`execution`](Engine::execution),
+//! [`workflows`](Engine::workflows), [`capacity`](Engine::capacity),
+//! [`tenancy`](Engine::tenancy) and [`operations`](Engine::operations). Beneath them:
+//!
+//! - [`plan`](mod@plan): a core transition as a store write; [`HostDeriver`]: the core's answers
 //!   inside store transactions; `group_commit`: outcomes that share a transaction.
-//! - `tenancy`: tenants, tokens (expiry, revocation, operator token rotation) and the
-//!   reads the API serves.
+//! - `commands`: `apply` and `commit`, the one way a job's state changes.
+//! - `supervisor` renews a running step's claim on heartbeats; `hooks` runs failure
+//!   effects and the outbox; `recovery` rescues lapsed claims and promotes due jobs.
 
 mod breakers;
 mod capacity;
@@ -28,6 +29,7 @@ mod outbound;
 pub mod plan;
 mod queries;
 mod recovery;
+mod rooms;
 mod samples;
 mod schedules;
 mod submit;
@@ -67,6 +69,7 @@ pub use execute::{Executed, Outcome};
 use group_commit::{GroupCommit, StoreCommitter};
 pub use operations::DeadLetterFilter;
 pub use plan::{Plan, plan};
+pub use rooms::{CapacityRoom, Execution, Operations, Submission, Tenancy, Workflows};
 pub use samples::SAMPLE_EVERY;
 pub use schedules::{MAX_SCHEDULE_NAME, ScheduleRequest};
 pub use submit::{SubmitRequest, tenant_key, untenant_key};

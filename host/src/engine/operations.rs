@@ -38,37 +38,9 @@ impl DeadLetterFilter {
 const PAGE: u32 = 100;
 
 impl Engine {
-    /// Starts retrying every dead letter of `tenant` that `filter` matches, in the
-    /// background; answers the operation as it starts (its progress follows in the store).
-    pub async fn retry_dead_letters(
-        self: &Arc<Self>,
-        tenant: &TenantId,
-        filter: DeadLetterFilter,
-        actor: &str,
-    ) -> Result<Operation, EngineError> {
-        let operation = Operation {
-            id: uuid::Uuid::now_v7().to_string(),
-            tenant: tenant.clone(),
-            action: "retry-dead-letters".into(),
-            filter: serde_json::to_string(&filter).map_err(|e| EngineError::Invalid(e.to_string()))?,
-            state: "running".into(),
-            matched: 0,
-            done: 0,
-            failed: 0,
-            actor: actor.to_owned(),
-            created_at: self.now(),
-            finished_at: None,
-        };
-        self.store.save_operation(&operation).await?;
-        let engine = self.clone();
-        let started = operation.clone();
-        tokio::spawn(async move { engine.run_retry(started, filter).await });
-        Ok(operation)
-    }
-
     /// The retry itself: page through the matching dead letters and retry each, saving
     /// the counts after every page.
-    async fn run_retry(&self, mut operation: Operation, filter: DeadLetterFilter) {
+    async fn run_retry(self: Arc<Self>, mut operation: Operation, filter: DeadLetterFilter) {
         let mut cursor = None;
         let outcome = loop {
             let page = JobFilter {
@@ -84,7 +56,11 @@ impl Engine {
             };
             for record in records.iter().filter(|r| filter.admits(r)) {
                 operation.matched += 1;
-                match self.command(&operation.tenant, record.job.id, Command::Retry, &operation.actor).await {
+                match self
+                    .operations()
+                    .command(&operation.tenant, record.job.id, Command::Retry, &operation.actor)
+                    .await
+                {
                     Ok(_) => operation.done += 1,
                     Err(e) => {
                         operation.failed += 1;
@@ -108,5 +84,35 @@ impl Engine {
         if let Err(e) = self.store.save_operation(&operation).await {
             tracing::error!(operation = %operation.id, error = %e, "could not save how a bulk operation ended");
         }
+    }
+}
+
+impl super::Operations<'_> {
+    /// Starts retrying every dead letter of `tenant` that `filter` matches, in the
+    /// background; answers the operation as it starts (its progress follows in the store).
+    pub async fn retry_dead_letters(
+        &self,
+        tenant: &TenantId,
+        filter: DeadLetterFilter,
+        actor: &str,
+    ) -> Result<Operation, EngineError> {
+        let operation = Operation {
+            id: uuid::Uuid::now_v7().to_string(),
+            tenant: tenant.clone(),
+            action: "retry-dead-letters".into(),
+            filter: serde_json::to_string(&filter).map_err(|e| EngineError::Invalid(e.to_string()))?,
+            state: "running".into(),
+            matched: 0,
+            done: 0,
+            failed: 0,
+            actor: actor.to_owned(),
+            created_at: self.now(),
+            finished_at: None,
+        };
+        self.store.save_operation(&operation).await?;
+        let engine = self.shared();
+        let started = operation.clone();
+        tokio::spawn(async move { engine.run_retry(started, filter).await });
+        Ok(operation)
     }
 }

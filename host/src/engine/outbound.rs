@@ -11,11 +11,6 @@ use crate::capabilities::{Deployment, MAX_SECRET_BYTES, SecretKey, is_valid_name
 use crate::store::{JobRecord, SecretInfo, TenantId};
 
 impl Engine {
-    /// Uses `key` to seal and open secrets (once; later calls change nothing).
-    pub fn use_secret_key(&self, key: SecretKey) {
-        let _ = self.secret_key.set(key);
-    }
-
     fn key(&self) -> Result<&SecretKey, EngineError> {
         self.secret_key.get().ok_or_else(|| EngineError::Invalid("this host has no secret key".into()))
     }
@@ -31,8 +26,11 @@ impl Engine {
         if deployment.is_empty() {
             return Ok(Arc::new(Capabilities { tenant, ..Capabilities::default() }));
         }
-        let tenant_rules =
-            if deployment.allow.is_empty() { Rules::default() } else { self.tenant_outbound(&record.tenant).await? };
+        let tenant_rules = if deployment.allow.is_empty() {
+            Rules::default()
+        } else {
+            self.tenancy().tenant_outbound(&record.tenant).await?
+        };
         let mut secrets = std::collections::BTreeMap::new();
         if !deployment.secrets.is_empty() {
             let key = self.key()?;
@@ -53,6 +51,13 @@ impl Engine {
             secrets,
             secrets_in_body: deployment.secrets_in_body,
         }))
+    }
+}
+
+impl super::Tenancy<'_> {
+    /// Uses `key` to seal and open secrets (once; later calls change nothing).
+    pub fn use_secret_key(&self, key: SecretKey) {
+        let _ = self.secret_key.set(key);
     }
 
     /// Sets `tenant`'s secret `name` to `value`, sealed; steps of kinds that declared it

@@ -11,61 +11,6 @@ use crate::store::{
 };
 
 impl Engine {
-    /// The outbound requests a tenant's job's steps made, as recorded.
-    pub async fn job_calls(&self, tenant: &TenantId, id: JobId) -> Result<Vec<RecordedCall>, EngineError> {
-        self.job(tenant, id).await?;
-        Ok(self.store.calls(id).await?)
-    }
-
-    /// A tenant's job's log lines after `after_seq` (of `step` only, when given), at most
-    /// `limit`, and how many its cap dropped.
-    pub async fn job_logs(
-        &self,
-        tenant: &TenantId,
-        id: JobId,
-        step: Option<&str>,
-        after_seq: i64,
-        limit: u32,
-    ) -> Result<JobLogs, EngineError> {
-        self.job(tenant, id).await?;
-        Ok(self.store.job_logs(id, step, after_seq, limit).await?)
-    }
-
-    /// The latest operational alerts (operators'), newest first.
-    pub async fn alerts(&self, limit: u32) -> Result<Vec<Alert>, EngineError> {
-        Ok(self.store.alerts(limit).await?)
-    }
-
-    /// A tenant's open jobs by kind and priority class, by where each waits.
-    pub async fn queue_depth(&self, tenant: &TenantId) -> Result<Vec<QueueDepth>, EngineError> {
-        Ok(self.store.queue_depth(tenant).await?)
-    }
-
-    /// A tenant's latest bulk operations, newest first.
-    pub async fn operations(&self, tenant: &TenantId, limit: u32) -> Result<Vec<Operation>, EngineError> {
-        Ok(self.store.operations(tenant, limit).await?)
-    }
-
-    /// One of a tenant's bulk operations.
-    pub async fn operation(&self, tenant: &TenantId, id: &str) -> Result<Operation, EngineError> {
-        self.store.operation(tenant, id).await?.ok_or(EngineError::NotFound)
-    }
-
-    /// Metered usage, of one tenant or all.
-    pub async fn usage(&self, tenant: Option<&TenantId>) -> Result<Vec<Usage>, EngineError> {
-        Ok(self.store.usage(tenant).await?)
-    }
-
-    /// Queued and running now, of one tenant or all.
-    pub async fn live_counts(&self, tenant: Option<&TenantId>) -> Result<Vec<LiveCount>, EngineError> {
-        Ok(self.store.live_counts(tenant).await?)
-    }
-
-    /// A tenant, if it exists.
-    pub async fn tenant(&self, tenant: &TenantId) -> Result<Tenant, EngineError> {
-        self.store.tenant(tenant).await?.ok_or(EngineError::NotFound)
-    }
-
     /// Any tenant's job, for the host's own loops (the reconciler).
     pub(crate) async fn load(&self, id: JobId) -> Result<Option<JobRecord>, EngineError> {
         Ok(self.store.job(id).await?)
@@ -105,5 +50,66 @@ impl Engine {
     /// Makes the space pruned jobs held reusable.
     pub(crate) async fn reclaim_pruned(&self) -> Result<(), EngineError> {
         Ok(self.store.reclaim_pruned().await?)
+    }
+}
+
+impl super::CapacityRoom<'_> {
+    /// A tenant's open jobs by kind and priority class, by where each waits.
+    pub async fn queue_depth(&self, tenant: &TenantId) -> Result<Vec<QueueDepth>, EngineError> {
+        Ok(self.store.queue_depth(tenant).await?)
+    }
+
+    /// Metered usage, of one tenant or all.
+    pub async fn usage(&self, tenant: Option<&TenantId>) -> Result<Vec<Usage>, EngineError> {
+        Ok(self.store.usage(tenant).await?)
+    }
+
+    /// Queued and running now, of one tenant or all.
+    pub async fn live_counts(&self, tenant: Option<&TenantId>) -> Result<Vec<LiveCount>, EngineError> {
+        Ok(self.store.live_counts(tenant).await?)
+    }
+}
+
+impl super::Tenancy<'_> {
+    /// A tenant, if it exists.
+    pub async fn tenant(&self, tenant: &TenantId) -> Result<Tenant, EngineError> {
+        self.store.tenant(tenant).await?.ok_or(EngineError::NotFound)
+    }
+}
+
+impl super::Operations<'_> {
+    /// The outbound requests a tenant's job's steps made, as recorded.
+    pub async fn job_calls(&self, tenant: &TenantId, id: JobId) -> Result<Vec<RecordedCall>, EngineError> {
+        self.job(tenant, id).await?;
+        Ok(self.store.calls(id).await?)
+    }
+
+    /// A tenant's job's log lines after `after_seq` (of `step` only, when given), at most
+    /// `limit`, and how many its cap dropped.
+    pub async fn job_logs(
+        &self,
+        tenant: &TenantId,
+        id: JobId,
+        step: Option<&str>,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<JobLogs, EngineError> {
+        self.job(tenant, id).await?;
+        Ok(self.store.job_logs(id, step, after_seq, limit).await?)
+    }
+
+    /// The latest operational alerts (operators'), newest first.
+    pub async fn alerts(&self, limit: u32) -> Result<Vec<Alert>, EngineError> {
+        Ok(self.store.alerts(limit).await?)
+    }
+
+    /// A tenant's latest bulk operations, newest first.
+    pub async fn list_operations(&self, tenant: &TenantId, limit: u32) -> Result<Vec<Operation>, EngineError> {
+        Ok(self.store.operations(tenant, limit).await?)
+    }
+
+    /// One of a tenant's bulk operations.
+    pub async fn operation(&self, tenant: &TenantId, id: &str) -> Result<Operation, EngineError> {
+        self.store.operation(tenant, id).await?.ok_or(EngineError::NotFound)
     }
 }

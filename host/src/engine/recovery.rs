@@ -4,13 +4,13 @@
 use spindle_core::JobId;
 use spindle_core::job::JobEvent;
 
-use super::{Engine, EngineError, Writer, tenant_key};
+use super::{EngineError, Writer, tenant_key};
 use crate::store::TenantId;
 
 /// Due jobs promoted per transaction.
 const PROMOTE_BATCH: u32 = 256;
 
-impl Engine {
+impl super::Execution<'_> {
     /// Takes back the steps whose claims lapsed (their host stopped renewing): the step
     /// runs again elsewhere, under a higher fence. Answers how many were rescued.
     pub async fn rescue_lapsed(&self, limit: u32) -> Result<usize, EngineError> {

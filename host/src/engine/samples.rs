@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use spindle_core::Timestamp;
 
-use super::Engine;
 use crate::store::TenantId;
 
 /// How often the running steps are counted.
@@ -25,7 +24,7 @@ impl Samples {
     }
 }
 
-impl Engine {
+impl super::CapacityRoom<'_> {
     /// Counts the steps running now, per tenant, into the last hour's samples.
     pub async fn sample_running(&self) -> Result<(), crate::store::StoreError> {
         let running: HashMap<TenantId, u64> = self.store.running_by_tenant().await?.into_iter().collect();

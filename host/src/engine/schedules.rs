@@ -77,6 +77,100 @@ fn check(request: &ScheduleRequest) -> Result<(CronPlan, CatchUp, Overlap), Engi
 }
 
 impl Engine {
+    /// Reads a schedule, asks the machine, writes its answer; reads again when another
+    /// change landed in between.
+    async fn change_schedule(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+        event: ScheduleEvent,
+    ) -> Result<ScheduleRow, EngineError> {
+        for _ in 0..=self.config.conflict_retries {
+            let row = self.workflows().schedule(tenant, name).await?;
+            let plan = CronPlan::parse(&row.cron, &row.timezone).map_err(|e| EngineError::Invalid(e.to_string()))?;
+            let changed = transition(&row.machine, &plan, event, self.now()).map_err(schedule_refused)?;
+            if changed.schedule.state == ScheduleState::Deleted {
+                return if self.store.delete_schedule(tenant, name).await? {
+                    Ok(row)
+                } else {
+                    Err(EngineError::NotFound)
+                };
+            }
+            let written = ScheduleRow { machine: changed.schedule, ..row.clone() };
+            if written.machine == row.machine || self.store.update_schedule(&written, &row.machine).await? {
+                return Ok(written);
+            }
+        }
+        Err(EngineError::Contention)
+    }
+
+    /// A pass over one due schedule: the machine's firings submitted, then the
+    /// schedule written (checked against the row read).
+    async fn fire_schedule(&self, row: ScheduleRow, now: Timestamp) -> Result<usize, EngineError> {
+        let plan = match CronPlan::parse(&row.cron, &row.timezone) {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!(schedule = %row.name, error = %e, "a stored schedule does not parse; paused");
+                let paused = Schedule { state: ScheduleState::Paused, ..row.machine.clone() };
+                self.store.update_schedule(&ScheduleRow { machine: paused, ..row.clone() }, &row.machine).await?;
+                return Ok(0);
+            }
+        };
+        let last_open = match (row.machine.overlap, row.machine.last_job) {
+            (Overlap::Skip, Some(job)) => self.store.job(job).await?.is_some_and(|r| !r.job.state.is_final()),
+            _ => false,
+        };
+        let pass = match transition(&row.machine, &plan, ScheduleEvent::Pass { last_open }, now) {
+            Ok(pass) => pass,
+            // Another pass (or a pause) moved it on since it was read.
+            Err(ScheduleRefusal::NotDue { .. } | ScheduleRefusal::Paused | ScheduleRefusal::Deleted) => return Ok(0),
+            Err(e) => return Err(schedule_refused(e)),
+        };
+        if pass.skipped > 0 {
+            tracing::info!(schedule = %row.name, skipped = pass.skipped, "schedule times skipped by its rules");
+        }
+        let mut machine = pass.schedule;
+        let mut count = 0;
+        for at in pass.fire {
+            if let Some(job) = self.fire_one(&row, at).await? {
+                machine.record_firing(at, job);
+                count += 1;
+            }
+        }
+        self.store.update_schedule(&ScheduleRow { machine, ..row.clone() }, &row.machine).await?;
+        Ok(count)
+    }
+
+    /// Submits the job of one firing; `None` when its kind is gone or its input no
+    /// longer follows the kind's schema (that time fires nothing).
+    async fn fire_one(&self, row: &ScheduleRow, at: Timestamp) -> Result<Option<JobId>, EngineError> {
+        let request = SubmitRequest {
+            kind: row.kind.clone(),
+            input: row.input.clone(),
+            priority: Priority::Scheduled,
+            run_at: None,
+            idempotency_key: Some(firing_key(&row.name, at)),
+            lease_keys: Vec::new(),
+            traceparent: None,
+        };
+        match self.submission().submit(&row.tenant, request).await {
+            Ok(inserted) => Ok(Some(inserted.record().job.id)),
+            Err(EngineError::UnknownKind(kind)) => {
+                tracing::warn!(schedule = %row.name, kind, "a schedule's kind is gone; nothing fired");
+                Ok(None)
+            }
+            // A version deployed since the schedule was made may declare a schema its
+            // input breaks: that time fires nothing, and the schedule moves on.
+            Err(e @ EngineError::InvalidInput { .. }) => {
+                tracing::warn!(schedule = %row.name, error = %e, "a schedule's input no longer follows its kind's schema; nothing fired");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl super::Workflows<'_> {
     /// Creates a schedule for `tenant`; it first fires at the expression's first time
     /// after now.
     pub async fn create_schedule(
@@ -142,33 +236,6 @@ impl Engine {
         self.change_schedule(tenant, name, ScheduleEvent::Delete).await.map(drop)
     }
 
-    /// Reads a schedule, asks the machine, writes its answer; reads again when another
-    /// change landed in between.
-    async fn change_schedule(
-        &self,
-        tenant: &TenantId,
-        name: &str,
-        event: ScheduleEvent,
-    ) -> Result<ScheduleRow, EngineError> {
-        for _ in 0..=self.config.conflict_retries {
-            let row = self.schedule(tenant, name).await?;
-            let plan = CronPlan::parse(&row.cron, &row.timezone).map_err(|e| EngineError::Invalid(e.to_string()))?;
-            let changed = transition(&row.machine, &plan, event, self.now()).map_err(schedule_refused)?;
-            if changed.schedule.state == ScheduleState::Deleted {
-                return if self.store.delete_schedule(tenant, name).await? {
-                    Ok(row)
-                } else {
-                    Err(EngineError::NotFound)
-                };
-            }
-            let written = ScheduleRow { machine: changed.schedule, ..row.clone() };
-            if written.machine == row.machine || self.store.update_schedule(&written, &row.machine).await? {
-                return Ok(written);
-            }
-        }
-        Err(EngineError::Contention)
-    }
-
     /// One pass over the due schedules (the caller holds the scheduler's lease):
     /// answers the jobs submitted.
     pub async fn fire_due_schedules(&self) -> Result<usize, EngineError> {
@@ -183,71 +250,6 @@ impl Engine {
     /// When the next schedule is due, if any is active.
     pub async fn next_schedule_at(&self) -> Result<Option<Timestamp>, EngineError> {
         Ok(self.store.next_schedule_at().await?)
-    }
-
-    /// A pass over one due schedule: the machine's firings submitted, then the
-    /// schedule written (checked against the row read).
-    async fn fire_schedule(&self, row: ScheduleRow, now: Timestamp) -> Result<usize, EngineError> {
-        let plan = match CronPlan::parse(&row.cron, &row.timezone) {
-            Ok(plan) => plan,
-            Err(e) => {
-                tracing::error!(schedule = %row.name, error = %e, "a stored schedule does not parse; paused");
-                let paused = Schedule { state: ScheduleState::Paused, ..row.machine.clone() };
-                self.store.update_schedule(&ScheduleRow { machine: paused, ..row.clone() }, &row.machine).await?;
-                return Ok(0);
-            }
-        };
-        let last_open = match (row.machine.overlap, row.machine.last_job) {
-            (Overlap::Skip, Some(job)) => self.store.job(job).await?.is_some_and(|r| !r.job.state.is_final()),
-            _ => false,
-        };
-        let pass = match transition(&row.machine, &plan, ScheduleEvent::Pass { last_open }, now) {
-            Ok(pass) => pass,
-            // Another pass (or a pause) moved it on since it was read.
-            Err(ScheduleRefusal::NotDue { .. } | ScheduleRefusal::Paused | ScheduleRefusal::Deleted) => return Ok(0),
-            Err(e) => return Err(schedule_refused(e)),
-        };
-        if pass.skipped > 0 {
-            tracing::info!(schedule = %row.name, skipped = pass.skipped, "schedule times skipped by its rules");
-        }
-        let mut machine = pass.schedule;
-        let mut count = 0;
-        for at in pass.fire {
-            if let Some(job) = self.fire_one(&row, at).await? {
-                machine.record_firing(at, job);
-                count += 1;
-            }
-        }
-        self.store.update_schedule(&ScheduleRow { machine, ..row.clone() }, &row.machine).await?;
-        Ok(count)
-    }
-
-    /// Submits the job of one firing; `None` when its kind is gone or its input no
-    /// longer follows the kind's schema (that time fires nothing).
-    async fn fire_one(&self, row: &ScheduleRow, at: Timestamp) -> Result<Option<JobId>, EngineError> {
-        let request = SubmitRequest {
-            kind: row.kind.clone(),
-            input: row.input.clone(),
-            priority: Priority::Scheduled,
-            run_at: None,
-            idempotency_key: Some(firing_key(&row.name, at)),
-            lease_keys: Vec::new(),
-            traceparent: None,
-        };
-        match self.submit(&row.tenant, request).await {
-            Ok(inserted) => Ok(Some(inserted.record().job.id)),
-            Err(EngineError::UnknownKind(kind)) => {
-                tracing::warn!(schedule = %row.name, kind, "a schedule's kind is gone; nothing fired");
-                Ok(None)
-            }
-            // A version deployed since the schedule was made may declare a schema its
-            // input breaks: that time fires nothing, and the schedule moves on.
-            Err(e @ EngineError::InvalidInput { .. }) => {
-                tracing::warn!(schedule = %row.name, error = %e, "a schedule's input no longer follows its kind's schema; nothing fired");
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
     }
 }
 

@@ -57,35 +57,6 @@ pub(crate) fn kind_rules(spec: &spindle_runtime::KindSpec) -> KindRules {
 const SUBMIT_TRIES: u32 = 3;
 
 impl Engine {
-    /// Submits a job.
-    pub async fn submit(&self, tenant: &TenantId, request: SubmitRequest) -> Result<Inserted, EngineError> {
-        let mut out = self.submit_many(tenant, vec![request]).await?;
-        out.pop().ok_or_else(|| EngineError::Store(StoreError::Corrupt("no job inserted".into())))
-    }
-
-    /// Submits several jobs in one transaction.
-    ///
-    /// Jobs are pinned to the version of their kind this host last knew as current,
-    /// and the insert checks it still is. When another host has deployed or rolled
-    /// back since, nothing is written; the submission reads the current version and
-    /// goes again (a few times at most: each try reads afresh).
-    pub async fn submit_many(
-        &self,
-        tenant: &TenantId,
-        requests: Vec<SubmitRequest>,
-    ) -> Result<Vec<Inserted>, EngineError> {
-        let mut tries = 1;
-        loop {
-            match self.submit_pinned(tenant, &requests).await {
-                Err(EngineError::Store(StoreError::VersionMoved { kind, .. })) if tries < SUBMIT_TRIES => {
-                    self.registry.forget_current(tenant, &kind);
-                    tries += 1;
-                }
-                other => return other,
-            }
-        }
-    }
-
     /// One try of [`submit_many`](Self::submit_many).
     async fn submit_pinned(&self, tenant: &TenantId, requests: &[SubmitRequest]) -> Result<Vec<Inserted>, EngineError> {
         let now = self.now();
@@ -189,5 +160,36 @@ impl Engine {
             return Err(EngineError::Invalid("idempotency key: 1-200 characters".into()));
         }
         Ok(())
+    }
+}
+
+impl super::Submission<'_> {
+    /// Submits a job.
+    pub async fn submit(&self, tenant: &TenantId, request: SubmitRequest) -> Result<Inserted, EngineError> {
+        let mut out = self.submit_many(tenant, vec![request]).await?;
+        out.pop().ok_or_else(|| EngineError::Store(StoreError::Corrupt("no job inserted".into())))
+    }
+
+    /// Submits several jobs in one transaction.
+    ///
+    /// Jobs are pinned to the version of their kind this host last knew as current,
+    /// and the insert checks it still is. When another host has deployed or rolled
+    /// back since, nothing is written; the submission reads the current version and
+    /// goes again (a few times at most: each try reads afresh).
+    pub async fn submit_many(
+        &self,
+        tenant: &TenantId,
+        requests: Vec<SubmitRequest>,
+    ) -> Result<Vec<Inserted>, EngineError> {
+        let mut tries = 1;
+        loop {
+            match self.submit_pinned(tenant, &requests).await {
+                Err(EngineError::Store(StoreError::VersionMoved { kind, .. })) if tries < SUBMIT_TRIES => {
+                    self.registry.forget_current(tenant, &kind);
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
     }
 }

@@ -103,6 +103,46 @@ pub const MIN_RETENTION: std::time::Duration = std::time::Duration::from_secs(60
 pub const MAX_RETENTION: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 86_400);
 
 impl Engine {
+    /// Stores a new random token of `scope`; answers its listing and the token.
+    async fn add_token(
+        &self,
+        scope: &TokenScope,
+        name: &str,
+        expires_at: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<(TokenInfo, String), EngineError> {
+        let token = tokens::generate();
+        let hash = tokens::hash(&token);
+        if !self.store.add_token(&hash, scope.tenant(), scope.role(), name, expires_at, now).await? {
+            // 32 random bytes: only a broken random source repeats a hash, or 64 bits of one.
+            return Err(EngineError::Store(StoreError::Duplicate(format!("token {}", token_id(&hash)))));
+        }
+        let info = TokenInfo {
+            id: token_id(&hash),
+            tenant: scope.tenant().cloned(),
+            role: scope.role(),
+            name: name.to_owned(),
+            created_at: now,
+            expires_at,
+            revoked_at: None,
+        };
+        Ok((info, token))
+    }
+}
+
+impl super::CapacityRoom<'_> {
+    /// Open jobs by tenant, kind and state.
+    pub async fn depths(&self) -> Result<Vec<Depth>, EngineError> {
+        Ok(self.store.depths().await?)
+    }
+
+    /// The counters every host shares (alerts, sandbox faults).
+    pub async fn shared_counters(&self) -> Result<Vec<(String, i64)>, EngineError> {
+        Ok(self.store.counters().await?)
+    }
+}
+
+impl super::Tenancy<'_> {
     /// Creates a tenant and its first API token (answered once: only its hash is kept).
     pub async fn create_tenant(&self, name: &str) -> Result<(Tenant, String), EngineError> {
         let now = self.now();
@@ -223,46 +263,12 @@ impl Engine {
     pub async fn authenticate(&self, token: &str) -> Result<Option<(Option<TenantId>, Role)>, EngineError> {
         Ok(self.store.token(&tokens::hash(token), self.now()).await?)
     }
+}
 
-    /// Stores a new random token of `scope`; answers its listing and the token.
-    async fn add_token(
-        &self,
-        scope: &TokenScope,
-        name: &str,
-        expires_at: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Result<(TokenInfo, String), EngineError> {
-        let token = tokens::generate();
-        let hash = tokens::hash(&token);
-        if !self.store.add_token(&hash, scope.tenant(), scope.role(), name, expires_at, now).await? {
-            // 32 random bytes: only a broken random source repeats a hash, or 64 bits of one.
-            return Err(EngineError::Store(StoreError::Duplicate(format!("token {}", token_id(&hash)))));
-        }
-        let info = TokenInfo {
-            id: token_id(&hash),
-            tenant: scope.tenant().cloned(),
-            role: scope.role(),
-            name: name.to_owned(),
-            created_at: now,
-            expires_at,
-            revoked_at: None,
-        };
-        Ok((info, token))
-    }
-
+impl super::Operations<'_> {
     /// A page of a tenant's jobs, newest first.
     pub async fn list_jobs(&self, tenant: &TenantId, filter: &JobFilter) -> Result<Vec<JobRecord>, EngineError> {
         Ok(self.store.list_jobs(tenant, filter).await?)
-    }
-
-    /// Open jobs by tenant, kind and state.
-    pub async fn depths(&self) -> Result<Vec<Depth>, EngineError> {
-        Ok(self.store.depths().await?)
-    }
-
-    /// The counters every host shares (alerts, sandbox faults).
-    pub async fn shared_counters(&self) -> Result<Vec<(String, i64)>, EngineError> {
-        Ok(self.store.counters().await?)
     }
 }
 

@@ -124,6 +124,60 @@ impl Engine {
         })
     }
 
+    /// [`count_children`](Self::count_children), again after 1, 2, 4 and 8 ms while
+    /// other writers keep changing the parent (another host's relay, its own step):
+    /// answers whether it was counted.
+    async fn count_children_soon(&self, parent: JobId) -> Result<bool, EngineError> {
+        for backoff_ms in [1, 2, 4, 8, 0] {
+            match self.count_children(parent).await {
+                Ok(()) => return Ok(true),
+                Err(EngineError::Contention) if backoff_ms > 0 => {
+                    tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+                }
+                Err(EngineError::Contention) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Counts the children of the fan-out `parent` waits for, and tells it.
+    async fn count_children(&self, parent: JobId) -> Result<(), EngineError> {
+        let Some(record) = self.store.job(parent).await? else { return Ok(()) };
+        let Some(wait @ WaitFor::Children { slot, .. }) =
+            record.job.wait.as_ref().filter(|w| w.met.is_none()).map(|w| &w.what)
+        else {
+            return Ok(());
+        };
+        let settled = self.store.settled_children(parent, slot).await?;
+        if !spindle_core::workflow::count_worth_writing(wait, settled) {
+            return Ok(());
+        }
+        let event = JobEvent::ChildrenSettled { slot: slot.clone(), settled };
+        match self.apply(None, parent, Writer::Recovery, |_| Some(event.clone())).await {
+            Ok(_) | Err(EngineError::Refused { .. } | EngineError::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Cancels `parent`'s open children (detail: `{"slot": .., "reason": ..}`).
+    async fn cancel_children(&self, parent: JobId, detail: Option<&str>) -> Result<(), EngineError> {
+        let detail: serde_json::Value = detail.and_then(|d| serde_json::from_str(d).ok()).unwrap_or_default();
+        let slot = detail["slot"].as_str();
+        let reason = detail["reason"].as_str().unwrap_or("the parent closed").to_owned();
+        let actor = Actor::new(format!("parent:{parent}"));
+        for child in self.store.open_children(parent, slot).await? {
+            let event = JobEvent::Cancel { actor: actor.clone(), reason: reason.clone() };
+            match self.apply(None, child, Writer::Command, |_| Some(event.clone())).await {
+                Ok(_) | Err(EngineError::Refused { .. } | EngineError::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl super::Workflows<'_> {
     /// Sends signal `name` to a tenant's job: the signal is stored and the job told (a
     /// step waiting for that name wakes) in one transaction, decided by the core. With
     /// an idempotency `key`, a signal already stored under it is not sent again: the
@@ -195,58 +249,6 @@ impl Engine {
         }
         self.store.outbox_done(&done).await?;
         Ok(pass)
-    }
-
-    /// [`count_children`](Self::count_children), again after 1, 2, 4 and 8 ms while
-    /// other writers keep changing the parent (another host's relay, its own step):
-    /// answers whether it was counted.
-    async fn count_children_soon(&self, parent: JobId) -> Result<bool, EngineError> {
-        for backoff_ms in [1, 2, 4, 8, 0] {
-            match self.count_children(parent).await {
-                Ok(()) => return Ok(true),
-                Err(EngineError::Contention) if backoff_ms > 0 => {
-                    tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
-                }
-                Err(EngineError::Contention) => return Ok(false),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(false)
-    }
-
-    /// Counts the children of the fan-out `parent` waits for, and tells it.
-    async fn count_children(&self, parent: JobId) -> Result<(), EngineError> {
-        let Some(record) = self.store.job(parent).await? else { return Ok(()) };
-        let Some(wait @ WaitFor::Children { slot, .. }) =
-            record.job.wait.as_ref().filter(|w| w.met.is_none()).map(|w| &w.what)
-        else {
-            return Ok(());
-        };
-        let settled = self.store.settled_children(parent, slot).await?;
-        if !spindle_core::workflow::count_worth_writing(wait, settled) {
-            return Ok(());
-        }
-        let event = JobEvent::ChildrenSettled { slot: slot.clone(), settled };
-        match self.apply(None, parent, Writer::Recovery, |_| Some(event.clone())).await {
-            Ok(_) | Err(EngineError::Refused { .. } | EngineError::NotFound) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Cancels `parent`'s open children (detail: `{"slot": .., "reason": ..}`).
-    async fn cancel_children(&self, parent: JobId, detail: Option<&str>) -> Result<(), EngineError> {
-        let detail: serde_json::Value = detail.and_then(|d| serde_json::from_str(d).ok()).unwrap_or_default();
-        let slot = detail["slot"].as_str();
-        let reason = detail["reason"].as_str().unwrap_or("the parent closed").to_owned();
-        let actor = Actor::new(format!("parent:{parent}"));
-        for child in self.store.open_children(parent, slot).await? {
-            let event = JobEvent::Cancel { actor: actor.clone(), reason: reason.clone() };
-            match self.apply(None, child, Writer::Command, |_| Some(event.clone())).await {
-                Ok(_) | Err(EngineError::Refused { .. } | EngineError::NotFound) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
     }
 }
 

@@ -3,7 +3,7 @@
 use spindle_core::capacity::QuotaRefusal;
 use thiserror::Error;
 
-/// Storage failures. A conflict is not one: it is a [`WriteOutcome`].
+/// Storage failures. A conflict is not one: it is a [`WriteOutcome`](super::WriteOutcome).
 #[derive(Debug, Error)]
 pub enum StoreError {
     /// The database failed.

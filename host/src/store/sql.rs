@@ -95,7 +95,7 @@ async fn checkpoint_in_background(pool: sqlx::SqlitePool) {
     }
 }
 
-/// The task running [`checkpoint_in_background`]. It holds a handle to the readers'
+/// The task running `checkpoint_in_background`. It holds a handle to the readers'
 /// pool, so it would keep the database open and ticking after the last [`Db`] went
 /// without [`Db::close`]; dropping this stops it.
 #[derive(Debug)]
@@ -275,7 +275,7 @@ impl Db {
     }
 
     /// Begins a short write transaction that goes before the ordinary ones waiting for
-    /// SQLite's writer (a submission: see [`WriterTurns`]); as [`begin`](Self::begin)
+    /// SQLite's writer (a submission: see `WriterTurns`); as [`begin`](Self::begin)
     /// on PostgreSQL.
     pub async fn begin_urgent(&self) -> Result<Tx, sqlx::Error> {
         self.begin_turn(true).await

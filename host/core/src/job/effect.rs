@@ -107,7 +107,7 @@ pub enum Effect {
     },
 }
 
-/// What [`transition`] answers: the job to write, history to append, effects to run.
+/// What [`transition`](super::transition) answers: the job to write, history to append, effects to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transition {
     /// The job as it must be written.

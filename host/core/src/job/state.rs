@@ -196,7 +196,7 @@ pub const JOB_FORBIDDEN: &[Forbidden<JobState>] = {
 };
 
 /// The one way a job's state changes: `to` when `from → to` is a row of
-/// [`JOB_TRANSITIONS`] (or no change), otherwise a [`Refusal::NotInTable`] — in release
+/// [`JOB_TRANSITIONS`] (or no change), otherwise a [`Refusal::NotInTable`](super::Refusal::NotInTable) — in release
 /// builds too, so a defect that asks for an unlisted change writes nothing.
 pub fn change_state(from: JobState, to: JobState) -> Result<JobState, super::Refusal> {
     Ok(crate::table::change("job", JOB_TRANSITIONS, from, to)?)
