@@ -124,9 +124,9 @@ impl std::fmt::Debug for SecretKey {
     }
 }
 
-/// A sealed secret that does not open: another key, or tampered.
+/// A secret that could not be sealed, or a sealed one that does not open.
 #[derive(Debug, thiserror::Error)]
-#[error("a sealed secret does not open with this host's key (another key, or altered)")]
+#[error("a secret could not be sealed, or does not open with this host's key (another key, or altered)")]
 pub struct SealError;
 
 impl SecretKey {
@@ -156,14 +156,15 @@ impl SecretKey {
 
     /// `plaintext` sealed for `tenant`'s secret `name` (bound to both: a sealed value
     /// moved to another row does not open).
-    pub fn seal(&self, tenant: &str, name: &str, plaintext: &[u8]) -> String {
+    pub fn seal(&self, tenant: &str, name: &str, plaintext: &[u8]) -> Result<String, SealError> {
         let nonce: [u8; 12] = rand::random();
         let aad = format!("{tenant}/{name}");
         let cipher = ChaCha20Poly1305::new(&self.0);
-        // Encrypting into a Vec cannot fail for inputs under the cipher's 256 GiB bound.
-        let sealed =
-            cipher.encrypt(&Nonce::from(nonce), Payload { msg: plaintext, aad: aad.as_bytes() }).unwrap_or_default();
-        format!("{}{}", hex::encode(nonce), hex::encode(sealed))
+        // Never an empty value stored in place of a secret: a failed encryption is an error.
+        let sealed = cipher
+            .encrypt(&Nonce::from(nonce), Payload { msg: plaintext, aad: aad.as_bytes() })
+            .map_err(|_| SealError)?;
+        Ok(format!("{}{}", hex::encode(nonce), hex::encode(sealed)))
     }
 
     /// The plaintext of a value [`seal`](Self::seal)ed for `tenant`'s `name`.
@@ -189,14 +190,18 @@ mod tests {
     #[test]
     fn sealed_secrets_open_only_with_their_key_and_row() {
         let key = SecretKey::from_hex(&"11".repeat(32)).unwrap();
-        let sealed = key.seal("acme", "stripe", b"sk_live_123");
+        let sealed = key.seal("acme", "stripe", b"sk_live_123").expect("seal");
         assert!(!sealed.contains(&hex::encode(b"sk_live_123")));
         assert_eq!(key.open("acme", "stripe", &sealed).unwrap(), b"sk_live_123");
         assert!(key.open("globex", "stripe", &sealed).is_err(), "bound to the tenant");
         assert!(key.open("acme", "other", &sealed).is_err(), "bound to the name");
         let other = SecretKey::from_hex(&"22".repeat(32)).unwrap();
         assert!(other.open("acme", "stripe", &sealed).is_err());
-        assert_ne!(key.seal("acme", "stripe", b"x"), key.seal("acme", "stripe", b"x"), "fresh nonces");
+        assert_ne!(
+            key.seal("acme", "stripe", b"x").expect("seal"),
+            key.seal("acme", "stripe", b"x").expect("seal"),
+            "fresh nonces"
+        );
     }
 
     #[test]

@@ -102,7 +102,7 @@ fn serve(h: &Harness, data: &spindle_tests::harness::Scratch, extra: &[&str]) ->
 async fn count(h: &Harness, sql: &str, parent: JobId) -> i64 {
     use spindle::store::sql::{Ty, Value};
     let rows = h.store.db().fetch(sql, vec![Value::from(parent.to_string())], &[Ty::Int]).await.expect("count");
-    rows.first().map_or(0, |r| r.int(0))
+    rows.first().map_or(0, |r| r.int(0, "test row").expect("a decodable row"))
 }
 
 /// A step fans out 1,000 children while hosts are killed with SIGKILL at random points
@@ -226,7 +226,7 @@ async fn assert_no_invisible_signal(store: &spindle::store::SqlStore, id: JobId,
         )
         .await
         .expect("count");
-    let stored = rows.first().map_or(0, |r| r.int(0));
+    let stored = rows.first().map_or(0, |r| r.int(0, "test row").expect("a decodable row"));
     let job = store.job(id).await.expect("read").expect("the job");
     let shown: u32 = job.job.signals.values().sum();
     assert_eq!(i64::from(shown), stored, "round {round}: unconsumed signals stored {stored}, the job shows {shown}");

@@ -284,7 +284,7 @@ async fn count_claimed(h: &Harness, ids: &[String]) -> usize {
     let sql = format!("SELECT COUNT(*) FROM jobs WHERE claim_expires_at IS NOT NULL AND id IN ({placeholders})");
     let args = ids.iter().map(|id| spindle::store::sql::Value::from(id.as_str())).collect();
     let rows = h.store.db().fetch(&sql, args, &[spindle::store::sql::Ty::Int]).await.unwrap();
-    usize::try_from(rows[0].int(0)).unwrap()
+    usize::try_from(rows[0].int(0, "test row").expect("a decodable row")).unwrap()
 }
 
 async fn an_idempotency_key_returns_the_first_job(backend: Backend) {

@@ -384,7 +384,7 @@ async fn finished_jobs_are_pruned_after_their_retention() {
         let vacuums = || async {
             let sql = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'jobs'";
             let rows = h.store.db().fetch(sql, vec![], &[Ty::Int]).await.unwrap();
-            rows.first().map_or(0, |r| r.int(0))
+            rows.first().map_or(0, |r| r.int(0, "test row").expect("a decodable row"))
         };
 
         clock.advance(Duration::from_secs(3599));

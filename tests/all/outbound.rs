@@ -207,7 +207,7 @@ async fn database_dump(h: &Harness) -> String {
         let rows =
             h.store.db().fetch(&format!("SELECT {columns} FROM {table}"), vec![], &[Ty::OptText]).await.expect("dump");
         for row in rows {
-            out.push_str(&row.opt_text(0).unwrap_or_default());
+            out.push_str(&row.opt_text(0, "test row").expect("a decodable row").unwrap_or_default());
         }
     }
     if let Some(file) = h.url.strip_prefix("sqlite://") {

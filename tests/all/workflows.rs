@@ -220,7 +220,7 @@ async fn the_last_childs_settlement_wakes_its_parent_in_its_own_commit(backend: 
         )
         .await
         .unwrap();
-    assert_eq!(queued.first().map(|r| r.int(0)), Some(3), "the relay never ran");
+    assert_eq!(queued.first().map(|r| r.int(0, "test row").expect("a decodable row")), Some(3), "the relay never ran");
 }
 
 /// A signal sent with an idempotency key is delivered once however often it is sent:

@@ -19,7 +19,11 @@ async fn sqlite_checkpoints_from_a_reader_not_the_writer() {
     let mut tx = db.begin().await.unwrap();
     let backstop = tx.fetch("PRAGMA wal_autocheckpoint", vec![], &[Ty::Int]).await.unwrap();
     tx.commit().await.unwrap();
-    assert_eq!(backstop[0].int(0), 16_384, "the writer's own checkpoint waits for 64 MiB of log");
+    assert_eq!(
+        backstop[0].int(0, "test row").expect("a decodable row"),
+        16_384,
+        "the writer's own checkpoint waits for 64 MiB of log"
+    );
 
     let jobs: Vec<_> = (0..2_000).map(|_| new_job("sync", 1, at(0))).collect();
     store.insert_jobs(jobs, at(0)).await.unwrap();
@@ -49,7 +53,7 @@ async fn blocked_by(db: &spindle::store::sql::Db, pid: i64) -> i64 {
         )
         .await
         .unwrap();
-    rows[0].int(0)
+    rows[0].int(0, "test row").expect("a decodable row")
 }
 
 /// Backends of this database waiting for a lock.
@@ -62,7 +66,7 @@ async fn waiting_on_locks(db: &spindle::store::sql::Db) -> i64 {
         )
         .await
         .unwrap();
-    rows[0].int(0)
+    rows[0].int(0, "test row").expect("a decodable row")
 }
 
 /// Two batches that claim jobs sharing keys, in opposite orders, commit side by side:
@@ -89,7 +93,9 @@ async fn postgres_batches_take_lease_keys_in_one_order() {
     let mut hold_a = sql.begin().await.unwrap();
     hold_a.fetch("SELECT key FROM leases WHERE key = 'a' FOR UPDATE", vec![], &[Ty::Text]).await.unwrap();
     let mut hold_b = sql.begin().await.unwrap();
-    let pid_b = hold_b.fetch("SELECT pg_backend_pid()::bigint", vec![], &[Ty::Int]).await.unwrap()[0].int(0);
+    let pid_b = hold_b.fetch("SELECT pg_backend_pid()::bigint", vec![], &[Ty::Int]).await.unwrap()[0]
+        .int(0, "test row")
+        .expect("a decodable row");
     hold_b.fetch("SELECT key FROM leases WHERE key = 'b' FOR UPDATE", vec![], &[Ty::Text]).await.unwrap();
 
     let batch = |writes: Vec<spindle::store::JobWrite>| {
@@ -128,7 +134,9 @@ async fn postgres_a_batch_whose_connection_is_terminated_runs_again() {
     .await
     .unwrap();
     let mut hold = sql.begin().await.unwrap();
-    let holder = hold.fetch("SELECT pg_backend_pid()::bigint", vec![], &[Ty::Int]).await.unwrap()[0].int(0);
+    let holder = hold.fetch("SELECT pg_backend_pid()::bigint", vec![], &[Ty::Int]).await.unwrap()[0]
+        .int(0, "test row")
+        .expect("a decodable row");
     hold.fetch("SELECT key FROM leases WHERE key = 'a' FOR UPDATE", vec![], &[Ty::Text]).await.unwrap();
     let write = claim_write(&job, "host-a", at(1_000)).expect("claimable");
     let store = db.shared();
@@ -143,7 +151,7 @@ async fn postgres_a_batch_whose_connection_is_terminated_runs_again() {
             .await
             .unwrap();
         if let Some(row) = rows.first() {
-            break row.int(0);
+            break row.int(0, "test row").expect("a decodable row");
         }
         tokio::task::yield_now().await;
     };

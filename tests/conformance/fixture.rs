@@ -163,7 +163,12 @@ impl Db {
             )
             .await
             .expect("read the leases table");
-        rows.first().map(|r| (r.text(0).parse().expect("a job id"), r.int(1)))
+        rows.first().map(|r| {
+            (
+                r.text(0, "test row").expect("a decodable row").parse().expect("a job id"),
+                r.int(1, "test row").expect("a decodable row"),
+            )
+        })
     }
 
     /// The steps of `id`'s pass `pass`, as stored.
@@ -180,8 +185,9 @@ impl Db {
             .expect("read the steps table");
         rows.into_iter()
             .map(|mut r| {
-                let mut step: Step = serde_json::from_str(&r.text(0)).expect("a step");
-                step.output = r.take_blob(1);
+                let mut step: Step =
+                    serde_json::from_str(&r.text(0, "test row").expect("a decodable row")).expect("a step");
+                step.output = r.take_opt_blob(1, "steps.output").expect("a decodable row");
                 step
             })
             .collect()
@@ -196,6 +202,7 @@ impl Db {
             .await
             .expect("read the job row");
         spindle::store::IndexedColumns::from_row(rows.first().unwrap_or_else(|| panic!("job {id} has no row")), 0)
+            .expect("a decodable job row")
     }
 }
 

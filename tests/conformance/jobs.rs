@@ -93,7 +93,15 @@ async fn a_refused_submission_leaves_the_fair_share_tags_as_they_were(backend: B
     let tags = || async {
         let sql = "SELECT tenant_id, priority, last_tag FROM fair_tags ORDER BY tenant_id, priority";
         let rows = db.sql().fetch(sql, vec![], &[Ty::Text, Ty::Int, Ty::Int]).await.unwrap();
-        rows.iter().map(|r| (r.text(0), r.int(1), r.int(2))).collect::<Vec<_>>()
+        rows.iter()
+            .map(|r| {
+                (
+                    r.text(0, "test row").expect("a decodable row"),
+                    r.int(1, "test row").expect("a decodable row"),
+                    r.int(2, "test row").expect("a decodable row"),
+                )
+            })
+            .collect::<Vec<_>>()
     };
     let pinned = |kind_version| NewJob { kind_version, ..new_job("charge", 1, at(0)) };
     db.add_kind_version(&acme(), "charge", "sha256:c", "{}", "{}", at(0)).await.unwrap();

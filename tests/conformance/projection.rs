@@ -58,9 +58,15 @@ async fn check_every_row(db: &Db, step: usize, what: &str) {
     let sql = format!("SELECT id, machine, {} FROM jobs", IndexedColumns::COLUMNS);
     let tys = [&[Ty::Text, Ty::Text][..], &IndexedColumns::TYPES].concat();
     for r in db.sql().fetch(&sql, vec![], &tys).await.expect("read the jobs") {
-        let job: Job = serde_json::from_str(&r.text(1)).expect("a stored machine");
-        let stored = IndexedColumns::from_row(&r, 2);
-        assert_eq!(stored, IndexedColumns::of(&job), "after operation {step} ({what}), job {}", r.text(0));
+        let job: Job =
+            serde_json::from_str(&r.text(1, "test row").expect("a decodable row")).expect("a stored machine");
+        let stored = IndexedColumns::from_row(&r, 2).expect("a decodable job row");
+        assert_eq!(
+            stored,
+            IndexedColumns::of(&job),
+            "after operation {step} ({what}), job {}",
+            r.text(0, "test row").expect("a decodable row")
+        );
     }
 }
 

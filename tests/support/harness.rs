@@ -153,7 +153,12 @@ impl Harness {
             )
             .await
             .expect("read the leases table");
-        rows.first().map(|r| (r.text(0).parse().expect("a job id"), r.int(1)))
+        rows.first().map(|r| {
+            (
+                r.text(0, "test row").expect("a decodable row").parse().expect("a job id"),
+                r.int(1, "test row").expect("a decodable row"),
+            )
+        })
     }
 
     /// The steps of `id`'s pass `pass`, as stored.
@@ -171,8 +176,9 @@ impl Harness {
             .expect("read the steps table");
         rows.into_iter()
             .map(|mut r| {
-                let mut step: spindle_core::step::Step = serde_json::from_str(&r.text(0)).expect("a step");
-                step.output = r.take_blob(1);
+                let mut step: spindle_core::step::Step =
+                    serde_json::from_str(&r.text(0, "test row").expect("a decodable row")).expect("a step");
+                step.output = r.take_opt_blob(1, "steps.output").expect("a decodable row");
                 step
             })
             .collect()

@@ -129,7 +129,7 @@ async fn at_depth(ctx: &Context, queued: u64) -> anyhow::Result<ClaimLatency> {
     }
     let seed_secs = started.elapsed().as_secs_f64();
     let ready = db.fetch("SELECT COUNT(*) FROM jobs WHERE queue = 1", vec![], &[Ty::Int]).await?;
-    let ready = ready.first().map_or(0, |r| r.int(0));
+    let ready = ready.first().map_or(0, |r| r.int(0, "bench row").expect("a decodable row"));
     ensure!(ready == queued as i64, "seeded {ready} ready jobs, not {queued}");
     task.finish(&format!("{queued} jobs seeded in {seed_secs:.1} s"));
 

@@ -142,12 +142,14 @@ pub fn with_database(url: &str, database: &str) -> anyhow::Result<String> {
 /// How durable the store's commits are, as the database itself reports it, and the
 /// server's version.
 pub async fn durability(db: &Db) -> anyhow::Result<(String, String)> {
-    let text = |rows: Vec<spindle::store::sql::Row>| rows.first().map(|r| r.text(0)).unwrap_or_default();
+    let text = |rows: Vec<spindle::store::sql::Row>| {
+        rows.first().map(|r| r.text(0, "bench row").expect("a decodable row")).unwrap_or_default()
+    };
     match db {
         Db::Sqlite { .. } => {
             let journal = text(db.fetch("PRAGMA journal_mode", vec![], &[Ty::Text]).await?);
             let sync = db.fetch("PRAGMA synchronous", vec![], &[Ty::Int]).await?;
-            let sync = match sync.first().map(|r| r.int(0)) {
+            let sync = match sync.first().map(|r| r.int(0, "bench row").expect("a decodable row")) {
                 Some(0) => "OFF",
                 Some(1) => "NORMAL",
                 Some(2) => "FULL",

@@ -147,9 +147,9 @@ async fn children_times(scenario: &super::Scenario, parent: JobId) -> anyhow::Re
         .await?;
     let (mut started, mut settled) = (0i64, 0i64);
     for row in &rows {
-        let machine: serde_json::Value = serde_json::from_str(&row.text(0))?;
+        let machine: serde_json::Value = serde_json::from_str(&row.text(0, "bench row")?)?;
         started = started.max(machine["started_at"].as_i64().context("a child's start")?);
-        settled = settled.max(row.opt_int(1).context("a child's settlement")?);
+        settled = settled.max(row.opt_int(1, "bench row")?.context("a child's settlement")?);
     }
     Ok((rows.len(), Timestamp::from_micros(started), Timestamp::from_micros(settled)))
 }

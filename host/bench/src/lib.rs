@@ -323,7 +323,7 @@ pub async fn count_in_state(host: &Host, state: JobState) -> anyhow::Result<i64>
         .db()
         .fetch("SELECT COUNT(*) FROM jobs WHERE state = $1", vec![Value::from(state.as_str())], &[Ty::Int])
         .await?;
-    Ok(rows.first().map_or(0, |r| r.int(0)))
+    Ok(rows.first().map_or(0, |r| r.int(0, "bench row").expect("a decodable row")))
 }
 
 /// Runs the sections `settings` asks for and gathers their figures.

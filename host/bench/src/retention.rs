@@ -44,7 +44,7 @@ async fn database_bytes(db: &Db, path: Option<&std::path::Path>) -> anyhow::Resu
         }
         Backend::Postgres => {
             let rows = db.fetch("SELECT pg_database_size(current_database())", vec![], &[Ty::Int]).await?;
-            Ok(u64::try_from(rows.first().map_or(0, |r| r.int(0))).unwrap_or(0))
+            Ok(u64::try_from(rows.first().map_or(0, |r| r.int(0, "bench row").expect("a decodable row"))).unwrap_or(0))
         }
     }
 }

@@ -104,7 +104,7 @@ async fn run(ctx: &Context, exe: &Path, hosts: usize) -> anyhow::Result<(f64, us
         }
         let rows =
             db.fetch("SELECT MAX(settled_at) FROM jobs WHERE kind = $1", vec![Value::from("noop")], &[Ty::Int]).await?;
-        let last = rows.first().map_or(started_at, |r| r.int(0));
+        let last = rows.first().map_or(started_at, |r| r.int(0, "bench row").expect("a decodable row"));
         anyhow::Ok((last - started_at) as f64 / 1e6)
     }
     .await;
@@ -175,5 +175,7 @@ async fn settled(db: &Db) -> anyhow::Result<(i64, i64)> {
             &[Ty::Int, Ty::Int],
         )
         .await?;
-    Ok(rows.first().map_or((0, 0), |r| (r.int(0), r.int(1))))
+    Ok(rows.first().map_or((0, 0), |r| {
+        (r.int(0, "bench row").expect("a decodable row"), r.int(1, "bench row").expect("a decodable row"))
+    }))
 }

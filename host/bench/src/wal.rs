@@ -101,7 +101,7 @@ async fn checkpoint(db: &Db) -> anyhow::Result<String> {
 
 async fn lsn(db: &Db) -> anyhow::Result<String> {
     let rows = db.fetch("SELECT pg_current_wal_lsn()::text", vec![], &[Ty::Text]).await?;
-    Ok(rows.first().map(|r| r.text(0)).unwrap_or_default())
+    Ok(rows.first().map(|r| r.text(0, "bench row").expect("a decodable row")).unwrap_or_default())
 }
 
 /// Waits until the server has flushed its WAL up to `to`: `pg_walinspect` reads only
@@ -115,7 +115,7 @@ async fn flushed(db: &Db, to: &str) -> anyhow::Result<()> {
                 &[Ty::Int],
             )
             .await?;
-        if rows.first().is_some_and(|r| r.int(0) == 1) {
+        if rows.first().is_some_and(|r| r.int(0, "bench row").expect("a decodable row") == 1) {
             return Ok(());
         }
         // The WAL writer flushes every `wal_writer_delay` (200 ms by default).
@@ -144,14 +144,30 @@ async fn phase(db: &Db, from: &str, to: &str, jobs: usize) -> anyhow::Result<Wal
         )
         .await
         .context("pg_get_wal_stats")?;
-    let sum = |pick: &dyn Fn(&str) -> bool| records.iter().filter(|r| pick(&r.text(0))).map(|r| r.int(1)).sum::<i64>();
-    let mut top: Vec<(String, f64, f64)> =
-        records.iter().map(|r| (r.text(0), per_job(r.int(1)), per_job(r.int(2) + r.int(3)))).collect();
+    let sum = |pick: &dyn Fn(&str) -> bool| {
+        records
+            .iter()
+            .filter(|r| pick(&r.text(0, "bench row").expect("a decodable row")))
+            .map(|r| r.int(1, "bench row").expect("a decodable row"))
+            .sum::<i64>()
+    };
+    let mut top: Vec<(String, f64, f64)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.text(0, "bench row").expect("a decodable row"),
+                per_job(r.int(1, "bench row").expect("a decodable row")),
+                per_job(
+                    r.int(2, "bench row").expect("a decodable row") + r.int(3, "bench row").expect("a decodable row"),
+                ),
+            )
+        })
+        .collect();
     top.sort_by(|a, b| b.2.total_cmp(&a.2));
     top.truncate(TOP_RECORDS);
     Ok(WalPhase {
-        bytes_per_job: per_job(span.first().map_or(0, |r| r.int(0))),
-        fpi_bytes_per_job: per_job(records.iter().map(|r| r.int(3)).sum()),
+        bytes_per_job: per_job(span.first().map_or(0, |r| r.int(0, "bench row").expect("a decodable row"))),
+        fpi_bytes_per_job: per_job(records.iter().map(|r| r.int(3, "bench row").expect("a decodable row")).sum()),
         btree_inserts_per_job: per_job(sum(&|t| t.starts_with("Btree/INSERT"))),
         heap_inserts_per_job: per_job(sum(&|t| t.starts_with("Heap/INSERT")))
             + multi_inserted(db, from, to, jobs).await?,
@@ -177,7 +193,7 @@ async fn multi_inserted(db: &Db, from: &str, to: &str, jobs: usize) -> anyhow::R
         )
         .await
         .context("pg_get_wal_records_info")?;
-    Ok(rows.first().map_or(0, |r| r.int(0)) as f64 / jobs.max(1) as f64)
+    Ok(rows.first().map_or(0, |r| r.int(0, "bench row").expect("a decodable row")) as f64 / jobs.max(1) as f64)
 }
 
 /// Records of the heap and B-tree kinds between `from` and `to` per job, by relation
@@ -197,5 +213,15 @@ async fn by_relation(db: &Db, from: &str, to: &str, jobs: usize) -> anyhow::Resu
         .await
         .context("WAL records by relation")?;
     let per_job = |n: i64| n as f64 / jobs.max(1) as f64;
-    Ok(rows.iter().map(|r| (r.text(0), r.text(1), per_job(r.int(2)))).filter(|(_, _, n)| *n >= 0.05).collect())
+    Ok(rows
+        .iter()
+        .map(|r| {
+            (
+                r.text(0, "bench row").expect("a decodable row"),
+                r.text(1, "bench row").expect("a decodable row"),
+                per_job(r.int(2, "bench row").expect("a decodable row")),
+            )
+        })
+        .filter(|(_, _, n)| *n >= 0.05)
+        .collect())
 }

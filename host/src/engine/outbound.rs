@@ -74,7 +74,10 @@ impl super::Tenancy<'_> {
         if std::str::from_utf8(value).is_err() {
             return Err(EngineError::Invalid("a secret's value must be UTF-8 text".into()));
         }
-        let sealed = self.key()?.seal(&tenant.0, name, value);
+        let sealed = self
+            .key()?
+            .seal(&tenant.0, name, value)
+            .map_err(|e| EngineError::Invalid(format!("the value could not be sealed: {e}")))?;
         let now = self.now();
         self.store.put_secret(tenant, name, &sealed, now).await?;
         Ok(SecretInfo { name: name.to_owned(), updated_at: now })

@@ -309,7 +309,7 @@ impl CapacityStore for SqlStore {
                 &[Ty::Text, Ty::Int],
             )
             .await?;
-        Ok(rows.iter().map(|r| (r.text(0), u32::try_from(r.int(1)).unwrap_or(u32::MAX))).collect())
+        rows.iter().map(|r| Ok((r.text(0, "kind_limits.kind")?, r.num(1, "kind_limits.max_running")?))).collect()
     }
 
     async fn add_usage(&self, usage: &[Usage]) -> Result<(), StoreError> {
@@ -405,7 +405,7 @@ impl CapacityStore for SqlStore {
                 &[Ty::Int],
             )
             .await?;
-        Ok(rows.first().map_or(0, |r| u64::try_from(r.int(0)).unwrap_or(0)))
+        rows.first().map_or(Ok(0), |r| r.num(0, "components.size (sum)"))
     }
 }
 
@@ -500,7 +500,7 @@ async fn weights_of(tx: &mut Tx, tenants: &BTreeSet<&str>) -> Result<Weights, St
     let sql =
         format!("SELECT tenant_id, weight FROM tenant_limits WHERE tenant_id IN ({})", placeholders(1, tenants.len()));
     let rows = tx.fetch(&sql, tenants.iter().map(|t| Value::from(*t)).collect(), &[Ty::Text, Ty::Int]).await?;
-    Ok(rows.iter().map(|r| (r.text(0), u32::try_from(r.int(1)).unwrap_or(1))).collect())
+    rows.iter().map(|r| Ok((r.text(0, "tenant_limits.tenant_id")?, r.num(1, "tenant_limits.weight")?))).collect()
 }
 
 /// A layer's virtual time (the smallest tag ready in it, the head of the claim index, or
@@ -514,7 +514,7 @@ async fn clock_and_last_tag(tx: &mut Tx, tenant: &str, priority: i64) -> Result<
             &[Ty::OptInt, Ty::OptInt, Ty::OptInt],
         )
         .await?;
-    Ok(clock_of(rows.first(), 0))
+    clock_of(rows.first(), 0)
 }
 
 /// The three values [`clock_of`] makes a layer's clock and a tenant's last tag of, for
@@ -528,9 +528,13 @@ fn clock_columns(tenant: &str, priority: &str) -> String {
 }
 
 /// The clock and the last tag from [`clock_columns`]' values at `first` in `row`.
-fn clock_of(row: Option<&super::sql::Row>, first: usize) -> (LayerClock, Option<i64>) {
-    let clock = LayerClock { head: row.and_then(|r| r.opt_int(first)), latest: row.and_then(|r| r.opt_int(first + 1)) };
-    (clock, row.and_then(|r| r.opt_int(first + 2)))
+fn clock_of(row: Option<&super::sql::Row>, first: usize) -> Result<(LayerClock, Option<i64>), StoreError> {
+    let Some(row) = row else { return Ok((LayerClock { head: None, latest: None }, None)) };
+    let clock = LayerClock {
+        head: row.opt_int(first, "fair_tags.last_tag (head)")?,
+        latest: row.opt_int(first + 1, "fair_tags.last_tag (latest)")?,
+    };
+    Ok((clock, row.opt_int(first + 2, "fair_tags.last_tag")?))
 }
 
 /// What admission read that the submission's fair tags need: the tenants' weights, and
@@ -623,7 +627,7 @@ pub(super) async fn admit(tx: &mut Tx, jobs: &[&NewJob], fair: bool, now: Timest
             )
             .await?
             .first()
-            .map_or(0, |r| r.int(0));
+            .map_or(Ok(0), |r| r.int(0, "tenant_admission.rate_tat"))?;
         let queued = match limits.max_queued {
             Some(_) => tx
                 .fetch(
@@ -633,7 +637,7 @@ pub(super) async fn admit(tx: &mut Tx, jobs: &[&NewJob], fair: bool, now: Timest
                 )
                 .await?
                 .first()
-                .map_or(0, |r| u64::try_from(r.int(0)).unwrap_or(0)),
+                .map_or(Ok(0), |r| r.num(0, "jobs.count (pending)"))?,
             None => 0,
         };
         let facts = AdmissionFacts { queued, tat };
@@ -725,8 +729,8 @@ pub(super) async fn gate_claims(
         )
         .await?
         .iter()
-        .map(|r| (r.text(0), r.int(1)))
-        .collect();
+        .map(|r| Ok((r.text(0, "tenant_limits.tenant_id")?, r.int(1, "tenant_limits.max_running")?)))
+        .collect::<Result<_, StoreError>>()?;
     let kinds: BTreeSet<(&str, &str)> = candidates.iter().map(|c| (c.tenant.0.as_str(), c.kind.as_str())).collect();
     let kind_limits: HashMap<(String, String), i64> = tx
         .fetch(
@@ -740,9 +744,16 @@ pub(super) async fn gate_claims(
         )
         .await?
         .iter()
-        .map(|r| ((r.text(0), r.text(1)), r.int(2)))
-        .filter(|((t, k), _)| kinds.contains(&(t.as_str(), k.as_str())))
-        .collect();
+        .map(|r| {
+            Ok((
+                (r.text(0, "kind_limits.tenant_id")?, r.text(1, "kind_limits.kind")?),
+                r.int(2, "kind_limits.max_running")?,
+            ))
+        })
+        .filter(|row: &Result<_, StoreError>| {
+            row.as_ref().map_or(true, |((t, k), _)| kinds.contains(&(t.as_str(), k.as_str())))
+        })
+        .collect::<Result<_, StoreError>>()?;
     if tenant_limits.is_empty() && kind_limits.is_empty() {
         return Ok(verdicts);
     }
@@ -765,7 +776,10 @@ pub(super) async fn gate_claims(
     let facts = RunningFacts {
         tenant_limits,
         kind_limits,
-        running: rows.iter().map(|r| ((r.text(0), r.text(1)), r.int(2))).collect(),
+        running: rows
+            .iter()
+            .map(|r| Ok(((r.text(0, "jobs.tenant_id")?, r.text(1, "jobs.kind")?), r.int(2, "jobs.count (running)")?)))
+            .collect::<Result<_, StoreError>>()?,
         admitted: admitted.iter().map(|a| (a.tenant.0.clone(), a.kind.clone())).collect(),
         freeing: freeing.slots.clone(),
     };

@@ -206,10 +206,15 @@ pub(super) const INSERTED_TYS: [Ty; 3] = [Ty::Int, Ty::Text, Ty::Int];
 
 /// The sequence numbers of the jobs written, by id, unless a version had moved.
 pub(super) fn seqs_unless_moved(answered: &[super::sql::Row]) -> Result<HashMap<String, i64>, StoreError> {
-    if let Some(moved) = answered.iter().find(|row| row.int(2) == 1) {
-        return Err(StoreError::VersionMoved { kind: moved.text(1), pinned: moved.int(0) });
+    let mut seqs = HashMap::with_capacity(answered.len());
+    for row in answered {
+        let (number, text) = (row.int(0, "jobs.seq (inserted)")?, row.text(1, "jobs.id (inserted)")?);
+        if row.int(2, "jobs.moved (inserted)")? == 1 {
+            return Err(StoreError::VersionMoved { kind: text, pinned: number });
+        }
+        seqs.insert(text, number);
     }
-    Ok(answered.iter().map(|row| (row.text(1), row.int(0))).collect())
+    Ok(seqs)
 }
 
 /// Rows of statement values.

@@ -212,7 +212,10 @@ mod tests {
         assert!(plan.contains("steps_pkey"), "the primary key is not used:\n{plan}");
 
         let rows = db.fetch(&sql, args, &[Ty::Text, Ty::Int, Ty::Int, Ty::Text, Ty::OptBlob]).await.expect("fetch");
-        let mut found: Vec<(String, i64)> = rows.iter().map(|r| (r.text(0), r.int(2))).collect();
+        let mut found: Vec<(String, i64)> = rows
+            .iter()
+            .map(|r| (r.text(0, "test row").expect("a decodable row"), r.int(2, "test row").expect("a decodable row")))
+            .collect();
         for pair in found.windows(2) {
             if pair[0].0 == pair[1].0 {
                 assert!(pair[0].1 < pair[1].1, "a job's steps come in position order: {found:?}");

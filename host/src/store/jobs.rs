@@ -172,7 +172,7 @@ async fn tenant_seq_probe(tx: &mut Tx, tenant: &TenantId, from: Option<i64>) -> 
         &format!("ORDER BY seq {order} LIMIT 1"),
     );
     let rows = tx.fetch(&sql, args, &[Ty::Int, Ty::Int]).await?;
-    Ok(rows.first().map(|row| (row.int(0), row.int(1))))
+    rows.first().map(|row| Ok((row.int(0, "jobs.seq")?, row.int(1, "jobs.created_at")?))).transpose()
 }
 
 /// The first sequence number of `tenant`'s jobs submitted at or after `micros` (one past
@@ -321,7 +321,7 @@ async fn job_by_key(tx: &mut Tx, tenant: &TenantId, key: &str) -> Result<Option<
 }
 
 fn ids_of(rows: Vec<super::sql::Row>) -> Result<Vec<JobId>, StoreError> {
-    rows.iter().map(|r| parse_id(&r.text(0), "job id")).collect()
+    rows.iter().map(|r| parse_id(&r.text(0, "jobs.id")?, "jobs.id")).collect()
 }
 
 impl SqlStore {
@@ -583,7 +583,8 @@ impl JobStore for SqlStore {
         let sql = format!(
             "SELECT id FROM jobs WHERE settled_at IS NOT NULL AND settled_at < $1{tenants} ORDER BY settled_at LIMIT $2{lock}"
         );
-        let ids: Vec<String> = tx.fetch(&sql, args, &[Ty::Text]).await?.into_iter().map(|r| r.text(0)).collect();
+        let ids: Vec<String> =
+            tx.fetch(&sql, args, &[Ty::Text]).await?.iter().map(|r| r.text(0, "jobs.id")).collect::<Result<_, _>>()?;
         if ids.is_empty() {
             tx.commit().await?;
             return Ok(0);
@@ -617,24 +618,24 @@ impl JobStore for SqlStore {
                 &[Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Int, Ty::Int],
             )
             .await?;
-        let count = |r: &super::sql::Row, i| u64::try_from(r.int(i)).unwrap_or(0);
+        let count = |r: &super::sql::Row, i| r.num::<u64>(i, "jobs.count (queue depth)");
         rows.iter()
             .map(|r| {
-                let rank = r.int(1);
+                let rank = r.int(1, "jobs.priority")?;
                 let priority = spindle_core::policy::priority::Priority::ALL
                     .iter()
                     .copied()
                     .find(|p| i64::from(p.rank()) == rank)
                     .ok_or_else(|| corrupt(format!("priority rank {rank}")))?;
                 Ok(QueueDepth {
-                    kind: r.text(0),
+                    kind: r.text(0, "jobs.kind")?,
                     priority,
-                    ready: count(r, 2),
-                    delayed: count(r, 3),
-                    blocked: count(r, 4),
-                    waiting: count(r, 5),
-                    running: count(r, 6),
-                    paused: count(r, 7),
+                    ready: count(r, 2)?,
+                    delayed: count(r, 3)?,
+                    blocked: count(r, 4)?,
+                    waiting: count(r, 5)?,
+                    running: count(r, 6)?,
+                    paused: count(r, 7)?,
                 })
             })
             .collect()
@@ -649,7 +650,7 @@ impl JobStore for SqlStore {
                 &[Ty::Text, Ty::Int],
             )
             .await?;
-        Ok(rows.iter().map(|r| (TenantId(r.text(0)), u64::try_from(r.int(1)).unwrap_or(0))).collect())
+        rows.iter().map(|r| Ok((TenantId(r.text(0, "jobs.tenant_id")?), r.num(1, "jobs.count (running)")?))).collect()
     }
 
     async fn depths(&self) -> Result<Vec<Depth>, StoreError> {
@@ -662,10 +663,16 @@ impl JobStore for SqlStore {
                 &[Ty::Text, Ty::Text, Ty::Text, Ty::Int],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Depth { tenant: TenantId(r.text(0)), kind: r.text(1), state: r.text(2), count: r.int(3) })
-            .collect())
+        rows.iter()
+            .map(|r| {
+                Ok(Depth {
+                    tenant: TenantId(r.text(0, "jobs.tenant_id")?),
+                    kind: r.text(1, "jobs.kind")?,
+                    state: r.text(2, "jobs.state")?,
+                    count: r.int(3, "jobs.count (depth)")?,
+                })
+            })
+            .collect()
     }
 }
 

@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use spindle_core::Timestamp;
 
 use super::error::StoreError;
-use super::rows::ts;
 use super::sql::{Backend, Tx, Ty, Value};
 
 /// Locks the rows of `keys` in key order, making a free row for a key never used before:
@@ -70,7 +69,7 @@ pub(super) async fn acquire_one(
         return Ok(None);
     }
     let holder = tx.fetch("SELECT expires_at FROM leases WHERE key = $1", vec![Value::from(key)], &[Ty::Int]).await?;
-    Ok(Some(holder.first().map_or(now, |r| ts(r, 0))))
+    Ok(Some(holder.first().map_or(Ok(now), |r| r.int(0, "leases.expires_at").map(Timestamp::from_micros))?))
 }
 
 /// Whether job `id` still holds every one of `keys` under `fence`.
@@ -83,7 +82,7 @@ pub(super) async fn holds_all(tx: &mut Tx, id: &str, fence: i64, keys: &[String]
         )
         .await?;
     let needed = i64::try_from(keys.iter().collect::<BTreeSet<_>>().len()).unwrap_or(i64::MAX);
-    Ok(held.first().map_or(0, |r| r.int(0)) >= needed)
+    Ok(held.first().map_or(Ok(0), |r| r.int(0, "leases.count (held)"))? >= needed)
 }
 
 /// Extends `key`, held by job `id` under `fence`, until `expires_at`.

@@ -52,7 +52,12 @@ impl LeaseStore for SqlStore {
         let mut tx = self.db.begin().await?;
         let lock = self.db.backend().for_update();
         let sql = format!("SELECT job_id FROM leases WHERE key = $1 AND job_id <> ''{lock}");
-        let holder = tx.fetch(&sql, vec![Value::from(key)], &[Ty::Text]).await?.first().map(|r| r.text(0));
+        let holder = tx
+            .fetch(&sql, vec![Value::from(key)], &[Ty::Text])
+            .await?
+            .first()
+            .map(|r| r.text(0, "leases.job_id"))
+            .transpose()?;
         if holder.is_some() {
             tx.execute(
                 "UPDATE leases SET job_id = '', holder_fence = 0, owner = '', expires_at = 0 WHERE key = $1",
@@ -91,7 +96,7 @@ impl LeaseStore for SqlStore {
             )
             .await?;
         tx.commit().await?;
-        Ok(rows.first().map(|r| r.int(0)))
+        rows.first().map(|r| r.int(0, "leases.holder_fence")).transpose()
     }
 
     async fn release_singleton(&self, name: &str, owner: &str) -> Result<(), StoreError> {

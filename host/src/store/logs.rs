@@ -100,8 +100,14 @@ impl LogStore for SqlStore {
                 &[Ty::Int, Ty::Int, Ty::Int],
             )
             .await?;
-        let (mut kept_lines, mut kept_bytes, mut dropped) =
-            totals.first().map_or((0, 0, 0), |r| (r.int(0) as u64, r.int(1) as u64, r.int(2) as u64));
+        let (mut kept_lines, mut kept_bytes, mut dropped) = match totals.first() {
+            Some(r) => (
+                r.num::<u64>(0, "job_log_totals.lines")?,
+                r.num::<u64>(1, "job_log_totals.bytes")?,
+                r.num::<u64>(2, "job_log_totals.dropped")?,
+            ),
+            None => (0, 0, 0),
+        };
         let mut rows = Vec::with_capacity(lines.len().min(MAX_PARAMS / LOG_COLS));
         let mut note = None;
         for line in lines {
@@ -203,7 +209,7 @@ impl LogStore for SqlStore {
             .fetch("SELECT dropped FROM job_log_totals WHERE job_id = $1", vec![Value::from(id.as_str())], &[Ty::Int])
             .await?
             .first()
-            .map_or(0, |r| r.int(0) as u64);
+            .map_or(Ok(0), |r| r.num::<u64>(0, "job_log_totals.dropped"))?;
         Ok(JobLogs { lines, dropped })
     }
 }

@@ -88,7 +88,7 @@ impl OutboundStore for SqlStore {
             .db
             .fetch("SELECT outbound FROM tenants WHERE id = $1", vec![Value::from(tenant.0.as_str())], &[Ty::OptText])
             .await?;
-        Ok(rows.first().and_then(|r| r.opt_text(0)))
+        Ok(rows.first().map(|r| r.opt_text(0, "tenants.outbound")).transpose()?.flatten())
     }
 
     async fn put_secret(&self, tenant: &TenantId, name: &str, sealed: &str, now: Timestamp) -> Result<(), StoreError> {
@@ -142,7 +142,7 @@ impl OutboundStore for SqlStore {
         args.extend(names.iter().map(|n| Value::from(n.as_str())));
         let sql = format!("SELECT name, sealed FROM secrets WHERE tenant_id = $1 AND name IN ({list})");
         let rows = self.db.fetch(&sql, args, &[Ty::Text, Ty::Text]).await?;
-        Ok(rows.iter().map(|r| (r.text(0), r.text(1))).collect())
+        rows.iter().map(|r| Ok((r.text(0, "secrets.name")?, r.text(1, "secrets.sealed")?))).collect()
     }
 
     async fn record_calls(

@@ -130,6 +130,6 @@ impl OutboxStore for SqlStore {
     async fn counters(&self) -> Result<Vec<(String, i64)>, StoreError> {
         let rows =
             self.db.fetch("SELECT name, value FROM counters ORDER BY name", vec![], &[Ty::Text, Ty::Int]).await?;
-        Ok(rows.iter().map(|r| (r.text(0), r.int(1))).collect())
+        rows.iter().map(|r| Ok((r.text(0, "counters.name")?, r.int(1, "counters.value")?))).collect()
     }
 }

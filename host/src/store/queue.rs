@@ -163,7 +163,8 @@ async fn candidates(
     let mut tys = JOB_TYS.to_vec();
     tys.push(Ty::Int);
     let rows = tx.fetch(&sql, args, &tys).await?;
-    let limited: Vec<bool> = rows.iter().map(|r| r.int(JOB_TYS.len()) != 0).collect();
+    let limited: Vec<bool> =
+        rows.iter().map(|r| Ok(r.int(JOB_TYS.len(), "jobs.limited")? != 0)).collect::<Result<_, StoreError>>()?;
     let mut records = rows.into_iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
     attach_steps(tx, &mut records).await?;
     Ok((records, limited))
@@ -373,7 +374,12 @@ impl QueueStore for SqlStore {
         let sql =
             format!("SELECT MIN(run_at) FROM jobs WHERE queue >= {}", queue_code(spindle_core::QueueState::Delayed));
         let rows = self.db.fetch(&sql, vec![], &[Ty::OptInt]).await?;
-        Ok(rows.first().and_then(|r| r.opt_int(0)).map(Timestamp::from_micros))
+        Ok(rows
+            .first()
+            .map(|r| r.opt_int(0, "jobs.run_at (soonest)"))
+            .transpose()?
+            .flatten()
+            .map(Timestamp::from_micros))
     }
 
     async fn wake_gate(

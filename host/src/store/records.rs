@@ -8,6 +8,7 @@ use spindle_core::policy::priority::Priority;
 use spindle_core::step::Step;
 use spindle_core::{HistoryEvent, Job, JobId, JobState, QueueState, Timestamp};
 
+use super::error::StoreError;
 use super::sql::{Row, Ty, Value};
 
 /// A job as stored: the machine plus what the store keeps beside it.
@@ -369,18 +370,18 @@ impl IndexedColumns {
 
     /// The columns as read back from `row`, where [`COLUMNS`](Self::COLUMNS) begin at
     /// index `first`.
-    pub fn from_row(row: &Row, first: usize) -> Self {
-        Self {
-            state: row.text(first),
-            queue: row.int(first + 1),
-            run_at: row.int(first + 2),
-            blocked_on: row.opt_text(first + 3),
-            claim_expires_at: row.opt_int(first + 4),
-            last_activity_at: row.int(first + 5),
-            settled_at: row.opt_int(first + 6),
-            progress: row.int(first + 7),
-            successor: row.opt_text(first + 8),
-        }
+    pub fn from_row(row: &Row, first: usize) -> Result<Self, StoreError> {
+        Ok(Self {
+            state: row.text(first, "jobs.state")?,
+            queue: row.int(first + 1, "jobs.queue")?,
+            run_at: row.int(first + 2, "jobs.run_at")?,
+            blocked_on: row.opt_text(first + 3, "jobs.blocked_on")?,
+            claim_expires_at: row.opt_int(first + 4, "jobs.claim_expires_at")?,
+            last_activity_at: row.int(first + 5, "jobs.last_activity_at")?,
+            settled_at: row.opt_int(first + 6, "jobs.settled_at")?,
+            progress: row.int(first + 7, "jobs.progress")?,
+            successor: row.opt_text(first + 8, "jobs.successor")?,
+        })
     }
 
     /// As statement parameters, in [`COLUMNS`](Self::COLUMNS) order.

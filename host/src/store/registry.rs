@@ -338,7 +338,7 @@ impl RegistryStore for SqlStore {
             .db
             .fetch("SELECT bytes FROM components WHERE digest = $1", vec![Value::from(digest)], &[Ty::Blob])
             .await?;
-        Ok(rows.pop().and_then(|mut r| r.take_blob(0)))
+        Ok(rows.pop().map(|mut r| r.take_opt_blob(0, "components.bytes")).transpose()?.flatten())
     }
 
     async fn add_kind_version(
@@ -360,7 +360,8 @@ impl RegistryStore for SqlStore {
                 &[Ty::Int],
             )
             .await?;
-        let version = rows.first().map(|r| r.int(0)).ok_or_else(|| corrupt("kind upsert returned nothing"))?;
+        let version =
+            rows.first().ok_or_else(|| corrupt("kind upsert returned nothing"))?.int(0, "kinds.latest_version")?;
         tx.execute(
             "INSERT INTO kind_versions (tenant_id, kind, version, digest, spec, created_at, deployment) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",

@@ -15,10 +15,6 @@ pub(super) fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
 }
 
-pub(super) fn ts(row: &Row, i: usize) -> Timestamp {
-    Timestamp::from_micros(row.int(i))
-}
-
 pub(super) fn parse_id(text: &str, what: &str) -> Result<JobId, StoreError> {
     text.parse().map_err(|e| corrupt(format!("{what}: {e}")))
 }
@@ -285,7 +281,10 @@ mod tests {
         let answered = batch.run(&mut tx, &[Ty::Int, Ty::Text]).await.expect("batch");
         tx.commit().await.expect("commit");
 
-        let answered: Vec<(i64, String)> = answered.iter().map(|r| (r.int(0), r.text(1))).collect();
+        let answered: Vec<(i64, String)> = answered
+            .iter()
+            .map(|r| (r.int(0, "test row").expect("a decodable row"), r.text(1, "test row").expect("a decodable row")))
+            .collect();
         let mut expected = vec![(-1, "first".to_owned())];
         expected.extend((0..n).map(|i| (i as i64, format!("w{i}"))));
         expected.push((n as i64 - 1, format!("w{}", n - 1)));

@@ -62,7 +62,7 @@ async fn migrate_to(db: &Db, target: i64) -> Result<(), StoreError> {
     )
     .await?;
     let applied = tx.fetch("SELECT COALESCE(MAX(version), 0) FROM spindle_schema", vec![], &[Ty::Int]).await?;
-    let current = applied.first().map_or(0, |row| row.int(0));
+    let current = applied.first().map_or(Ok(0), |row| row.int(0, "spindle_schema.version"))?;
     for (version, script) in migrations.iter().filter(|(v, _)| *v > current && *v <= target) {
         for statement in statements(script) {
             tx.execute(&statement, vec![]).await?;
@@ -166,7 +166,7 @@ mod tests {
                     )
                     .await
                     .expect("tables");
-                for table in tables.iter().map(|r| r.text(0)) {
+                for table in tables.iter().map(|r| r.text(0, "test row").expect("a decodable row")) {
                     let info = db
                         .fetch(
                             &format!("SELECT name, type, \"notnull\", pk FROM pragma_table_info('{table}')"),
@@ -179,9 +179,19 @@ mod tests {
                     let columns = schema.columns.entry(table.clone()).or_default();
                     for r in &info {
                         // A primary key column is never NULL, whatever SQLite's flag says.
-                        columns.insert(r.text(0), (type_class(&r.text(1)), r.int(2) != 0 || r.int(3) > 0));
-                        if r.int(3) > 0 {
-                            pk.push((r.int(3), r.text(0)));
+                        columns.insert(
+                            r.text(0, "test row").expect("a decodable row"),
+                            (
+                                type_class(&r.text(1, "test row").expect("a decodable row")),
+                                r.int(2, "test row").expect("a decodable row") != 0
+                                    || r.int(3, "test row").expect("a decodable row") > 0,
+                            ),
+                        );
+                        if r.int(3, "test row").expect("a decodable row") > 0 {
+                            pk.push((
+                                r.int(3, "test row").expect("a decodable row"),
+                                r.text(0, "test row").expect("a decodable row"),
+                            ));
                         }
                     }
                     pk.sort();
@@ -196,7 +206,7 @@ mod tests {
                         .await
                         .expect("indexes");
                     for index in &indexes {
-                        let name = index.text(0);
+                        let name = index.text(0, "test row").expect("a decodable row");
                         let cols = db
                             .fetch(
                                 &format!("SELECT name FROM pragma_index_info('{name}') ORDER BY seqno"),
@@ -205,7 +215,8 @@ mod tests {
                             )
                             .await
                             .expect("index columns");
-                        let cols: Vec<String> = cols.iter().map(|r| r.text(0)).collect();
+                        let cols: Vec<String> =
+                            cols.iter().map(|r| r.text(0, "test row").expect("a decodable row")).collect();
                         let sql = db
                             .fetch(
                                 "SELECT sql FROM sqlite_master WHERE name = $1",
@@ -214,12 +225,19 @@ mod tests {
                             )
                             .await
                             .expect("index sql");
-                        let sql = sql.first().and_then(|r| r.opt_text(0)).unwrap_or_default();
+                        let sql = sql
+                            .first()
+                            .and_then(|r| r.opt_text(0, "test row").expect("a decodable row"))
+                            .unwrap_or_default();
                         let pred = sql.split_once(" WHERE ").map(|(_, p)| predicate(p)).unwrap_or_default();
-                        if index.int(1) != 0 && pred.is_empty() {
+                        if index.int(1, "test row").expect("a decodable row") != 0 && pred.is_empty() {
                             schema.keys.insert((table.clone(), cols.join(",")));
                         } else {
-                            let kind = if index.int(1) != 0 { "unique" } else { "index" };
+                            let kind = if index.int(1, "test row").expect("a decodable row") != 0 {
+                                "unique"
+                            } else {
+                                "index"
+                            };
                             schema.indexes.insert((table.clone(), kind.into(), cols.join(","), pred));
                         }
                     }
@@ -236,8 +254,14 @@ mod tests {
                     .await
                     .expect("columns");
                 for r in &columns {
-                    let entry = schema.columns.entry(r.text(0)).or_default();
-                    entry.insert(r.text(1), (type_class(&r.text(2)), r.text(3) == "NO"));
+                    let entry = schema.columns.entry(r.text(0, "test row").expect("a decodable row")).or_default();
+                    entry.insert(
+                        r.text(1, "test row").expect("a decodable row"),
+                        (
+                            type_class(&r.text(2, "test row").expect("a decodable row")),
+                            r.text(3, "test row").expect("a decodable row") == "NO",
+                        ),
+                    );
                 }
                 let indexes = db
                     .fetch(
@@ -252,8 +276,12 @@ mod tests {
                     .await
                     .expect("indexes");
                 for r in &indexes {
-                    let (table, unique, cols, pred) =
-                        (r.text(0), r.text(1) == "true", index_columns(&r.text(2)), predicate(&r.text(3)));
+                    let (table, unique, cols, pred) = (
+                        r.text(0, "test row").expect("a decodable row"),
+                        r.text(1, "test row").expect("a decodable row") == "true",
+                        index_columns(&r.text(2, "test row").expect("a decodable row")),
+                        predicate(&r.text(3, "test row").expect("a decodable row")),
+                    );
                     if unique && pred.is_empty() {
                         schema.keys.insert((table, cols));
                     } else {
@@ -340,20 +368,20 @@ mod tests {
             )
             .await
             .expect("read the columns");
-        let other: Vec<String> = rows.iter().map(|r| r.text(0)).collect();
+        let other: Vec<String> = rows.iter().map(|r| r.text(0, "test row").expect("a decodable row")).collect();
         assert_eq!(other, Vec::<String>::new(), "text columns in another collation");
         let texts = test
             .db
             .fetch("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND data_type = 'text'", vec![], &[Ty::Int])
             .await
             .expect("count");
-        assert!(texts[0].int(0) > 60, "the schema was read");
+        assert!(texts[0].int(0, "test row").expect("a decodable row") > 60, "the schema was read");
         let names = test
             .db
             .fetch("SELECT name FROM tenants WHERE id IN ('t-1', 't-2') ORDER BY name", vec![], &[Ty::Text])
             .await
             .expect("names");
-        let names: Vec<String> = names.iter().map(|r| r.text(0)).collect();
+        let names: Vec<String> = names.iter().map(|r| r.text(0, "test row").expect("a decodable row")).collect();
         assert_eq!(names, ["Zeta", "alpha"], "kept, and listed in byte order");
         test.drop().await;
     }

@@ -650,7 +650,11 @@ mod tests {
             corrupt(test.db.fetch("SELECT CAST(NULL AS TEXT)", vec![], &[Ty::Text]).await);
             corrupt(test.db.fetch("SELECT 'forty-two'", vec![], &[Ty::Int]).await);
             let rows = test.db.fetch("SELECT CAST(NULL AS BIGINT)", vec![], &[Ty::OptInt]).await.expect("a NULL");
-            assert_eq!(rows[0].opt_int(0), None, "a column that may be NULL reads as None");
+            assert_eq!(
+                rows[0].opt_int(0, "test row").expect("a decodable row"),
+                None,
+                "a column that may be NULL reads as None"
+            );
             test.drop().await;
         }
     }
@@ -665,10 +669,10 @@ mod tests {
             let db =
                 Db::connect(&ConnectOptions { sqlite_sync: sync, ..ConnectOptions::new(url, 2) }).await.expect("opens");
             let read = db.fetch("PRAGMA synchronous", vec![], &[Ty::Int]).await.expect("reads");
-            assert_eq!(read[0].int(0), pragma, "{sync:?}: the readers");
+            assert_eq!(read[0].int(0, "test row").expect("a decodable row"), pragma, "{sync:?}: the readers");
             let mut tx = db.begin().await.expect("a write transaction");
             let written = tx.fetch("PRAGMA synchronous", vec![], &[Ty::Int]).await.expect("reads");
-            assert_eq!(written[0].int(0), pragma, "{sync:?}: the writer");
+            assert_eq!(written[0].int(0, "test row").expect("a decodable row"), pragma, "{sync:?}: the writer");
             tx.commit().await.expect("commits");
             db.close().await;
         }
@@ -719,13 +723,15 @@ mod tests {
 
         let ended = end_pooled_sessions(&test.db, &admin).await;
         let mut tx = test.db.begin().await.expect("a BEGIN on a dead connection goes out again");
-        let pid = tx.fetch(PID, vec![], &[Ty::Int]).await.expect("read in the transaction")[0].int(0);
+        let pid = tx.fetch(PID, vec![], &[Ty::Int]).await.expect("read in the transaction")[0]
+            .int(0, "test row")
+            .expect("a decodable row");
         assert!(!ended.contains(&pid), "a new session");
         tx.commit().await.expect("commit");
 
         let ended = end_pooled_sessions(&test.db, &admin).await;
         let read = test.db.fetch(PID, vec![], &[Ty::Int]).await.expect("a read on a dead connection goes out again");
-        assert!(!ended.contains(&read[0].int(0)), "a new session");
+        assert!(!ended.contains(&read[0].int(0, "test row").expect("a decodable row")), "a new session");
 
         // As is the first read of statements outside a transaction; the rest go out on
         // the connection it found.
@@ -734,9 +740,13 @@ mod tests {
         assert!(!each.in_transaction());
         let first =
             each.fetch(PID, vec![], &[Ty::Int]).await.expect("a first read on a dead connection goes out again");
-        assert!(!ended.contains(&first[0].int(0)), "a new session");
+        assert!(!ended.contains(&first[0].int(0, "test row").expect("a decodable row")), "a new session");
         let later = each.fetch(PID, vec![], &[Ty::Int]).await.expect("a later read");
-        assert_eq!(later[0].int(0), first[0].int(0), "one connection");
+        assert_eq!(
+            later[0].int(0, "test row").expect("a decodable row"),
+            first[0].int(0, "test row").expect("a decodable row"),
+            "one connection"
+        );
         each.commit().await.expect("nothing to commit");
 
         // As is the `LISTEN` that carries other hosts' ready signals.
@@ -764,7 +774,9 @@ mod tests {
         let (mut a, mut b) = (db.begin().await.expect("begin"), db.begin().await.expect("begin"));
         let mut pids = Vec::new();
         for tx in [&mut a, &mut b] {
-            pids.push(tx.fetch(PID, vec![], &[Ty::Int]).await.expect("pid")[0].int(0));
+            pids.push(
+                tx.fetch(PID, vec![], &[Ty::Int]).await.expect("pid")[0].int(0, "test row").expect("a decodable row"),
+            );
         }
         a.commit().await.expect("commit");
         b.commit().await.expect("commit");
@@ -775,7 +787,11 @@ mod tests {
         let terminate = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ($1, $2)";
         admin.fetch(terminate, ended.clone(), &[]).await.expect("terminate");
         let alive = "SELECT COUNT(*) FROM pg_stat_activity WHERE pid IN ($1, $2)";
-        while admin.fetch(alive, ended.clone(), &[Ty::Int]).await.expect("activity")[0].int(0) > 0 {
+        while admin.fetch(alive, ended.clone(), &[Ty::Int]).await.expect("activity")[0]
+            .int(0, "test row")
+            .expect("a decodable row")
+            > 0
+        {
             tokio::task::yield_now().await;
         }
         assert_eq!(pool.num_idle(), 2, "both dead connections still pooled");

@@ -181,10 +181,12 @@ impl TenantStore for SqlStore {
                 &[Ty::Text, Ty::Int],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| (TenantId(r.text(0)), std::time::Duration::from_secs(u64::try_from(r.int(1)).unwrap_or(0))))
-            .collect())
+        rows.iter()
+            .map(|r| {
+                let secs = r.num::<u64>(1, "tenants.retention_secs")?;
+                Ok((TenantId(r.text(0, "tenants.id")?), std::time::Duration::from_secs(secs)))
+            })
+            .collect()
     }
 
     async fn set_retention(&self, tenant: &TenantId, keep: Option<std::time::Duration>) -> Result<(), StoreError> {
@@ -278,7 +280,9 @@ impl TenantStore for SqlStore {
                 &[Ty::OptText, Ty::Text],
             )
             .await?;
-        rows.first().map(|r| Role::parse(&r.text(1)).map(|role| (r.opt_text(0).map(TenantId), role))).transpose()
+        rows.first()
+            .map(|r| Ok((r.opt_text(0, "tokens.tenant_id")?.map(TenantId), Role::parse(&r.text(1, "tokens.role")?)?)))
+            .transpose()
     }
 
     async fn token_info(&self, hash: &str) -> Result<Option<TokenInfo>, StoreError> {

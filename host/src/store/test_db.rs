@@ -75,14 +75,14 @@ pub(crate) async fn plan(db: &Db, sql: &str, args: Vec<Value>) -> String {
             .await
             .expect("explain")
             .iter()
-            .map(|r| r.text(3))
+            .map(|r| r.text(3, "test row").expect("a decodable row"))
             .collect(),
         Backend::Postgres => db
             .fetch(&format!("EXPLAIN {sql}"), args, &[Ty::Text])
             .await
             .expect("explain")
             .iter()
-            .map(|r| r.text(0))
+            .map(|r| r.text(0, "test row").expect("a decodable row"))
             .collect(),
     };
     lines.join("\n")

@@ -50,6 +50,6 @@ impl TraceStore for SqlStore {
                 &[Ty::Text],
             )
             .await?;
-        Ok(rows.first().map(|r| r.text(0)))
+        rows.first().map(|r| r.text(0, "job_traces.traceparent")).transpose()
     }
 }

@@ -3,6 +3,8 @@
 //! decoded as ([`Ty`]) and the decoded rows ([`Row`]); and the `VALUES` and `UNNEST`
 //! sources that present many rows to one statement.
 
+use super::error::StoreError;
+
 /// A value bound to or read from a statement. NULLs are typed: PostgreSQL checks a
 /// parameter's declared type even when it is NULL.
 #[derive(Clone, Debug, PartialEq)]
@@ -172,44 +174,59 @@ pub enum Ty {
 pub struct Row(pub Vec<Value>);
 
 impl Row {
-    /// Column `i` as an integer (0 for NULL).
-    pub fn int(&self, i: usize) -> i64 {
-        self.opt_int(i).unwrap_or(0)
+    // Rows of statements that name their columns in place (a count, a RETURNING, a
+    // catalogue query) are read by position; `what` names the column (`jobs.count`) in
+    // the corrupt error a NULL, a value of another type or a missing column gives.
+
+    fn at(&self, i: usize, what: &str) -> Result<&Value, StoreError> {
+        self.0.get(i).ok_or_else(|| StoreError::Corrupt(format!("{what}: missing from the row")))
     }
-    /// Column `i` as an optional integer.
-    pub fn opt_int(&self, i: usize) -> Option<i64> {
-        match self.0.get(i) {
-            Some(Value::Int(v)) => *v,
-            _ => None,
+
+    /// Column `i`, an integer or NULL.
+    pub fn opt_int(&self, i: usize, what: &str) -> Result<Option<i64>, StoreError> {
+        match self.at(i, what)? {
+            Value::Int(v) => Ok(*v),
+            other => Err(StoreError::Corrupt(format!("{what}: {other:?} where a number must be"))),
         }
     }
-    /// Column `i` as text ("" for NULL).
-    pub fn text(&self, i: usize) -> String {
-        self.opt_text(i).unwrap_or_default()
+
+    /// Column `i`, an integer that may not be NULL.
+    pub fn int(&self, i: usize, what: &str) -> Result<i64, StoreError> {
+        self.opt_int(i, what)?.ok_or_else(|| StoreError::Corrupt(format!("{what}: NULL where a number must be")))
     }
-    /// Column `i` as optional text.
-    pub fn opt_text(&self, i: usize) -> Option<String> {
-        match self.0.get(i) {
-            Some(Value::Text(v)) => v.clone(),
-            _ => None,
+
+    /// Column `i`, an integer that fits `T` (a count, a version).
+    pub fn num<T: TryFrom<i64>>(&self, i: usize, what: &str) -> Result<T, StoreError> {
+        let n = self.int(i, what)?;
+        T::try_from(n).map_err(|_| StoreError::Corrupt(format!("{what}: {n} is out of range")))
+    }
+
+    /// Column `i`, text or NULL.
+    pub fn opt_text(&self, i: usize, what: &str) -> Result<Option<String>, StoreError> {
+        match self.at(i, what)? {
+            Value::Text(v) => Ok(v.clone()),
+            other => Err(StoreError::Corrupt(format!("{what}: {other:?} where text must be"))),
         }
     }
-    /// Column `i` as bytes (empty for NULL).
-    pub fn blob(&self, i: usize) -> Vec<u8> {
-        self.opt_blob(i).unwrap_or_default()
+
+    /// Column `i`, text that may not be NULL.
+    pub fn text(&self, i: usize, what: &str) -> Result<String, StoreError> {
+        self.opt_text(i, what)?.ok_or_else(|| StoreError::Corrupt(format!("{what}: NULL where text must be")))
     }
-    /// Column `i` as optional bytes.
-    pub fn opt_blob(&self, i: usize) -> Option<Vec<u8>> {
-        match self.0.get(i) {
-            Some(Value::Blob(v)) => v.clone(),
-            _ => None,
+
+    /// Column `i`, bytes or NULL.
+    pub fn opt_blob(&self, i: usize, what: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.at(i, what)? {
+            Value::Blob(v) => Ok(v.clone()),
+            other => Err(StoreError::Corrupt(format!("{what}: {other:?} where bytes must be"))),
         }
     }
-    /// Moves column `i` out as optional bytes (no copy).
-    pub fn take_blob(&mut self, i: usize) -> Option<Vec<u8>> {
+
+    /// Moves column `i` out as bytes or NULL (no copy).
+    pub fn take_opt_blob(&mut self, i: usize, what: &str) -> Result<Option<Vec<u8>>, StoreError> {
         match self.0.get_mut(i) {
-            Some(Value::Blob(v)) => v.take(),
-            _ => None,
+            Some(Value::Blob(v)) => Ok(v.take()),
+            other => Err(StoreError::Corrupt(format!("{what}: {other:?} where bytes must be"))),
         }
     }
 }
@@ -234,4 +251,31 @@ pub fn values_list(rows: usize, cols: usize, first: usize) -> String {
         out.push(')');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corrupt_text(e: StoreError) -> String {
+        match e {
+            StoreError::Corrupt(what) => what,
+            other => panic!("expected a corrupt error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cell_read_by_position_is_corrupt_when_null_of_another_type_or_missing() {
+        let row = Row(vec![Value::Int(None), Value::Text(Some("x".into())), Value::Int(Some(-1))]);
+        let null = corrupt_text(row.int(0, "jobs.count").expect_err("NULL is no count"));
+        assert!(null.starts_with("jobs.count: NULL"), "{null}");
+        let typed = corrupt_text(row.int(1, "jobs.seq").expect_err("text is no number"));
+        assert!(typed.starts_with("jobs.seq: Text"), "{typed}");
+        let missing = corrupt_text(row.text(3, "jobs.id").expect_err("no fourth column"));
+        assert_eq!(missing, "jobs.id: missing from the row");
+        let range = corrupt_text(row.num::<u32>(2, "jobs.count").expect_err("-1 is no u32"));
+        assert_eq!(range, "jobs.count: -1 is out of range");
+        assert_eq!(row.opt_int(0, "jobs.run_at").expect("a NULL where one may be"), None);
+        assert_eq!(row.text(1, "jobs.kind").expect("text"), "x");
+    }
 }

@@ -156,7 +156,7 @@ impl WorkflowStore for SqlStore {
                 &[Ty::Int],
             )
             .await?;
-        Ok(rows.first().map_or(0, |r| u32::try_from(r.int(0)).unwrap_or(u32::MAX)))
+        rows.first().map_or(Ok(0), |r| r.num(0, "jobs.count (children settled)"))
     }
 
     async fn open_children(&self, parent: JobId, slot: Option<&str>) -> Result<Vec<JobId>, StoreError> {
@@ -168,7 +168,7 @@ impl WorkflowStore for SqlStore {
         }
         sql.push_str(" ORDER BY parent_slot, parent_index");
         let rows = self.db.fetch(&sql, args, &[Ty::Text]).await?;
-        rows.iter().map(|r| super::rows::parse_id(&r.text(0), "child id")).collect()
+        rows.iter().map(|r| super::rows::parse_id(&r.text(0, "jobs.id (child)")?, "jobs.id (child)")).collect()
     }
 
     async fn oldest_signal(&self, job: JobId, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
@@ -180,7 +180,12 @@ impl WorkflowStore for SqlStore {
                 &[Ty::OptBlob],
             )
             .await?;
-        Ok(rows.first_mut().map(|r| r.take_blob(0).unwrap_or_default()))
+        rows.first_mut()
+            .map(|r| {
+                r.take_opt_blob(0, "signals.body")?
+                    .ok_or_else(|| super::rows::corrupt("signals.body: NULL where bytes must be"))
+            })
+            .transpose()
     }
 
     async fn insert_schedule(&self, s: &ScheduleRow) -> Result<(), StoreError> {
@@ -276,6 +281,6 @@ impl WorkflowStore for SqlStore {
                 &[Ty::Int],
             )
             .await?;
-        Ok(rows.first().map(|r| Timestamp::from_micros(r.int(0))))
+        rows.first().map(|r| r.int(0, "schedules.next_fire_at").map(Timestamp::from_micros)).transpose()
     }
 }

@@ -288,7 +288,10 @@ async fn write_steps(tx: &mut Tx, steps: Vec<Vec<Value>>) -> Result<(), StoreErr
         &[Ty::Text, Ty::Int, Ty::Int],
     )
     .await?;
-    let found: HashSet<(String, i64, i64)> = updated.iter().map(|r| (r.text(0), r.int(1), r.int(2))).collect();
+    let found: HashSet<(String, i64, i64)> = updated
+        .iter()
+        .map(|r| Ok((r.text(0, "steps.job_id")?, r.int(1, "steps.pass")?, r.int(2, "steps.position")?)))
+        .collect::<Result<_, StoreError>>()?;
     let rest: Vec<Vec<Value>> = steps.into_iter().filter(|row| key(row).is_none_or(|k| !found.contains(&k))).collect();
     if rest.is_empty() {
         return Ok(());
@@ -314,7 +317,7 @@ async fn lock_and_check_versions(
             format!("SELECT id, version FROM jobs WHERE id IN ({}) ORDER BY id{lock}", placeholders(1, chunk.len()));
         let args = chunk.iter().map(|id| Value::from(id.as_str())).collect();
         for row in tx.fetch(&sql, args, &[Ty::Text, Ty::Int]).await? {
-            current.insert(row.text(0), row.int(1));
+            current.insert(row.text(0, "jobs.id")?, row.int(1, "jobs.version")?);
         }
     }
     for (i, w) in writes.iter().enumerate() {
@@ -431,7 +434,7 @@ async fn update_jobs(tx: &mut Tx, writes: &[&JobWrite], pending: &[usize]) -> Re
             )
         };
         for row in over_rows(tx, rows, UPDATE_COLS, update, &[Ty::Text]).await? {
-            if let Some(&i) = by_id.get(&row.text(0)) {
+            if let Some(&i) = by_id.get(&row.text(0, "jobs.id")?) {
                 landed.insert(i);
             }
         }
@@ -509,7 +512,7 @@ pub(super) async fn wake_parents(
                 &[Ty::Int],
             )
             .await?;
-        let settled = rows.first().map_or(0, |r| u32::try_from(r.int(0)).unwrap_or(u32::MAX));
+        let settled = rows.first().map_or(Ok(0), |r| r.num::<u32>(0, "jobs.count (children settled)"))?;
         if spindle_core::workflow::join_met(wait, settled) {
             writes.extend(deriver.children_settled(record, slot, settled, now));
         }
@@ -615,8 +618,19 @@ mod tests {
                         )
                         .await
                         .unwrap();
-                    let got: Vec<Stored> =
-                        rows.iter().map(|r| (r.int(0), r.int(1), r.text(2), r.text(3), r.opt_blob(4))).collect();
+                    let got: Vec<Stored> = rows
+                        .iter()
+                        .map(|r| {
+                            let cell = "steps";
+                            (
+                                r.int(0, cell).unwrap(),
+                                r.int(1, cell).unwrap(),
+                                r.text(2, cell).unwrap(),
+                                r.text(3, cell).unwrap(),
+                                r.opt_blob(4, cell).unwrap(),
+                            )
+                        })
+                        .collect();
                     let want = |pass, position, state: &str| -> Stored {
                         (
                             pass,
