@@ -263,8 +263,14 @@ impl Default for OperatorPolicy {
 impl OperatorPolicy {
     /// Whether a request may connect to `addr`.
     pub fn address_allowed(&self, addr: IpAddr) -> bool {
+        if !self.block_private {
+            return true;
+        }
+        let allowed = |addr: IpAddr| !is_special(addr) || self.allow_cidrs.iter().any(|net| net.contains(&addr));
         let addr = canonical(addr);
-        !self.block_private || !is_special(addr) || self.allow_cidrs.iter().any(|net| net.contains(&addr))
+        // A translation form (NAT64, 6to4, Teredo, IPv4-compatible) reaches the IPv4
+        // address inside it: that address answers to the IPv4 rules as well.
+        allowed(addr) && embedded_ipv4(addr).into_iter().flatten().all(|v4| allowed(IpAddr::V4(v4)))
     }
 }
 
@@ -333,13 +339,16 @@ fn canonical(addr: IpAddr) -> IpAddr {
     }
 }
 
-/// Addresses a step must not reach unless the operator says so: loopback, private,
-/// shared (CGNAT), link-local (the cloud metadata service among them), unspecified,
-/// broadcast, multicast, documentation and other reserved ranges.
+/// Addresses a step must not reach unless the operator says so: every range of IANA's
+/// IPv4 and IPv6 special-purpose address registries that is not globally reachable
+/// (loopback, private, shared, link-local with the cloud metadata service, unspecified,
+/// broadcast, multicast, documentation, benchmarking, reserved), and the IPv6 ranges
+/// that carry or reach an IPv4 address by translation or tunnel (IPv4-compatible,
+/// IPv4-translated, 6to4, Teredo, local-use NAT64), deprecated site-local among them.
 pub fn is_special(addr: IpAddr) -> bool {
     match canonical(addr) {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
+            let [a, b, c, _] = v4.octets();
             v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
@@ -349,20 +358,44 @@ pub fn is_special(addr: IpAddr) -> bool {
                 || v4.is_documentation()
                 || a == 0
                 || (a == 100 && (64..128).contains(&b))
-                || (a == 192 && b == 0)
+                || (a, b, c) == (192, 0, 0)
+                || (a, b, c) == (192, 88, 99)
                 || (a == 198 && (b == 18 || b == 19))
                 || a >= 240
         }
         IpAddr::V6(v6) => {
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-                || first == 0x2001 && v6.segments()[1] == 0x0db8
-                || first == 0x0064 && v6.segments()[1] == 0xff9b
+            let s = v6.segments();
+            v6.is_multicast()
+                || s[..6] == [0; 6] // ::/96: unspecified, loopback, IPv4-compatible
+                || (s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0) // ::ffff:0:0:0/96
+                || (s[0] == 0x0064 && s[1] == 0xff9b && s[2] == 0x0001) // 64:ff9b:1::/48
+                || (s[0] == 0x0100 && s[1..4] == [0; 3]) // 100::/64
+                || (s[0] == 0x2001 && s[1] < 0x0200) // 2001::/23: Teredo, benchmarking, ORCHID
+                || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+                || s[0] == 0x2002 // 6to4
+                || (s[0] & 0xfff0) == 0x3ff0 // 3fff::/20, documentation
+                || s[0] == 0x5f00 // SRv6 SIDs
+                || (s[0] & 0xfe00) == 0xfc00 // unique local
+                || (s[0] & 0xffc0) == 0xfe80 // link-local
+                || (s[0] & 0xffc0) == 0xfec0 // site-local
         }
+    }
+}
+
+/// The IPv4 addresses an IPv6 address carries: the last 32 bits of NAT64
+/// (`64:ff9b::/96`, `64:ff9b:1::/48`), IPv4-compatible and IPv4-translated forms; bits
+/// 16-47 of 6to4; Teredo's server (bits 32-63) and its client (bits 96-127, inverted).
+fn embedded_ipv4(addr: IpAddr) -> [Option<std::net::Ipv4Addr>; 2] {
+    let IpAddr::V6(v6) = addr else { return [None, None] };
+    let bits = u128::from(v6);
+    let v4 = |n: u128| Some(std::net::Ipv4Addr::from((n & 0xffff_ffff) as u32));
+    let s = v6.segments();
+    match s {
+        [0x0064, 0xff9b, ..] => [v4(bits), None],
+        [0, 0, 0, 0, 0, 0, ..] | [0, 0, 0, 0, 0xffff, 0, ..] => [v4(bits), None],
+        [0x2002, ..] => [v4(bits >> 80), None],
+        [0x2001, 0, ..] => [v4(bits >> 64), v4(!bits)],
+        _ => [None, None],
     }
 }
 
@@ -460,6 +493,48 @@ mod tests {
         assert!(!lab.address_allowed("10.0.0.1".parse().unwrap()));
         let open = OperatorPolicy { block_private: false, ..OperatorPolicy::default() };
         assert!(open.address_allowed("10.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn every_special_purpose_range_and_every_embedded_ipv4_address_is_checked() {
+        let operator = OperatorPolicy::default();
+        for addr in [
+            "::7f00:1",           // IPv4-compatible (::/96): 127.0.0.1
+            "::a9fe:a9fe",        // IPv4-compatible: the metadata service
+            "::ffff:0:7f00:1",    // IPv4-translated (::ffff:0:0:0/96)
+            "fec0::1",            // site-local (fec0::/10)
+            "100::1",             // discard-only (100::/64)
+            "2002:7f00:1::1",     // 6to4 (2002::/16) of 127.0.0.1
+            "2002:808:808::1",    // 6to4 of a public address: still the 6to4 range
+            "2001::1",            // Teredo (2001::/32), within 2001::/23
+            "2001:2::1",          // benchmarking, within 2001::/23
+            "2001:db8::1",        // documentation
+            "3fff::1",            // documentation (3fff::/20)
+            "5f00::1",            // SRv6 SIDs (5f00::/16)
+            "64:ff9b:1::1",       // local-use NAT64 (64:ff9b:1::/48)
+            "64:ff9b::7f00:1",    // NAT64 of 127.0.0.1
+            "64:ff9b::a9fe:a9fe", // NAT64 of the metadata service
+            "ff02::1",            // multicast
+            "192.88.99.1",        // the 6to4 relay anycast
+        ] {
+            assert!(!operator.address_allowed(addr.parse().unwrap()), "{addr} allowed");
+        }
+        for addr in ["64:ff9b::808:808", "192.0.32.10", "2001:4860:4860::8888"] {
+            assert!(operator.address_allowed(addr.parse().unwrap()), "{addr} blocked: it is public");
+        }
+        // An operator who allows a translation range still has the IPv4 address inside
+        // checked against the IPv4 rules.
+        let relays = OperatorPolicy {
+            allow_cidrs: vec!["2002::/16".parse().unwrap(), "2001::/32".parse().unwrap()],
+            ..OperatorPolicy::default()
+        };
+        assert!(relays.address_allowed("2002:808:808::1".parse().unwrap()));
+        assert!(!relays.address_allowed("2002:7f00:1::1".parse().unwrap()), "6to4 of loopback");
+        assert!(!relays.address_allowed("2002:a00:1::1".parse().unwrap()), "6to4 of 10.0.0.1");
+        // Teredo: the server at bits 32-63, the client inverted at bits 96-127.
+        assert!(relays.address_allowed("2001:0:808:808::f7f7:f7f7".parse().unwrap()), "to 8.8.8.8 via 8.8.8.8");
+        assert!(!relays.address_allowed("2001:0:808:808::80ff:fefe".parse().unwrap()), "client 127.0.1.1");
+        assert!(!relays.address_allowed("2001:0:7f00:1::f7f7:f7f7".parse().unwrap()), "server 127.0.0.1");
     }
 
     #[test]
