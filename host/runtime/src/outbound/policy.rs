@@ -191,7 +191,8 @@ fn glob(pattern: &str, text: &str) -> bool {
 /// What a request is checked by: its method, scheme, host, port and path (no query).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
-    /// Upper-case method.
+    /// The method exactly as it is sent: methods are case-sensitive tokens (RFC 9110),
+    /// so `post` is not `POST` and matches only a rule for any method.
     pub method: String,
     /// `http` or `https`.
     pub scheme: String,
@@ -220,7 +221,7 @@ impl Target {
         }
         let path = path_and_query.split(['?', '#']).next().unwrap_or("/");
         let path = if path.is_empty() { "/".to_owned() } else { path.to_owned() };
-        Some(Self { method: method.to_ascii_uppercase(), scheme, host: host.to_ascii_lowercase(), port, path })
+        Some(Self { method: method.to_owned(), scheme, host: host.to_ascii_lowercase(), port, path })
     }
 }
 
@@ -418,7 +419,9 @@ mod tests {
     fn rules_match_method_scheme_host_port_and_path() {
         let rule = "POST https://api.example.com/v1/*";
         assert!(allows(rule, "POST", "https://api.example.com/v1/charges?amount=3"));
-        assert!(allows(rule, "post", "https://API.example.com:443/v1/x/y"));
+        assert!(allows(rule, "POST", "https://API.example.com:443/v1/x/y"));
+        assert!(!allows(rule, "post", "https://api.example.com/v1/x"), "methods are case-sensitive tokens");
+        assert!(allows("https://api.example.com", "post", "https://api.example.com/"), "a rule for any method");
         assert!(!allows(rule, "GET", "https://api.example.com/v1/charges"));
         assert!(!allows(rule, "POST", "http://api.example.com/v1/charges"), "schemes are explicit");
         assert!(!allows(rule, "POST", "https://api.example.com:8443/v1/charges"), "the default port only");
