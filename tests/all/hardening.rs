@@ -444,6 +444,33 @@ fn ids_of(list: &Value, tenant: Option<&str>) -> Vec<String> {
     tokens.iter().filter(|t| t["tenant"].as_str() == tenant).map(|t| t["id"].as_str().unwrap().to_owned()).collect()
 }
 
+/// Every API answer (an error, a stream's start, health) says `nosniff` and
+/// `Cache-Control: no-store`, so no browser guesses a type for tenant data and no cache
+/// keeps a tenant's answer; the dashboard's files say `nosniff` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_answers_are_neither_sniffed_nor_cached() {
+    let (store, url, _db) = fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = Served::start(&url, &[]);
+    let acme = host.tenant("acme");
+    let http = reqwest::Client::new();
+    let answers = [
+        http.get(format!("{}/v1/health", host.url)).send().await.expect("health"),
+        http.get(format!("{}/v1/jobs", host.url)).bearer_auth(&acme).send().await.expect("jobs"),
+        http.get(format!("{}/v1/jobs", host.url)).send().await.expect("unauthorised"),
+        http.get(format!("{}/v1/jobs/not-a-job", host.url)).bearer_auth(&acme).send().await.expect("malformed"),
+        http.get(format!("{}/v1/no-such-route", host.url)).send().await.expect("no route"),
+    ];
+    for answer in &answers {
+        let headers = answer.headers();
+        let url = answer.url();
+        assert_eq!(headers.get("x-content-type-options").map(|v| v.as_bytes()), Some(&b"nosniff"[..]), "{url}");
+        assert_eq!(headers.get("cache-control").map(|v| v.as_bytes()), Some(&b"no-store"[..]), "{url}");
+    }
+    let page = http.get(format!("{}/", host.url)).send().await.expect("dashboard");
+    assert_eq!(page.headers().get("x-content-type-options").map(|v| v.as_bytes()), Some(&b"nosniff"[..]));
+}
+
 /// A token could not be revoked: a tenant's token stayed good until the database was
 /// edited by hand. Now `token revoke` retires it, and the next request with it is refused.
 async fn a_revoked_token_is_refused_at_once(backend: Backend) {

@@ -128,6 +128,14 @@ async fn special_addresses_are_refused_after_resolution(backend: Backend) {
         "http://169.254.169.254/latest/meta-data/".to_owned(),
         format!("http://0.0.0.0:{port}/"),
         format!("http://10.0.0.1:{port}/"),
+        // IPv6 forms that reach IPv4 or special ranges (issue #39).
+        format!("http://[::7f00:1]:{port}/"),
+        format!("http://[::ffff:0:7f00:1]:{port}/"),
+        format!("http://[fec0::1]:{port}/"),
+        format!("http://[100::1]:{port}/"),
+        format!("http://[2002:7f00:1::1]:{port}/"),
+        format!("http://[2001::1]:{port}/"),
+        format!("http://[64:ff9b::7f00:1]:{port}/"),
     ];
     let requests: Vec<Value> = urls.iter().map(|u| get(u)).collect();
     let (record, output) = run(&h, &engine, json!({ "requests": requests })).await;
@@ -404,6 +412,58 @@ async fn a_rerun_after_a_kill_sends_the_same_idempotency_keys(backend: Backend) 
     }
 }
 
+/// A rule for `/hook/*` could be walked out of with dot segments the server resolves
+/// (`/hook/../admin`, `%2e%2e`) while the kind's secrets rode along. The path is
+/// normalised before it is matched and the normalised path is what is sent and recorded;
+/// an escaped slash, which a server could read either way, is refused.
+async fn dot_segments_cannot_walk_out_of_a_path_rule(backend: Backend) {
+    let server = TestServer::ok("hello").await;
+    let port = server.addr.port();
+    let rule = format!("POST http://127.0.0.1:{port}/hook/*");
+    let (h, engine) = setup(
+        backend,
+        sandbox(&["* http://*:*"], true, OutboundLimits::default()),
+        allow(&[rule.as_str()]),
+        &[rule.as_str()],
+    )
+    .await;
+    let post = |path: &str| json!({ "method": "POST", "url": format!("http://127.0.0.1:{port}{path}"), "body": "x" });
+    let paths =
+        ["/hook/../admin", "/hook/%2e%2e/admin", "/hook/%2E%2E/admin", "/hook/..%2fadmin", "/hook/./a/../../admin"];
+    let mut requests: Vec<Value> = paths.iter().map(|p| post(p)).collect();
+    requests.push(post("/hook/./deliveries/../%7eok?x=/../y"));
+    let (record, output) = run(&h, &engine, json!({ "requests": requests })).await;
+    for (i, path) in paths.iter().enumerate() {
+        assert_eq!(output["responses"][i]["denied"], json!(true), "{path}: {output}");
+    }
+    assert_eq!(output["responses"][paths.len()]["status"], json!(200), "{output}");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "only the request within the rule arrived");
+    assert_eq!(seen[0].target, "/hook/~ok?x=/../y", "the normalised path is what is sent");
+    let calls = h.store.calls(record.job.id).await.expect("calls");
+    assert_eq!(calls.last().map(|c| c.call.path.as_str()), Some("/hook/~ok"), "and what is recorded");
+    let denials: Vec<Option<&str>> = calls[..paths.len()].iter().map(|c| c.call.denied.as_deref()).collect();
+    assert_eq!(denials[..3], [Some("kind-policy"); 3], "{denials:?}");
+    assert_eq!(denials[3], Some("malformed-request"), "an escaped slash");
+}
+
+/// A secret is sent in headers: a value with CR, LF or NUL could never be, so it is
+/// refused when set, with the invalid-request code, and the secret kept as it was.
+async fn a_secret_that_could_not_be_sent_in_a_header_is_refused(backend: Backend) {
+    let (h, engine) = setup(backend, sandbox(&[], true, OutboundLimits::default()), Deployment::default(), &[]).await;
+    let first = engine.tenancy().set_secret(&h.tenant, "hook", b"first").await.expect("a plain value is set");
+    for bad in [&b"line\r\nX-Injected: 1"[..], b"trailing\n", b"car\rriage", b"nul\0byte"] {
+        let refused = engine.tenancy().set_secret(&h.tenant, "hook", bad).await;
+        assert!(
+            matches!(&refused, Err(spindle::engine::EngineError::Invalid(why)) if why.contains("header")),
+            "{:?} was not refused: {refused:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    let kept = engine.tenancy().secrets(&h.tenant).await.expect("secrets");
+    assert_eq!(kept, vec![first], "the refused values replaced nothing");
+}
+
 on_both_backends!(
     requests_past_the_per_call_limit_are_denied,
     a_rerun_after_a_kill_sends_the_same_idempotency_keys,
@@ -412,4 +472,6 @@ on_both_backends!(
     secrets_reach_the_server_and_nothing_else,
     slow_and_endless_servers_end_within_the_limits,
     a_contract_0_1_component_still_runs,
+    a_secret_that_could_not_be_sent_in_a_header_is_refused,
+    dot_segments_cannot_walk_out_of_a_path_rule,
 );

@@ -37,8 +37,10 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
@@ -76,6 +78,10 @@ pub fn router(host: Arc<Host>) -> Router {
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(json_limit))
         .layer(CatchPanicLayer::custom(panicked))
+        // No browser guesses a type for tenant data, and no cache keeps an answer (the
+        // dashboard's files say `no-cache` themselves: revalidated, never stale).
+        .layer(SetResponseHeaderLayer::overriding(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")))
+        .layer(SetResponseHeaderLayer::if_not_present(header::CACHE_CONTROL, HeaderValue::from_static("no-store")))
         .with_state(state)
 }
 

@@ -74,6 +74,11 @@ impl super::Tenancy<'_> {
         if std::str::from_utf8(value).is_err() {
             return Err(EngineError::Invalid("a secret's value must be UTF-8 text".into()));
         }
+        if value.iter().any(|b| matches!(b, b'\r' | b'\n' | b'\0')) {
+            return Err(EngineError::Invalid(
+                "a secret's value may not hold CR, LF or NUL: it could never be sent in a header".into(),
+            ));
+        }
         let sealed = self
             .key()?
             .seal(&tenant.0, name, value)

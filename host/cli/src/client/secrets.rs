@@ -42,8 +42,10 @@ pub(super) async fn run(client: &Client, json: bool, command: SecretCommand) -> 
                     value
                 }
             };
-            // A value piped from `echo` ends in a newline no header wants.
-            let value = value.strip_suffix(b"\n").map(<[u8]>::to_vec).unwrap_or(value);
+            // A value piped from `echo` (or saved on Windows) ends in a line break no
+            // header wants; any other CR or LF is refused by the host.
+            let value =
+                value.strip_suffix(b"\r\n").or_else(|| value.strip_suffix(b"\n")).map(<[u8]>::to_vec).unwrap_or(value);
             let set: SecretView = client.put_bytes(&format!("/v1/secrets/{}", percent_encode(&name)), value).await?;
             emit(json, &set, |s| println!("secret {} set at {}", s.name, s.updated_at));
         }

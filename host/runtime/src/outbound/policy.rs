@@ -200,8 +200,12 @@ pub struct Target {
     pub host: String,
     /// The port, the scheme's default when the URL names none.
     pub port: u16,
-    /// The path, without the query.
+    /// The path, without the query, normalised as RFC 3986 says (percent-escapes of
+    /// unreserved characters decoded, dot segments removed): what rules match and what
+    /// is sent, so `/hook/../admin` is `/admin` for both.
     pub path: String,
+    /// The query with its `?`, or empty; sent as the guest wrote it, never matched.
+    pub query: String,
 }
 
 impl Target {
@@ -219,10 +223,78 @@ impl Target {
         if host.is_empty() {
             return None;
         }
-        let path = path_and_query.split(['?', '#']).next().unwrap_or("/");
-        let path = if path.is_empty() { "/".to_owned() } else { path.to_owned() };
-        Some(Self { method: method.to_owned(), scheme, host: host.to_ascii_lowercase(), port, path })
+        let before_fragment = path_and_query.split('#').next().unwrap_or("");
+        let (path, query) = match before_fragment.find('?') {
+            Some(i) => before_fragment.split_at(i),
+            None => (before_fragment, ""),
+        };
+        let path = normalize_path(path)?;
+        Some(Self {
+            method: method.to_owned(),
+            scheme,
+            host: host.to_ascii_lowercase(),
+            port,
+            path,
+            query: query.into(),
+        })
     }
+
+    /// The path and query as sent on the wire (origin form).
+    pub fn path_and_query(&self) -> String {
+        format!("{}{}", self.path, self.query)
+    }
+}
+
+/// `path` as RFC 3986 normalises it: percent-escapes of unreserved characters decoded
+/// (`%2e` is `.`, `%7e` is `~`), other escapes in upper case, and dot segments removed
+/// (section 5.2.4; `..` never climbs above the root). None for what a server could read
+/// as another path than the one matched: an escaped `/` or `\`, a raw `\`, a malformed
+/// escape, or a path that does not start with `/`.
+fn normalize_path(path: &str) -> Option<String> {
+    if path.is_empty() {
+        return Some("/".to_owned());
+    }
+    if !path.starts_with('/') || path.contains('\\') {
+        return None;
+    }
+    let bytes = path.as_bytes();
+    let mut decoded = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'%' {
+            decoded.push(char::from(bytes[i]));
+            i += 1;
+            continue;
+        }
+        let hex = path.get(i + 1..i + 3)?;
+        let byte = u8::from_str_radix(hex, 16).ok()?;
+        match byte {
+            b'/' | b'\\' => return None,
+            b if b.is_ascii_alphanumeric() || b"-._~".contains(&b) => decoded.push(char::from(b)),
+            b => decoded.push_str(&format!("%{b:02X}")),
+        }
+        i += 3;
+    }
+    if !decoded.is_ascii() {
+        return None;
+    }
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = decoded[1..].split('/').collect();
+    for (n, segment) in segments.iter().enumerate() {
+        let last = n + 1 == segments.len();
+        match *segment {
+            "." | ".." => {
+                if *segment == ".." {
+                    out.pop();
+                }
+                if last {
+                    out.push("");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    Some(format!("/{}", out.join("/")))
 }
 
 /// One layer of the policy: a list of rules, any of which may allow a request.
@@ -538,6 +610,29 @@ mod tests {
         assert!(relays.address_allowed("2001:0:808:808::f7f7:f7f7".parse().unwrap()), "to 8.8.8.8 via 8.8.8.8");
         assert!(!relays.address_allowed("2001:0:808:808::80ff:fefe".parse().unwrap()), "client 127.0.1.1");
         assert!(!relays.address_allowed("2001:0:7f00:1::f7f7:f7f7".parse().unwrap()), "server 127.0.0.1");
+    }
+
+    #[test]
+    fn paths_are_matched_and_sent_as_rfc_3986_normalises_them() {
+        let path = |p: &str| Target::new("POST", "http", "h", p).map(|t| t.path_and_query());
+        assert_eq!(path("/hook/../admin").as_deref(), Some("/admin"));
+        assert_eq!(path("/hook/%2e%2e/admin").as_deref(), Some("/admin"));
+        assert_eq!(path("/hook/%2E./admin?x=1").as_deref(), Some("/admin?x=1"));
+        assert_eq!(path("/hook/./a/b/..").as_deref(), Some("/hook/a/"));
+        assert_eq!(path("/../../etc").as_deref(), Some("/etc"), "never above the root");
+        assert_eq!(path("/hook/%7euser/a%2fb%20c").as_deref(), None, "an escaped slash");
+        assert_eq!(path("/hook/%7euser/a%20c%c3%a9").as_deref(), Some("/hook/~user/a%20c%C3%A9"));
+        assert_eq!(path("/hook/..%2f").as_deref(), None);
+        assert_eq!(path("/hook/..%5cadmin").as_deref(), None, "an escaped backslash");
+        assert_eq!(path("/hook/..\\admin").as_deref(), None, "a raw backslash");
+        assert_eq!(path("/hook/%zz").as_deref(), None, "a malformed escape");
+        assert_eq!(path("/hook/x?a=/../b#frag").as_deref(), Some("/hook/x?a=/../b"), "queries are not paths");
+        assert_eq!(path("").as_deref(), Some("/"));
+        let rule = "POST http://h/hook/*";
+        for sneaky in ["/hook/../admin", "/hook/%2e%2e/admin", "/hook/%2E%2E/admin", "/hook/./../admin"] {
+            assert!(!allows(rule, "POST", &format!("http://h{sneaky}")), "{sneaky} passed /hook/*");
+        }
+        assert!(allows(rule, "POST", "http://h/hook/./deliveries/../x"));
     }
 
     #[test]

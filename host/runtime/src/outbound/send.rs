@@ -104,8 +104,9 @@ async fn send_checked(mut request: http::Request<WasiBody>, job: Job) -> Result<
             std::mem::replace(request.body_mut(), http_body_util::Empty::new().map_err(|n| match n {}).boxed_unsync());
         *request.body_mut() = revealed_body(body, secrets, limits.max_request_body_bytes).await?;
     }
-    // Origin form on the wire: the scheme and authority went into the connection.
-    let path = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    // Origin form on the wire: the scheme and authority went into the connection, and the
+    // path is the normalised one the rules matched, not the one the guest wrote.
+    let path = job.target.path_and_query();
     *request.uri_mut() = http::Uri::builder().path_and_query(path).build().map_err(|_| Error::HttpRequestUriInvalid)?;
 
     let head_by = (tokio::time::Instant::now() + first_byte).min(ends_at);
