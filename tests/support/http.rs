@@ -42,6 +42,8 @@ pub enum Reply {
     Trickle,
     /// Headers (no length), then zeros without end.
     Flood,
+    /// A status and a body, after a pause.
+    Later(Duration, u16, Vec<u8>),
 }
 
 type Answer = Arc<dyn Fn(&Seen, usize) -> Reply + Send + Sync>;
@@ -136,6 +138,13 @@ async fn serve(mut stream: TcpStream, answer: Answer, seen: Arc<Mutex<Vec<Seen>>
             }
             Reply::Silent => {
                 std::future::pending::<()>().await;
+            }
+            Reply::Later(pause, status, body) => {
+                tokio::time::sleep(pause).await;
+                let head = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n", body.len());
+                if stream.write_all(head.as_bytes()).await.is_err() || stream.write_all(&body).await.is_err() {
+                    return;
+                }
             }
             Reply::Trickle => {
                 let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n").await;

@@ -55,6 +55,11 @@ pub struct Capabilities {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OutboundLimits {
+    /// Longest a request may wait for a connection slot (this process's, its tenant's);
+    /// past it the request ends with `connection-limit-reached`. The wait counts toward
+    /// no other limit.
+    #[serde(with = "secs")]
+    pub slot_wait_timeout: Duration,
     /// Longest a connection (DNS, TCP, TLS) may take.
     #[serde(with = "secs")]
     pub connect_timeout: Duration,
@@ -82,6 +87,7 @@ pub struct OutboundLimits {
 impl Default for OutboundLimits {
     fn default() -> Self {
         Self {
+            slot_wait_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             first_byte_timeout: Duration::from_secs(10),
             between_bytes_timeout: Duration::from_secs(10),

@@ -50,22 +50,26 @@ fn bounded(asked: Option<Duration>, limit: Duration) -> Duration {
 
 async fn send_checked(mut request: http::Request<WasiBody>, job: Job) -> Result<Sent, Error> {
     let limits = &job.shared.config.limits;
-    // Nothing outlives the step, nor the whole-request limit.
+    // The wait for a slot has its own limit (and the step's deadline), and counts toward
+    // none of the request's own.
+    let slots_by = tokio::time::Instant::now()
+        + limits.slot_wait_timeout.min(job.deadline.saturating_duration_since(Instant::now()));
+    let process_slot = tokio::time::timeout_at(slots_by, job.shared.connections.clone().acquire_owned())
+        .await
+        .map_err(|_| Error::ConnectionLimitReached)?
+        .map_err(|_| Error::ConnectionLimitReached)?;
+    let tenant_slot = tokio::time::timeout_at(slots_by, job.shared.tenant_connections(&job.tenant).acquire_owned())
+        .await
+        .map_err(|_| Error::ConnectionLimitReached)?
+        .map_err(|_| Error::ConnectionLimitReached)?;
+
+    // Nothing outlives the step, nor the whole-request limit, counted from here.
     let until_deadline = job.deadline.saturating_duration_since(Instant::now());
     let total = limits.response_timeout.min(until_deadline);
     let ends_at = tokio::time::Instant::now() + total;
     let connect_timeout = bounded(job.options.and_then(|o| o.connect_timeout), limits.connect_timeout).min(total);
     let first_byte = bounded(job.options.and_then(|o| o.first_byte_timeout), limits.first_byte_timeout);
     let between_bytes = bounded(job.options.and_then(|o| o.between_bytes_timeout), limits.between_bytes_timeout);
-
-    let process_slot = tokio::time::timeout(connect_timeout, job.shared.connections.clone().acquire_owned())
-        .await
-        .map_err(|_| Error::ConnectionLimitReached)?
-        .map_err(|_| Error::ConnectionLimitReached)?;
-    let tenant_slot = tokio::time::timeout(connect_timeout, job.shared.tenant_connections(&job.tenant).acquire_owned())
-        .await
-        .map_err(|_| Error::ConnectionLimitReached)?
-        .map_err(|_| Error::ConnectionLimitReached)?;
 
     let target = &job.target;
     let addresses = resolve(target, connect_timeout).await?;
@@ -241,12 +245,15 @@ impl Body for Guarded {
             Poll::Ready(Some(Err(e))) => fail(&self.entry, Error::from(e)),
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
-                    self.seen = self.seen.saturating_add(data.len() as u64);
-                    self.entry.received(data.len());
-                    if self.seen > self.cap {
+                    // A frame that would pass the cap is never handed over: the record
+                    // counts only what the guest received.
+                    let seen = self.seen.saturating_add(data.len() as u64);
+                    if seen > self.cap {
                         let cap = self.cap;
                         return fail(&self.entry, Error::HttpResponseBodySize(Some(cap)));
                     }
+                    self.seen = seen;
+                    self.entry.received(data.len());
                 }
                 let next = tokio::time::Instant::now() + self.between_bytes;
                 self.idle.as_mut().reset(next);
