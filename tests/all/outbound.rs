@@ -200,6 +200,66 @@ async fn secrets_reach_the_server_and_nothing_else(backend: Backend) {
     assert!(dump.contains("stripe"), "the dump read the secrets table");
 }
 
+/// A destination that echoes the request back (headers, or the value encoded) hands
+/// the guest nothing but the placeholder it already holds: the value, its base64 and its
+/// hex are in no output, record or database file.
+async fn a_secret_echoed_back_reaches_the_guest_as_its_placeholder(backend: Backend) {
+    const VALUE: &str = "sk_live_Echo9pLmN4xQ";
+    let server = TestServer::start(|seen, _| {
+        use base64::Engine as _;
+        let value = seen.header("authorization").unwrap_or_default().trim_start_matches("Bearer ").to_owned();
+        let echoed = format!(
+            "raw={value} b64={} url={} hex={} HEX={}",
+            base64::engine::general_purpose::STANDARD.encode(&value),
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&value),
+            hex::encode(&value),
+            hex::encode_upper(&value)
+        );
+        Reply::Answer(200, echoed.into_bytes())
+    })
+    .await;
+    let rule = format!("POST http://127.0.0.1:{}/echo", server.addr.port());
+    let deployment = Deployment {
+        allow: Rules::parse(&[rule.as_str()]).expect("rule").0,
+        secrets: vec!["stripe".into()],
+        ..Deployment::default()
+    };
+    let (h, engine) =
+        setup(backend, sandbox(&["* http://*:*"], true, OutboundLimits::default()), deployment, &[rule.as_str()]).await;
+    engine.tenancy().set_secret(&h.tenant, "stripe", VALUE.as_bytes()).await.expect("secret set");
+    let request = json!({
+        "method": "POST",
+        "url": server.url("/echo"),
+        "secret_header": { "secret": "stripe", "header": "authorization", "format": "Bearer {}" },
+    });
+    let (record, output) = run(&h, &engine, json!({ "requests": [request] })).await;
+    assert_eq!(record.job.state, JobState::Succeeded, "{output}");
+    assert_eq!(server.seen()[0].header("authorization"), Some(format!("Bearer {VALUE}").as_str()), "it was sent");
+    let body = output["responses"][0]["body"].as_str().expect("the echo");
+    assert_eq!(body.matches("{{spindle-secret:stripe:").count(), 5, "each form came back as the placeholder: {body}");
+
+    use base64::Engine as _;
+    let forms = [
+        VALUE.to_owned(),
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(VALUE),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(VALUE),
+        hex::encode(VALUE),
+        hex::encode_upper(VALUE),
+    ];
+    let everywhere = [
+        serde_json::to_string(&output).expect("output"),
+        format!("{:?}", h.store.job(record.job.id).await.expect("job")),
+        format!("{:?}", h.store.calls(record.job.id).await.expect("calls")),
+        format!("{:?}", h.store.history(record.job.id).await.expect("history")),
+        database_dump(&h).await,
+    ];
+    for text in &everywhere {
+        for form in &forms {
+            assert!(!text.contains(form.as_str()), "{form} leaked: {text:.400}");
+        }
+    }
+}
+
 /// Every text column of every table, concatenated (the SQLite file too, raw).
 async fn database_dump(h: &Harness) -> String {
     use spindle::store::sql::Ty;
@@ -517,4 +577,5 @@ on_both_backends!(
     a_secret_that_could_not_be_sent_in_a_header_is_refused,
     dot_segments_cannot_walk_out_of_a_path_rule,
     a_wait_for_a_connection_slot_has_its_own_limit,
+    a_secret_echoed_back_reaches_the_guest_as_its_placeholder,
 );

@@ -8,6 +8,7 @@
 //! blocked addresses, connects to an address it checked and bounds every phase.
 
 pub mod policy;
+mod redact;
 mod send;
 
 use std::collections::{BTreeMap, HashMap};
@@ -481,6 +482,10 @@ impl WasiHttpHooks for Outbound {
                 .filter_map(|(name, s)| Some((self.placeholder(name)?.into_bytes(), s.0.as_bytes().to_vec())))
                 .collect()
         });
+        // What a destination echoes back reaches the guest as the placeholders it holds.
+        let redactions = redact::Redactions::new(
+            self.caps.secrets.iter().filter_map(|(name, s)| Some((s.0.as_str(), self.placeholder(name)?))),
+        );
         let job = send::Job {
             shared: self.shared.clone(),
             tenant: self.caps.tenant.clone(),
@@ -489,6 +494,7 @@ impl WasiHttpHooks for Outbound {
             deadline: self.deadline,
             entry,
             body_secrets,
+            redactions,
         };
         Box::new(send::send(request, job))
     }

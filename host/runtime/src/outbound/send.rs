@@ -17,6 +17,7 @@ use tokio::time::Sleep;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
+use super::redact::{Redacted, Redactions};
 use super::{Entry, Shared, Target, revealed_body};
 
 /// One request's context.
@@ -28,6 +29,8 @@ pub(super) struct Job {
     pub(super) deadline: Instant,
     pub(super) entry: Arc<Entry>,
     pub(super) body_secrets: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// The forms of the secrets in place, replaced in what comes back.
+    pub(super) redactions: Option<Arc<Redactions>>,
 }
 
 type Sent = (http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>);
@@ -129,6 +132,11 @@ async fn send_checked(mut request: http::Request<WasiBody>, job: Job) -> Result<
         return Err(Error::HttpResponseBodySize(Some(cap)));
     }
     let entry = job.entry.clone();
+    let mut response = response;
+    if let Some(redactions) = &job.redactions {
+        redactions.headers(response.headers_mut());
+    }
+    let redactions = job.redactions.clone();
     let response = response.map(move |incoming| {
         let guarded = Guarded {
             incoming,
@@ -140,7 +148,10 @@ async fn send_checked(mut request: http::Request<WasiBody>, job: Job) -> Result<
             entry,
             _slots: (process_slot, tenant_slot),
         };
-        guarded.boxed_unsync()
+        match redactions {
+            Some(redactions) => Redacted::new(guarded.boxed_unsync(), redactions).boxed_unsync(),
+            None => guarded.boxed_unsync(),
+        }
     });
     let worker = async move {
         let _stop = stop_driver;
