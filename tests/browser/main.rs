@@ -384,3 +384,125 @@ async fn a_tenants_token_sees_nothing_of_another_tenants_jobs_in_the_dashboard()
     assert_eq!(wait(&host, &alice, &alices)["state"], "succeeded", "alice's job is untouched");
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_own_text_cannot_reorder_the_page_fake_a_notice_or_retry_in_one_click() {
+    let (host, _data) = host().await;
+    let alice = host.tenant("alice");
+    for kind in ["scripted", "noop"] {
+        let path = spindle_tests::guest_path(kind);
+        assert_eq!(host.cli(Some(&alice), &["deploy", kind, path.to_str().unwrap()]).code, 0);
+    }
+    // A right-to-left override in a key: applied, it would show "edirrevo-LTR".
+    let rlo_key = "\u{202E}override-LTR";
+    let ran = host
+        .cli(Some(&alice), &["submit", "scripted", "--input", r#"{"first": "complete"}"#, "--key", rlo_key, "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let keyed = ran.json()["id"].as_str().unwrap().to_owned();
+    // An input that looks like the host's "too large" notice, and one that is too large.
+    let fake = submit(&host, &alice, "noop", &json!({ "truncated_bytes": 123_456_789 }));
+    let large = submit(&host, &alice, "noop", &json!({ "pad": "x".repeat(70 << 10) }));
+    // Two dead letters.
+    let dead: Vec<String> = (0..2).map(|_| submit(&host, &alice, "scripted", &json!({ "first": "refused" }))).collect();
+    for id in &dead {
+        assert_eq!(wait(&host, &alice, id)["state"], "failed");
+    }
+    let view = wait(&host, &alice, &large);
+    assert_eq!(view["input"], Value::Null, "a withheld input is not shown");
+    assert_eq!(view["input_withheld"]["reason"], "too-large");
+
+    let browser = Browser::start("tenant-text").await;
+    browser.sign_in(&host.url, &alice).await;
+
+    // The key's control is shown as a mark, inside its own isolate.
+    let row = format!("[data-test=\"job-row\"][data-id=\"{keyed}\"]");
+    let row = browser.client.wait().at_most(PATIENCE).for_element(Locator::Css(&row)).await.expect("the keyed job");
+    let text = row.text().await.unwrap();
+    assert!(text.contains("⟨U+202E⟩override-LTR"), "the control is shown, not applied: {text:?}");
+    assert!(!text.contains('\u{202E}'), "no control reaches the page: {text:?}");
+    let cell = row.find(Locator::Css("bdi")).await.expect("the key in a <bdi>");
+    assert_eq!(cell.css_value("unicode-bidi").await.unwrap(), "isolate");
+    browser.shot("bidi-key").await;
+
+    // A tenant's value is shown as itself; only the host's own field says "too large".
+    browser.goto(&format!("{}/#/jobs/{fake}", host.url)).await;
+    let input = browser.find("job-input").await;
+    input.click().await.unwrap();
+    browser
+        .until("the fake notice shown as data", || async {
+            input.text().await.ok().filter(|t| t.contains("123456789")).map(|_| ())
+        })
+        .await;
+    assert!(browser.text_of("truncated").await.is_none(), "no notice for a value that is shown");
+    browser.goto(&format!("{}/#/jobs/{large}", host.url)).await;
+    browser.find("job-input").await.click().await.unwrap();
+    let note = browser.find("truncated").await.text().await.unwrap();
+    assert!(note.starts_with("Too large to show"), "{note}");
+    browser.shot("withheld-input").await;
+
+    // The sticky top bar never covers what is scrolled to its top.
+    let covered = browser
+        .client
+        .execute(
+            "const el = document.querySelector('[data-test=\"job-input\"]'); \
+             document.documentElement.style.scrollBehavior = 'auto'; \
+             document.body.style.minHeight = '4000px'; \
+             el.scrollIntoView({block: 'start'}); \
+             const bar = document.querySelector('.topbar').getBoundingClientRect().bottom; \
+             return [el.getBoundingClientRect().top, bar];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (top, bar) = (covered[0].as_f64().unwrap(), covered[1].as_f64().unwrap());
+    assert!(top >= bar, "what focus or a scroll brings up sits below the bar: top {top}, bar {bar}");
+    browser.client.execute("document.body.style.minHeight = '';", vec![]).await.unwrap();
+
+    // "Retry all dead letters" asks first, with the count; dismissed, it does nothing.
+    browser.goto(&format!("{}/#/queues", host.url)).await;
+    browser.find("dead-letter-row").await;
+    browser.find("bulk-retry").await.click().await.unwrap();
+    browser.find("bulk-retry-dialog").await;
+    browser
+        .until("the count in the dialog", || async {
+            browser.text_of("bulk-retry-count").await.filter(|t| t.starts_with("2 dead letters")).map(|_| ())
+        })
+        .await;
+    browser.shot("bulk-retry-confirm").await;
+    browser.find("bulk-retry-dismiss").await.click().await.unwrap();
+    let operations: Value = reqwest::Client::new()
+        .get(format!("{}/v1/operations", host.url))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(operations["operations"], json!([]), "dismissed, no operation started");
+    for id in &dead {
+        assert_eq!(host.cli(Some(&alice), &["job", id, "--json"]).json()["successor"], Value::Null, "not retried");
+    }
+    browser.find("bulk-retry").await.click().await.unwrap();
+    browser
+        .until("the count again", || async {
+            browser.text_of("bulk-retry-count").await.filter(|t| t.starts_with("2 dead letters")).map(|_| ())
+        })
+        .await;
+    browser.find("bulk-retry-confirm").await.click().await.unwrap();
+    browser
+        .until("the operation's note", || async {
+            browser.text_of("bulk-retry-result").await.filter(|t| t.starts_with("Operation"))
+        })
+        .await;
+    for id in &dead {
+        let retried = browser
+            .until("the dead letter's successor", || async {
+                let view = host.cli(Some(&alice), &["job", id, "--json"]).json();
+                view["successor"].as_str().map(str::to_owned)
+            })
+            .await;
+        assert_ne!(&retried, id);
+    }
+    browser.close().await;
+}

@@ -128,6 +128,7 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(live::events))
         .routes(routes!(jobs::dead_letters))
         .routes(routes!(queues::retry_dead_letters))
+        .routes(routes!(queues::count_dead_letters))
         .routes(routes!(queues::queues))
         .routes(routes!(queues::list_operations))
         .routes(routes!(queues::get_operation))

@@ -164,6 +164,7 @@ mod tests {
         ("post", "/v1/schedules/{name}/pause"),
         ("post", "/v1/schedules/{name}/resume"),
         ("get", "/v1/dead-letters"),
+        ("get", "/v1/dead-letters/count"),
         ("post", "/v1/dead-letters/retry"),
         ("get", "/v1/queues"),
         ("get", "/v1/operations"),

@@ -8,10 +8,14 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
-use super::body::json_body;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::body::{ApiQuery, json_body};
 use super::time::{parse_rfc3339, rfc3339};
 use super::views::{
-    DeadLetterRetry, ErrorBody, OperationList, OperationStarted, OperationView, QueueDepthView, Queues, RunningSample,
+    DeadLetterCount, DeadLetterRetry, ErrorBody, OperationList, OperationStarted, OperationView, QueueDepthView,
+    Queues, RunningSample,
 };
 use super::{ApiError, ApiState, ErrorCode, TenantAuth};
 use crate::engine::DeadLetterFilter;
@@ -74,21 +78,68 @@ pub(super) async fn retry_dead_letters(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<OperationStarted>), ApiError> {
     let request: DeadLetterRetry = json_body(bytes)?;
+    let filter = dead_letter_filter(request)?;
+    let operation =
+        state.host.engine.operations().retry_dead_letters(&tenant, filter, &format!("api:{tenant}")).await?;
+    Ok((StatusCode::ACCEPTED, Json(OperationStarted { operation: OperationView::from(&operation) })))
+}
+
+/// The filter a request names: blank fields match everything.
+fn dead_letter_filter(request: DeadLetterRetry) -> Result<DeadLetterFilter, ApiError> {
     let failed_before =
-        match request.failed_before.as_deref() {
+        match request.failed_before.as_deref().filter(|t| !t.is_empty()) {
             None => None,
             Some(text) => Some(parse_rfc3339(text).ok_or_else(|| {
                 ApiError::invalid("failed_before: an RFC 3339 date-time such as 2026-11-30T12:00:00Z")
             })?),
         };
-    let filter = DeadLetterFilter {
+    Ok(DeadLetterFilter {
         kind: request.kind.filter(|k| !k.is_empty()),
         failure_code: request.failure_code.filter(|c| !c.is_empty()),
         failed_before,
-    };
-    let operation =
-        state.host.engine.operations().retry_dead_letters(&tenant, filter, &format!("api:{tenant}")).await?;
-    Ok((StatusCode::ACCEPTED, Json(OperationStarted { operation: OperationView::from(&operation) })))
+    })
+}
+
+/// Count the dead letters a retry would take
+///
+/// How many of the tenant's dead letters the same filter as `POST /v1/dead-letters/retry`
+/// matches now, counted up to 10,000 (`capped` says the count stopped there): what a bulk
+/// retry asks its user to confirm.
+#[utoipa::path(
+    get,
+    path = "/v1/dead-letters/count",
+    tag = "jobs",
+    params(DeadLetterCountQuery),
+    responses(
+        (status = 200, description = "How many match", body = DeadLetterCount),
+        (status = 400, description = "`invalid-request`: a malformed query or time", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn count_dead_letters(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    ApiQuery(query): ApiQuery<DeadLetterCountQuery>,
+) -> Result<Json<DeadLetterCount>, ApiError> {
+    let request =
+        DeadLetterRetry { kind: query.kind, failure_code: query.failure_code, failed_before: query.failed_before };
+    let filter = dead_letter_filter(request)?;
+    let (matching, capped) = state.host.engine.operations().count_dead_letters(&tenant, &filter).await?;
+    Ok(Json(DeadLetterCount { matching, capped }))
+}
+
+/// Which dead letters to count: the fields of a retry's filter.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct DeadLetterCountQuery {
+    /// Only this kind's.
+    kind: Option<String>,
+    /// Only those that failed with this code.
+    failure_code: Option<String>,
+    /// Only those that failed before this time (RFC 3339).
+    failed_before: Option<String>,
 }
 
 /// The tenant's bulk operations, newest first

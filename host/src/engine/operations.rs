@@ -87,7 +87,39 @@ impl Engine {
     }
 }
 
+/// Most dead letters a count reads before it answers "at least this many".
+pub const COUNT_CAP: u64 = 10_000;
+
 impl super::Operations<'_> {
+    /// How many dead letters of `tenant` a retry with `filter` would take now, read the way
+    /// the retry reads them, up to [`COUNT_CAP`]; the flag says whether the count stopped
+    /// there. Asked before a bulk retry, so that whoever starts one knows what it will do.
+    pub async fn count_dead_letters(
+        &self,
+        tenant: &TenantId,
+        filter: &DeadLetterFilter,
+    ) -> Result<(u64, bool), EngineError> {
+        let (mut cursor, mut matching) = (None, 0_u64);
+        loop {
+            let page = JobFilter {
+                kind: filter.kind.clone(),
+                dead_letters: true,
+                before_seq: cursor,
+                limit: PAGE,
+                ..JobFilter::default()
+            };
+            let records = self.store.list_jobs(tenant, &page).await?;
+            matching += records.iter().filter(|r| filter.admits(r)).count() as u64;
+            if matching >= COUNT_CAP {
+                return Ok((COUNT_CAP, true));
+            }
+            if records.len() < PAGE as usize {
+                return Ok((matching, false));
+            }
+            cursor = records.last().map(|r| r.seq);
+        }
+    }
+
     /// Starts retrying every dead letter of `tenant` that `filter` matches, in the
     /// background; answers the operation as it starts (its progress follows in the store).
     pub async fn retry_dead_letters(

@@ -10,7 +10,7 @@ import { renderQueues } from './queues.js';
 import { renderOperator } from './operator.js';
 
 const root = document.getElementById('app');
-let current = null; // { controller } of the page on show
+let current = null; // { controller, path } of the page on show
 
 // ---- the error banner (one for the whole app) ------------------------------------------
 
@@ -21,7 +21,7 @@ const banner = h('div', { class: 'banner', role: 'alert', 'data-test': 'error', 
 
 function showError(err) {
   if (err instanceof ApiError && err.status === 401) return; // sign-in says so
-  bannerText.textContent = describeError(err);
+  replace(bannerText, describeError(err));
   banner.hidden = false;
 }
 function hideError() { banner.hidden = true; bannerText.textContent = ''; }
@@ -61,7 +61,11 @@ function route() {
   }
   if (current) current.controller.abort();
   const controller = new AbortController();
-  current = { controller };
+  // A new page starts at its top: a scroll kept from the last page would leave what is
+  // at the top of this one behind the sticky bar.
+  const path = parts.join('/');
+  if (current && current.path !== path) window.scrollTo(0, 0);
+  current = { controller, path };
   hideError();
   const shell = ensureShell(parts[0]);
   const view = shell.view;
@@ -190,7 +194,7 @@ function renderSignIn(message) {
       if (!fits) history.replaceState(null, '', defaultPage());
       route();
     } catch (err) {
-      bannerText.textContent = describeError(err);
+      replace(bannerText, describeError(err));
       banner.hidden = false;
       submit.disabled = false;
       submit.textContent = 'Sign in';
@@ -204,7 +208,7 @@ function renderSignIn(message) {
   h('p', { id: 'token-hint', class: 'hint' }, 'Kept in this tab\'s session storage only, sent as a bearer token, and cleared when you sign out or close the tab.'),
   submit);
   replace(root, h('main', { class: 'signin-page' }, banner, form));
-  if (message) { bannerText.textContent = message; banner.hidden = false; } else hideError();
+  if (message) { replace(bannerText, message); banner.hidden = false; } else hideError();
   input.focus();
 }
 

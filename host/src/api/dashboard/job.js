@@ -394,12 +394,12 @@ function timeline(job, open) {
 // ---- input and outputs -------------------------------------------------------------------
 
 function dataCard(job, open) {
-  const outputs = (job.steps || []).filter((st) => st.output !== undefined);
+  const outputs = (job.steps || []).filter((st) => st.output !== undefined || st.output_withheld);
   return h('section', { class: 'card', 'aria-labelledby': 'data-h' },
     h('h2', { id: 'data-h' }, 'Input and outputs'),
-    jsonBlock(job.input, 'Input', { attrs: { 'data-test': 'job-input' }, openSet: open, key: 'input' }),
+    jsonBlock(job.input, 'Input', { attrs: { 'data-test': 'job-input' }, openSet: open, key: 'input', withheld: job.input_withheld }),
     outputs.map((st) => jsonBlock(st.output, h('span', {}, 'Output of ', h('code', { class: 'mono' }, st.key)),
-      { attrs: { 'data-test': 'step-output', 'data-key': st.key }, openSet: open, key: `out:${st.key}` })),
+      { attrs: { 'data-test': 'step-output', 'data-key': st.key }, openSet: open, key: `out:${st.key}`, withheld: st.output_withheld })),
     job.waiting_for ? jsonBlock(job.waiting_for, 'Waiting for', { openSet: open, key: 'waiting' }) : null);
 }
 

@@ -176,17 +176,47 @@ function deadLetters(box, ctx, onOperation) {
   const bulk = h('button', { type: 'button', class: 'button primary', 'data-test': 'bulk-retry' },
     matching.length ? `Retry all matching (${matching.join(', ')})` : 'Retry all dead letters');
   const bulkNote = h('span', { class: 'muted small', 'aria-live': 'polite', 'data-test': 'bulk-retry-result' });
+  const filterBody = () => {
+    const body = {};
+    if (f.kind) body.kind = f.kind;
+    if (f.failure_code) body.failure_code = f.failure_code;
+    if (f.failed_before) body.failed_before = f.failed_before;
+    return body;
+  };
+  // One click never retries: the count comes first, and the retry starts only from the
+  // dialog that shows it.
+  const confirmText = h('p', { 'data-test': 'bulk-retry-count' });
+  const confirmButton = h('button', { type: 'submit', class: 'button primary', 'data-test': 'bulk-retry-confirm' }, 'Retry them');
+  const dialog = h('dialog', { 'data-test': 'bulk-retry-dialog', 'aria-labelledby': 'bulk-h' },
+    h('form', { method: 'dialog', onsubmit: async (e) => {
+      e.preventDefault();
+      confirmButton.disabled = true;
+      try {
+        const answer = await post('/v1/dead-letters/retry', filterBody(), { signal });
+        const op = answer.operation || answer;
+        bulkNote.textContent = `Operation ${shortId(op.id)} started: ${fmtNum(op.matched ?? 0)} matched so far.`;
+        onOperation(op);
+      } catch (err) { reportError(err); } finally { confirmButton.disabled = false; dialog.close(); }
+    } },
+    h('h2', { id: 'bulk-h' }, 'Retry dead letters?'),
+    confirmText,
+    h('p', { class: 'muted small' }, 'Each is retried as a new job linked to the failed one, in the background; the operation below shows how it goes.'),
+    h('div', { class: 'dialog-buttons' },
+      h('button', { type: 'button', class: 'button subtle', 'data-test': 'bulk-retry-dismiss', onclick: () => dialog.close() }, 'Keep them'),
+      confirmButton)));
   bulk.addEventListener('click', async () => {
     bulk.disabled = true;
     try {
-      const body = {};
-      if (f.kind) body.kind = f.kind;
-      if (f.failure_code) body.failure_code = f.failure_code;
-      if (f.failed_before) body.failed_before = f.failed_before;
-      const answer = await post('/v1/dead-letters/retry', body, { signal });
-      const op = answer.operation || answer;
-      bulkNote.textContent = `Operation ${shortId(op.id)} started: ${fmtNum(op.matched ?? 0)} matched so far.`;
-      onOperation(op);
+      const count = await get(`/v1/dead-letters/count${qs(filterBody())}`, { signal });
+      if (!count.matching) {
+        bulkNote.textContent = 'No dead letters match: nothing to retry.';
+        return;
+      }
+      const n = `${fmtNum(count.matching)}${count.capped ? ' or more' : ''}`;
+      replace(confirmText, `${n} dead letter${count.matching === 1 && !count.capped ? '' : 's'}${matching.length ? ` matching ${matching.join(', ')}` : ''} will be retried.`);
+      confirmButton.textContent = `Retry ${n}`;
+      dialog.showModal();
+      confirmButton.focus();
     } catch (e) { reportError(e); } finally { bulk.disabled = false; }
   });
 
@@ -194,7 +224,7 @@ function deadLetters(box, ctx, onOperation) {
     h('div', { class: 'section-head' }, h('h2', { id: 'dl-h' }, 'Dead letters'),
       h('span', { class: 'muted small' }, 'Failed jobs not yet retried.')),
     form,
-    h('div', { class: 'bulk' }, bulk, bulkNote),
+    h('div', { class: 'bulk' }, bulk, bulkNote, dialog),
     h('div', { class: 'table-wrap' }, h('table', { 'data-test': 'dead-letters' },
       h('thead', {}, h('tr', {}, JOB_HEADERS.map((x) => h('th', { scope: 'col' }, x)))), tbody)),
     status,

@@ -21,8 +21,38 @@ function append(el, children) {
   for (const child of children) {
     if (child === undefined || child === null || child === false) continue;
     if (Array.isArray(child)) append(el, child);
-    else el.append(child instanceof Node ? child : String(child));
+    else el.append(child instanceof Node ? child : isolated(String(child)));
   }
+}
+
+// Bidirectional-text controls (LRE…RLO, LRI…PDI, LRM, RLM, ALM): in a tenant's text they
+// would reorder what follows them (a key shown as "edirrevo-LTR").
+const BIDI_CONTROL = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+// Text that takes part in bidirectional reordering: right-to-left letters or controls.
+const BIDI_TEXT = /[\u0590-\u08FF\uFB1D-\uFDFF\uFE70-\uFEFF\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/;
+
+/**
+ * Text as a node that cannot reorder its surroundings: plain text stays a text node; text
+ * with right-to-left letters goes into its own `<bdi>`, and each control in it is shown as
+ * a visible mark (`⟨U+202E⟩`) instead of acting.
+ */
+export function isolated(text) {
+  if (!BIDI_TEXT.test(text)) return text;
+  const bdi = document.createElement('bdi');
+  let at = 0;
+  for (const match of text.matchAll(BIDI_CONTROL)) {
+    if (match.index > at) bdi.append(text.slice(at, match.index));
+    const code = match[0].codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+    const mark = document.createElement('span');
+    mark.className = 'bidi-control';
+    mark.title = `a bidirectional-text control, U+${code}, shown instead of applied`;
+    mark.dataset.test = 'bidi-control';
+    mark.textContent = `⟨U+${code}⟩`;
+    bdi.append(mark);
+    at = match.index + match[0].length;
+  }
+  if (at < text.length) bdi.append(text.slice(at));
+  return bdi;
 }
 
 /** `h('a', {href, 'data-test': 'x'}, 'text', child…)`. */
@@ -162,16 +192,14 @@ export function jobLink(id, attrs = {}) {
 }
 
 /**
- * A JSON value pretty-printed in a collapsible `<pre>`. The API puts `{"truncated_bytes": N}`
- * in place of a value over its cap and `{"non_json_bytes": N}` for bytes that are not JSON.
+ * A JSON value pretty-printed in a collapsible `<pre>`. When the API withholds a value (over
+ * its cap, or not JSON) it says so in a field of its own (`withheld: {reason, bytes}`), never
+ * inside the data, so a tenant's value can never pass for this notice.
  */
-export function jsonBlock(value, summary, { open = false, attrs = {}, openSet, key } = {}) {
+export function jsonBlock(value, summary, { open = false, attrs = {}, openSet, key, withheld } = {}) {
   let note = null;
-  if (value && typeof value === 'object' && !Array.isArray(value)) {
-    const keys = Object.keys(value);
-    if (keys.length === 1 && keys[0] === 'truncated_bytes') note = `Too large to show: ${fmtBytes(value.truncated_bytes)} (the API shows values up to 64 KiB).`;
-    if (keys.length === 1 && keys[0] === 'non_json_bytes') note = `Not JSON: ${fmtBytes(value.non_json_bytes)} of bytes.`;
-  }
+  if (withheld && withheld.reason === 'too-large') note = `Too large to show: ${fmtBytes(withheld.bytes)} (the API shows values up to 64 KiB).`;
+  else if (withheld) note = `Not JSON: ${fmtBytes(withheld.bytes)} of bytes.`;
   const text = value === undefined ? 'undefined' : JSON.stringify(value, null, 2);
   const isOpen = openSet && key ? openSet.has(key) : open;
   const details = h('details', { class: 'json', open: isOpen, ...attrs },

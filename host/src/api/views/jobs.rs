@@ -13,14 +13,33 @@ use super::{job_state_schema, one_of};
 use crate::api::time::rfc3339;
 use crate::engine::{HistoryEntry, JobRecord};
 
-/// Bytes shown as JSON when they are JSON, else as a note of their size; over
-/// [`SHOWN_BYTES`], a note of their size either way (a job's input and each output may be
-/// megabytes, which a job's page need not carry).
-fn json_or_size(bytes: &[u8]) -> Value {
+/// Bytes shown as JSON when they are JSON; otherwise nothing is shown and a [`Withheld`]
+/// says why, in a field of its own beside the data, so that no value a tenant wrote can pass
+/// for the host's notice (an input `{"truncated_bytes": 123456789}` is shown as itself).
+/// Over [`SHOWN_BYTES`] nothing is shown either way: a job's input and each output may be
+/// megabytes, which a job's page need not carry.
+fn shown(bytes: &[u8]) -> (Value, Option<Withheld>) {
     if bytes.len() > SHOWN_BYTES {
-        return serde_json::json!({ "truncated_bytes": bytes.len() });
+        return (Value::Null, Some(Withheld { reason: "too-large".into(), bytes: bytes.len() as u64 }));
     }
-    serde_json::from_slice(bytes).unwrap_or_else(|_| serde_json::json!({ "non_json_bytes": bytes.len() }))
+    match serde_json::from_slice(bytes) {
+        Ok(value) => (value, None),
+        Err(_) => (Value::Null, Some(Withheld { reason: "not-json".into(), bytes: bytes.len() as u64 })),
+    }
+}
+
+/// A value the view does not carry, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Withheld {
+    /// `too-large` (over the 64 KiB a view shows) or `not-json` (bytes that are not JSON).
+    #[schema(schema_with = withheld_reason_schema)]
+    pub reason: String,
+    /// The value's size in bytes.
+    pub bytes: u64,
+}
+
+fn withheld_reason_schema() -> Object {
+    one_of("Why a value is not shown.", ["too-large", "not-json"])
 }
 
 /// Largest input or output a job's view shows.
@@ -127,9 +146,12 @@ pub struct StepView {
     pub carried: bool,
     /// Its attempts, oldest first.
     pub attempts: Vec<AttemptView>,
-    /// Its output: JSON when it is JSON, else a note of its size.
+    /// Its output, when it is JSON of at most 64 KiB (see `output_withheld`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// Set when the step has an output this view does not show: its size and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_withheld: Option<Withheld>,
     /// Why it was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_reason: Option<String>,
@@ -146,6 +168,10 @@ pub struct StepView {
 
 impl From<&Step> for StepView {
     fn from(s: &Step) -> Self {
+        let (output, output_withheld) = match s.output.as_deref().map(shown) {
+            Some((value, withheld)) => (withheld.is_none().then_some(value), withheld),
+            None => (None, None),
+        };
         Self {
             key: s.key.clone(),
             weight: s.weight,
@@ -175,7 +201,8 @@ impl From<&Step> for StepView {
                     }
                 })
                 .collect(),
-            output: s.output.as_deref().map(json_or_size),
+            output,
+            output_withheld,
             skip_reason: s.skip_reason.clone(),
             failure: s.failure.as_ref().map(Into::into),
             done: s.partial.map(|p| p.done),
@@ -294,8 +321,11 @@ pub struct JobView {
     pub pending_signals: std::collections::BTreeMap<String, u32>,
     /// Its exclusive lease keys.
     pub lease_keys: Vec<String>,
-    /// Its input: JSON when it is JSON, else a note of its size.
+    /// Its input, when it is JSON of at most 64 KiB; else `null` (see `input_withheld`).
     pub input: Value,
+    /// Set when the input is not shown: its size and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_withheld: Option<Withheld>,
     /// Its steps, in order.
     pub steps: Vec<StepView>,
     /// Its history, oldest first (only `GET /v1/jobs/{id}` includes it).
@@ -398,6 +428,7 @@ impl JobView {
     /// A view of `record`, with its history when given.
     pub fn new(record: &JobRecord, history: Option<&[HistoryEntry]>) -> Self {
         let job = &record.job;
+        let (input, input_withheld) = shown(&record.payload);
         Self {
             id: job.id.to_string(),
             kind: record.kind.clone(),
@@ -431,7 +462,8 @@ impl JobView {
                 .iter()
                 .map(|k| crate::engine::untenant_key(&record.tenant, k).to_owned())
                 .collect(),
-            input: json_or_size(&record.payload),
+            input,
+            input_withheld,
             steps: job.steps.iter().map(Into::into).collect(),
             history: history.map(|entries| entries.iter().map(Into::into).collect()),
             outbound: None,

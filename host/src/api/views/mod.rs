@@ -22,7 +22,7 @@ pub use capacity::{CapacityView, KindUsageView, LimitsView};
 pub use error::{ErrorBody, ErrorDetail, ViolationView};
 pub use jobs::{
     Action, Actions, AttemptView, CancelBody, CancelRequestView, FailureView, HistoryEntryView, JobLive, JobPage,
-    JobSummaryView, JobView, LeaseInvalidated, LogLineView, LogPage, SHOWN_BYTES, StepView, Submit,
+    JobSummaryView, JobView, LeaseInvalidated, LogLineView, LogPage, SHOWN_BYTES, StepView, Submit, Withheld,
 };
 pub use kinds::{
     BreakerStateView, DeployView, Deployed, DeploymentView, KindList, KindView, RetryView, Rollback, RolledBack,
@@ -30,8 +30,8 @@ pub use kinds::{
 };
 pub use outbound::{CallView, SecretList, SecretView, TenantOutbound};
 pub use queues::{
-    AlertList, AlertView, DeadLetterRetry, OperationList, OperationStarted, OperationView, QueueDepthView, Queues,
-    RunningSample,
+    AlertList, AlertView, DeadLetterCount, DeadLetterRetry, OperationList, OperationStarted, OperationView,
+    QueueDepthView, Queues, RunningSample,
 };
 pub use tenants::{NewTenant, Retention, TenantList, TenantToken, TenantView};
 pub use tokens::{CreatedToken, NewToken, TokenList, TokenView};

@@ -75,6 +75,15 @@ pub struct DeadLetterRetry {
     pub failed_before: Option<String>,
 }
 
+/// How many dead letters a filter matches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetterCount {
+    /// How many, up to 10,000.
+    pub matching: u64,
+    /// Whether the count stopped at 10,000 (there may be more).
+    pub capped: bool,
+}
+
 /// A bulk operation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct OperationView {
