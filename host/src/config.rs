@@ -34,6 +34,10 @@ pub struct ServeArgs {
     /// Steps run at once on this host (default: 192).
     #[arg(long, env = "SPINDLE_CONCURRENCY")]
     pub concurrency: Option<usize>,
+    /// Slots beyond `concurrency` that only a tenant under its weighted share of the host
+    /// may take while the pool is full (default: a sixteenth of concurrency, 12; 0: none).
+    #[arg(long, env = "SPINDLE_FAIR_RESERVE")]
+    pub fair_reserve: Option<usize>,
     /// Most PostgreSQL connections (default: 16).
     #[arg(long, env = "SPINDLE_MAX_CONNECTIONS")]
     pub max_connections: Option<u32>,
@@ -107,6 +111,7 @@ struct FileConfig {
     database_url: Option<String>,
     listen: Option<String>,
     concurrency: Option<usize>,
+    fair_reserve: Option<usize>,
     max_connections: Option<u32>,
     sqlite_synchronous: Option<String>,
     lease_ttl: Option<String>,
@@ -190,9 +195,15 @@ impl ServeConfig {
                 bail!("concurrency must be at least 1");
             }
             host.dispatcher.concurrency = n;
-            host.sandbox.pool_slots =
-                host.sandbox.pool_slots.max(u32::try_from(n).unwrap_or(u32::MAX).saturating_add(8));
+            host.dispatcher.fair_reserve = spindle_core::capacity::SlotShare::default_reserve(n);
         }
+        if let Some(n) = args.fair_reserve.or(file.fair_reserve) {
+            host.dispatcher.fair_reserve = n;
+        }
+        // Every step the dispatcher may run at once has a sandbox instance, and a few spare.
+        let running = host.dispatcher.concurrency.saturating_add(host.dispatcher.fair_reserve);
+        host.sandbox.pool_slots =
+            host.sandbox.pool_slots.max(u32::try_from(running).unwrap_or(u32::MAX).saturating_add(8));
         if let Some(text) = args.step_timeout.or(file.step_timeout) {
             host.sandbox.step_timeout = parse_duration(&text)?;
         }

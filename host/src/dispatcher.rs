@@ -15,7 +15,9 @@ use spindle_core::{Fence, JobId};
 use tokio::sync::{Mutex, Semaphore, watch};
 use tokio::task::JoinSet;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, NextFilter};
+use crate::slots::Slots;
+use crate::store::ClaimFilter;
 
 /// Dispatcher settings.
 #[derive(Clone, Debug)]
@@ -34,6 +36,12 @@ pub struct DispatcherConfig {
     pub maintenance_interval: Duration,
     /// Only these kinds and tenants (default: all), for hosts dedicated to some work.
     pub filter: crate::store::ClaimFilter,
+    /// Slots beyond `concurrency` that only a tenant under its share of the host may take
+    /// while the pool is full (default 12, a sixteenth of the default pool; `spindle serve`
+    /// sets a sixteenth of its `--concurrency`; 0: none). With them, one tenant's long steps
+    /// holding every slot never keep another tenant's jobs from starting; a tenant alone
+    /// still uses the whole pool.
+    pub fair_reserve: usize,
 }
 
 impl Default for DispatcherConfig {
@@ -44,6 +52,7 @@ impl Default for DispatcherConfig {
             poll_interval: Duration::from_secs(1),
             maintenance_interval: Duration::from_secs(1),
             filter: crate::store::ClaimFilter::default(),
+            fair_reserve: spindle_core::capacity::SlotShare::default_reserve(192),
         }
     }
 }
@@ -110,7 +119,10 @@ async fn dispatch_loop(
     mut stopped: watch::Receiver<bool>,
     in_flight: Arc<Mutex<HashMap<JobId, Fence>>>,
 ) {
-    let permits = Arc::new(Semaphore::new(config.concurrency.max(1)));
+    let pool = config.concurrency.max(1);
+    let permits = Arc::new(Semaphore::new(pool));
+    let reserve = Arc::new(Semaphore::new(config.fair_reserve));
+    let slots = Arc::new(Slots::default());
     let wake = engine.wake_signal();
     let mut running: JoinSet<()> = JoinSet::new();
     loop {
@@ -118,12 +130,24 @@ async fn dispatch_loop(
             break;
         }
         while running.try_join_next().is_some() {}
-        let free = permits.available_permits();
-        let claimed = if free == 0 {
+        // The pool first, passing over tenants at their share while others have work
+        // ready; when it is full, the reserve, for tenants under their share only.
+        let (from, free, filter) = if permits.available_permits() > 0 {
+            let pass_over = slots.over_share(pool, None);
+            (&permits, permits.available_permits(), ClaimFilter { pass_over, ..config.filter.clone() })
+        } else {
+            let except = slots.over_share(pool, None);
+            (&reserve, reserve.available_permits(), ClaimFilter { except, ..config.filter.clone() })
+        };
+        let from_reserve = Arc::ptr_eq(from, &reserve);
+        // A reserve claim first reads whether it would find anything: while one tenant
+        // fills the pool, each wake-up would otherwise take the writer's turn for nothing.
+        let worth_it = !from_reserve || free == 0 || engine.execution().any_ready(&filter).await.unwrap_or(true);
+        let claimed = if free == 0 || !worth_it {
             Vec::new()
         } else {
             let limit = u32::try_from(free).unwrap_or(u32::MAX).min(config.claim_batch);
-            match engine.execution().claim_filtered(limit, &config.filter).await {
+            match engine.execution().claim_filtered(limit, &filter).await {
                 Ok(claimed) => claimed,
                 Err(e) => {
                     tracing::error!(error = %e, "claiming failed");
@@ -133,31 +157,40 @@ async fn dispatch_loop(
         };
         let got = claimed.len();
         for record in claimed {
-            let Ok(permit) = permits.clone().acquire_owned().await else { break };
+            let Ok(permit) = from.clone().acquire_owned().await else { break };
             let Some(fence) = record.job.claim.as_ref().map(|c| c.fence) else { continue };
             let id = record.job.id;
+            slots.take(&record.tenant, engine.slot_weight(&record.tenant).await);
             in_flight.lock().await.insert(id, fence);
-            let (engine, in_flight, stopped, filter) =
-                (engine.clone(), in_flight.clone(), stopped.clone(), config.filter.clone());
+            let (engine, in_flight, stopped, filter, slots) =
+                (engine.clone(), in_flight.clone(), stopped.clone(), config.filter.clone(), slots.clone());
             // A worker: run the job, and while work is ready and the dispatcher is not
-            // stopping, settle it and claim the next one in the same transaction.
+            // stopping, settle it and claim the next one in the same transaction. A
+            // reserve slot runs one job: the next claim is the dispatcher's to decide.
             running.spawn(async move {
                 let mut current = (id, record);
                 loop {
                     let (id, record) = current;
-                    let next_filter = (!*stopped.borrow()).then(|| filter.clone());
-                    let (_, next) = engine.execution().execute_then_claim(record, next_filter).await;
+                    let tenant = record.tenant.clone();
+                    let next: Option<NextFilter<'_>> = (!from_reserve && !*stopped.borrow()).then(|| {
+                        let (slots, tenant, filter) = (slots.clone(), tenant.clone(), filter.clone());
+                        Box::new(move || ClaimFilter { pass_over: slots.over_share(pool, Some(&tenant)), ..filter })
+                            as NextFilter<'_>
+                    });
+                    let (_, next) = engine.execution().execute_then_claim(record, next).await;
+                    slots.free(&tenant);
                     let mut in_flight = in_flight.lock().await;
                     in_flight.remove(&id);
                     let Some(next) = next else { break };
                     let Some(fence) = next.job.claim.as_ref().map(|c| c.fence) else { break };
+                    slots.take(&next.tenant, engine.slot_weight(&next.tenant).await);
                     in_flight.insert(next.job.id, fence);
                     current = (next.job.id, next);
                 }
                 drop(permit);
             });
         }
-        if got > 0 && permits.available_permits() > 0 {
+        if got > 0 && (permits.available_permits() > 0 || reserve.available_permits() > 0) {
             continue;
         }
         // Nothing ready (or no room): sleep until signalled, a step ends, the next

@@ -5,6 +5,7 @@
 //! - [`store`]: SQLite and PostgreSQL persistence behind one trait.
 //! - [`engine`]: load → core transition → version-checked write; runs claimed steps.
 //! - [`dispatcher`]: indexed discovery, batched claims, a bounded pool of running steps.
+//! - [`slots`]: the host's slots as tenants hold them (who is over its share).
 //! - [`registry`]: deployed components and kind versions.
 //! - [`capabilities`]: what a step may reach outward (deployments, rules, sealed secrets).
 //! - [`reconciler`]: settles silent jobs from execution evidence.
@@ -30,6 +31,7 @@ pub mod reconciler;
 pub mod registry;
 pub mod scheduler;
 pub mod singleton;
+pub mod slots;
 pub mod store;
 pub mod telemetry;
 pub mod tokens;

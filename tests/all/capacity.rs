@@ -401,7 +401,78 @@ async fn sandbox_ceilings_tighten_the_hosts_limits_for_one_tenant(backend: Backe
     assert_eq!(done.job.state, JobState::Succeeded);
 }
 
+/// Waits until `check` holds over `tenant`'s jobs, woken by the engine's state changes.
+async fn until_jobs(h: &Harness, engine: &Engine, tenant: &TenantId, what: &str, check: impl Fn(&[JobRecord]) -> bool) {
+    let mut changes = engine.subscribe();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if check(&jobs_of(h, tenant, 100).await) {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        // A change wakes the check; the timeout guards a change no signal announced.
+        let _ = tokio::time::timeout(Duration::from_millis(250), changes.recv()).await;
+    }
+}
+
+fn running(jobs: &[JobRecord]) -> usize {
+    jobs.iter().filter(|r| r.job.state == JobState::Running && r.job.claim.is_some()).count()
+}
+
+/// Issue 39: a tenant whose long steps fill every slot of a host's pool (as a tenant alone
+/// may) does not keep another tenant's jobs from starting: they take the reserve and finish
+/// while every one of the first tenant's steps still runs. The first tenant never takes a
+/// reserve slot, and once its steps end, nothing is left behind.
+async fn a_tenant_filling_every_slot_does_not_keep_another_from_starting(backend: Backend) {
+    let h = Harness::new(backend).await;
+    let engine = h.engine();
+    let noisy = tenant(&h, &engine, "noisy", &[("scripted", "scripted")]).await;
+    let quiet = tenant(&h, &engine, "quiet", &[("scripted", "scripted")]).await;
+    let pool = 8;
+    let config = spindle::dispatcher::DispatcherConfig {
+        concurrency: pool,
+        fair_reserve: 2,
+        maintenance_interval: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let dispatcher = spindle::dispatcher::Dispatcher::start(engine.clone(), config);
+    // Ten steps that run until they are stopped: the noisy tenant alone fills the pool.
+    let long = (0..10).map(|_| request("scripted", json!({ "first": "wait-for-stop" }))).collect();
+    engine.submission().submit_many(&noisy, long).await.expect("submit");
+    until_jobs(&h, &engine, &noisy, "the noisy tenant holds every slot", |jobs| running(jobs) == pool).await;
+    // The quiet tenant's three one-step jobs start and finish beside it.
+    let quick: Vec<_> = (0..3).map(|_| request("scripted", json!({ "first": "complete" }))).collect();
+    let inserted = engine.submission().submit_many(&quiet, quick).await.expect("submit");
+    for job in &inserted {
+        let done = h.wait_final(job.record().job.id).await;
+        assert_eq!(done.job.state, JobState::Succeeded, "{:?}", done.job.failure);
+    }
+    let noisy_jobs = jobs_of(&h, &noisy, 100).await;
+    assert_eq!(running(&noisy_jobs), pool, "every noisy step still ran while the quiet jobs started and finished");
+    assert!(
+        noisy_jobs.iter().all(|r| r.job.steps.iter().flat_map(|s| &s.attempts).all(|a| a.ended_at.is_none())),
+        "no noisy step ended to make room"
+    );
+    assert_eq!(
+        noisy_jobs.iter().filter(|r| r.job.state == JobState::Pending).count(),
+        10 - pool,
+        "the noisy tenant took no reserve slot"
+    );
+    // Stopped, the noisy tenant's steps end; its last two run; nothing is left running.
+    for job in &noisy_jobs {
+        let cancel = spindle::engine::Command::Cancel { reason: "test over".into() };
+        engine.operations().command(&noisy, job.job.id, cancel, "tester").await.expect("cancel");
+    }
+    for job in &noisy_jobs {
+        assert!(h.wait_final(job.job.id).await.job.state.is_final());
+    }
+    dispatcher.shutdown(Duration::from_secs(5)).await;
+    let noisy_jobs = jobs_of(&h, &noisy, 100).await;
+    assert!(most_at_once(&noisy_jobs) <= pool, "the noisy tenant never ran more than the pool");
+}
+
 on_both_backends!(
+    a_tenant_filling_every_slot_does_not_keep_another_from_starting,
     sandbox_ceilings_tighten_the_hosts_limits_for_one_tenant,
     claims_are_shared_by_weight_and_a_late_tenant_goes_first,
     a_tenants_later_submissions_continue_its_share,

@@ -15,6 +15,7 @@ on_both_backends!(
     a_delayed_job_is_claimed_only_after_it_is_promoted,
     lapsed_claims_and_silent_jobs_are_found_by_time,
     a_filtered_claim_takes_only_the_kinds_and_tenants_it_names,
+    a_tenant_at_its_share_is_passed_over_while_others_are_ready_and_never_takes_a_reserve_slot,
     an_outcome_and_the_next_claims_share_one_transaction,
 );
 
@@ -178,12 +179,39 @@ async fn a_filtered_claim_takes_only_the_kinds_and_tenants_it_names(backend: Bac
     let report = insert(&db, new_job("report", 1, now), now).await.job.id;
     let other = insert(&db, NewJob { tenant: globex(), ..new_job("mail", 1, now) }, now).await.job.id;
     let derive = |record: &JobRecord| crate::fixture::claim_write(record, "host-a", now);
-    let only_mail = ClaimFilter { kinds: vec!["mail".into()], tenants: vec![acme()] };
+    let only_mail = ClaimFilter { kinds: vec!["mail".into()], tenants: vec![acme()], ..ClaimFilter::default() };
     let got = db.claim_filtered(10, now, &only_mail, &derive).await.unwrap();
     assert_eq!(ids(&got), vec![mail], "only acme's mail jobs");
-    let only_globex = ClaimFilter { kinds: vec![], tenants: vec![globex()] };
+    let only_globex = ClaimFilter { tenants: vec![globex()], ..ClaimFilter::default() };
     assert_eq!(ids(&db.claim_filtered(10, now, &only_globex, &derive).await.unwrap()), vec![other]);
     assert_eq!(ids(&claim(&db, 10, now).await), vec![report], "an unfiltered claim takes the rest");
+}
+
+async fn a_tenant_at_its_share_is_passed_over_while_others_are_ready_and_never_takes_a_reserve_slot(backend: Backend) {
+    use spindle::store::ClaimFilter;
+    let db = Db::new(backend).await;
+    // acme's jobs come first in claim order; globex's one job after them.
+    let acme_jobs: Vec<_> = (0..3).map(|i| new_job("spin", 1, at(i))).collect();
+    let mut acmes = Vec::new();
+    for (i, job) in acme_jobs.into_iter().enumerate() {
+        acmes.push(insert(&db, job, at(i64::try_from(i).unwrap())).await.job.id);
+    }
+    let other = insert(&db, NewJob { tenant: globex(), ..new_job("quick", 1, at(5)) }, at(5)).await.job.id;
+    let derive = |record: &JobRecord| crate::fixture::claim_write(record, "host-a", at(10));
+    // A reserve slot's claim never takes acme's jobs, even the first in order.
+    let reserve = ClaimFilter { except: vec![acme()], ..ClaimFilter::default() };
+    assert!(db.any_ready(&reserve).await.unwrap(), "the read before a reserve claim sees globex's job");
+    assert_eq!(ids(&db.claim_filtered(1, at(10), &reserve, &derive).await.unwrap()), vec![other]);
+    assert!(!db.any_ready(&reserve).await.unwrap(), "only acme's jobs are ready");
+    assert!(
+        db.claim_filtered(1, at(10), &reserve, &derive).await.unwrap().is_empty(),
+        "with only acme's jobs ready, a reserve claim takes nothing"
+    );
+    // Passed over, acme's jobs are taken once nothing else is ready: the claim fills up.
+    let another = insert(&db, NewJob { tenant: globex(), ..new_job("quick", 1, at(7)) }, at(7)).await.job.id;
+    let share = ClaimFilter { pass_over: vec![acme()], ..ClaimFilter::default() };
+    let got = db.claim_filtered(2, at(10), &share, &derive).await.unwrap();
+    assert_eq!(ids(&got), vec![another, acmes[0]], "globex's ready job first, then acme's");
 }
 
 async fn an_outcome_and_the_next_claims_share_one_transaction(backend: Backend) {

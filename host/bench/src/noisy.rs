@@ -6,6 +6,11 @@
 //! quarters of the host's concurrency (so that a worker is free when B's job arrives, as
 //! an operator would set a noisy tenant).
 //!
+//! Then the slots case (issue 39): A's 200 steps spin on the CPU until their 10 s deadline,
+//! more than the host's pool of slots, and B submits 30 jobs at 10/s meanwhile; B's
+//! enqueue→start is printed beside the idle figure, with its enqueue→finish (B's step shares
+//! the cores with A's spinners).
+//!
 //! Latency is read as the `latency` section reads it: the job's `created_at` and the
 //! `started_at` its first claim stamped.
 
@@ -37,6 +42,13 @@ const PROBE_RATE: u64 = 20;
 /// are pooled.
 const ROUNDS: usize = 3;
 
+/// A's steps that spin to their deadline, and how long that is.
+const SPINNERS: usize = 200;
+const SPIN_DEADLINE_MS: u64 = 10_000;
+/// B's jobs beside them, and how many per second.
+const SPIN_PROBES: u64 = 30;
+const SPIN_PROBE_RATE: u64 = 10;
+
 /// The noisy-tenant figures.
 #[derive(Clone, Debug, Serialize)]
 pub struct Noisy {
@@ -63,6 +75,29 @@ pub struct Noisy {
     pub limited_running: u32,
     /// A's jobs run per second while B was measured, fair claiming on.
     pub fair_noisy_rate: f64,
+    /// The slots case: A's steps spinning to their deadline, B's jobs beside them.
+    pub spinners: Spinners,
+}
+
+/// B beside A's spinners.
+#[derive(Clone, Debug, Serialize)]
+pub struct Spinners {
+    /// A's steps that spin to their deadline, and the deadline (ms).
+    pub spinners: usize,
+    /// See [`spinners`](Self::spinners).
+    pub deadline_ms: u64,
+    /// The host's pool and reserve.
+    pub pool: usize,
+    /// See [`pool`](Self::pool).
+    pub reserve: usize,
+    /// A's steps running when B's first job was submitted.
+    pub a_running: usize,
+    /// B's jobs.
+    pub probes: u64,
+    /// B's enqueue→start, milliseconds.
+    pub start_ms: Summary,
+    /// B's enqueue→finish, milliseconds.
+    pub finish_ms: Summary,
 }
 
 /// Runs the measurements, each on a fresh database.
@@ -79,6 +114,7 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Noisy> {
     let (mut unfair, _) = run(ctx, "noisy-unfair", Some(BACKLOG), false, None).await?;
     let limited_running = u32::try_from(ctx.settings.concurrency * 3 / 4).unwrap_or(u32::MAX).max(1);
     let (mut limited, _) = run(ctx, "noisy-limited", Some(BACKLOG), true, Some(limited_running)).await?;
+    let spinners = spinners(ctx).await?;
     Ok(Noisy {
         backlog: BACKLOG,
         probes: PROBES,
@@ -91,7 +127,89 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Noisy> {
         limited_ms: Summary::of(&mut limited).context("no job measured")?,
         limited_running,
         fair_noisy_rate: rates.iter().sum::<f64>() / rates.len().max(1) as f64,
+        spinners,
     })
+}
+
+/// B's jobs beside A's steps that spin to their deadline, more of them than the pool.
+async fn spinners(ctx: &Context) -> anyhow::Result<Spinners> {
+    let s = &ctx.settings;
+    let mut scenario = ctx.open("noisy-spinners", s.concurrency).await?;
+    let reserve = scenario.host.config().dispatcher.fair_reserve;
+    let engine = scenario.host.engine.clone();
+    let hostile = ctx.guest_bytes("hostile")?;
+    scenario
+        .host
+        .registry
+        .deploy(&ctx.tenant, "hostile", &hostile, engine.now())
+        .await
+        .context("deploying A's spinner")?;
+    let limits = TenantLimits { max_step_timeout_ms: Some(SPIN_DEADLINE_MS), ..TenantLimits::unlimited() };
+    engine.capacity().set_tenant_limits(&ctx.tenant, limits).await.context("A's step deadline")?;
+    let (quiet, _) = engine.tenancy().create_tenant("quiet").await.context("creating tenant B")?;
+    let noop = ctx.guest_bytes("noop")?;
+    scenario.host.registry.deploy(&quiet.id, "noop", &noop, engine.now()).await.context("deploying for B")?;
+    let task = ctx.progress.task(format!("noisy tenant: B beside A's {SPINNERS} spinning steps"), Some(SPIN_PROBES));
+    engine.submission().submit_many(&ctx.tenant, requests("hostile", b"{}", SPINNERS)).await.context("A's spinners")?;
+    scenario.start();
+    // B starts once A's spinners hold the pool.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let a_running = loop {
+        let running = engine.capacity().of(&ctx.tenant).await?.live.iter().map(|l| l.running).sum::<u64>();
+        if running as usize >= s.concurrency.min(SPINNERS) {
+            break running as usize;
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "A's spinners never filled the pool ({running} running)");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut interval = tokio::time::interval(Duration::from_secs_f64(1.0 / SPIN_PROBE_RATE as f64));
+    interval.set_missed_tick_behavior(MissedTickBehavior::Burst);
+    let mut ids = Vec::new();
+    for i in 0..SPIN_PROBES {
+        interval.tick().await;
+        let request = SubmitRequest { kind: "noop".into(), input: b"{}".to_vec(), ..Default::default() };
+        ids.push(engine.submission().submit(&quiet.id, request).await.context("B's submission")?.record().job.id);
+        task.set(i);
+    }
+    let (mut start, mut finish) = (Vec::new(), Vec::new());
+    for id in ids {
+        let job = wait_settled(&engine, &quiet.id, id).await?;
+        let created = job.created_at.as_micros();
+        start.push((job.started_at.context("a started job without started_at")?.as_micros() - created) as f64 / 1000.0);
+        finish
+            .push((job.settled_at.context("a settled job without settled_at")?.as_micros() - created) as f64 / 1000.0);
+    }
+    let start_ms = Summary::of(&mut start).context("no job measured")?;
+    let finish_ms = Summary::of(&mut finish).context("no job measured")?;
+    task.finish(&format!("B's enqueue→start p50 {:.2} ms, p99 {:.2} ms", start_ms.p50, start_ms.p99));
+    ctx.close(scenario, Duration::ZERO).await;
+    Ok(Spinners {
+        spinners: SPINNERS,
+        deadline_ms: SPIN_DEADLINE_MS,
+        pool: s.concurrency,
+        reserve,
+        a_running,
+        probes: SPIN_PROBES,
+        start_ms,
+        finish_ms,
+    })
+}
+
+/// Job `id` once it is final (within two minutes).
+async fn wait_settled(
+    engine: &Arc<Engine>,
+    tenant: &TenantId,
+    id: spindle_core::JobId,
+) -> anyhow::Result<spindle_core::Job> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let job = engine.operations().job(tenant, id).await?.job;
+        if job.state.is_final() {
+            return Ok(job);
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "B's job {id} did not finish within two minutes");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn p99(samples: &mut [f64]) -> anyhow::Result<f64> {

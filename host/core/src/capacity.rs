@@ -10,6 +10,10 @@
 //!   algorithm, [`gcra`]); a batch over either is refused whole ([`admit`]).
 //! - **Running limits**, per tenant and per (tenant, kind): a claim candidate over a full
 //!   limit waits on the limit's gate, woken when a step under it ends ([`gate_claims`]).
+//! - **A host's slots**: a tenant that holds its weighted share of the host's slots is
+//!   passed over while another tenant's work is ready, and a few reserve slots beyond the
+//!   pool go only to tenants under their share, so that one tenant's long steps never
+//!   keep the others from starting ([`over_share`], [`SlotShare`]).
 //!
 //! Pure, like the machines: no clock, no I/O. Each rule is a row of a table test in
 //! `host/core/tests/capacity.rs`.
@@ -275,4 +279,54 @@ pub fn gate_claims(candidates: &[(&str, &str)], facts: &RunningFacts) -> Vec<Ver
             Verdict::Claim { limited: tenant_max.is_some() || kind_max.is_some() }
         })
         .collect()
+}
+
+/// One tenant's hold on a host's slots: its steps running there, and its weight.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holding<T> {
+    /// The tenant.
+    pub tenant: T,
+    /// Its steps running on the host.
+    pub running: usize,
+    /// Its weight (1 to [`MAX_WEIGHT`]).
+    pub weight: u32,
+}
+
+/// A tenant's weighted share of `pool` slots among tenants whose weights add up to
+/// `total`: at least one slot, at most the pool.
+pub fn share(pool: usize, weight: u32, total: u64) -> usize {
+    let weight = u64::from(weight.clamp(1, MAX_WEIGHT));
+    let total = total.max(weight);
+    let share = (pool as u64).saturating_mul(weight) / total;
+    usize::try_from(share).unwrap_or(pool).clamp(1, pool.max(1))
+}
+
+/// The tenants holding at least their weighted share of `pool` slots among the tenants
+/// running on the host. A claim takes their ready jobs only when no other tenant's job is
+/// ready (the share binds only under contention), and reserve slots never go to them. A
+/// tenant alone shares the pool with nobody: it is over its share only once it holds
+/// every slot.
+pub fn over_share<T: Clone>(pool: usize, holdings: &[Holding<T>]) -> Vec<T> {
+    let active = holdings.iter().filter(|h| h.running > 0);
+    let total: u64 = active.clone().map(|h| u64::from(h.weight.clamp(1, MAX_WEIGHT))).sum();
+    active.filter(|h| h.running >= share(pool, h.weight, total)).map(|h| h.tenant.clone()).collect()
+}
+
+/// A host's execution slots: the pool every tenant draws on, and the reserve beyond it
+/// that only tenants under their share may take while the pool is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotShare {
+    /// Steps run at once from the pool.
+    pub pool: usize,
+    /// Steps run at once beyond it, for tenants under their share.
+    pub reserve: usize,
+}
+
+impl SlotShare {
+    /// The default reserve for a pool: a sixteenth of it, at least one slot (12 for the
+    /// default 192): enough for a quiet tenant's jobs to start at once beside a noisy one,
+    /// small against the pool it adds to.
+    pub fn default_reserve(pool: usize) -> usize {
+        (pool / 16).max(1)
+    }
 }

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use spindle_core::capacity::{
-    AdmissionFacts, LayerClock, MAX_WEIGHT, Quota, Quotas, RunningFacts, TAG_UNIT, Verdict, admit, admit_component,
-    fair_tags, gate_claims, gcra, kind_gate, tenant_gate,
+    AdmissionFacts, Holding, LayerClock, MAX_WEIGHT, Quota, Quotas, RunningFacts, SlotShare, TAG_UNIT, Verdict, admit,
+    admit_component, fair_tags, gate_claims, gcra, kind_gate, over_share, share, tenant_gate,
 };
 
 const SECOND: i64 = 1_000_000;
@@ -293,4 +293,87 @@ fn running_limits_admit_candidates_in_order_until_full() {
     for row in rows {
         assert_eq!(gate_claims(&row.candidates, &row.facts), row.want, "{}", row.why);
     }
+}
+
+#[test]
+fn a_tenant_holding_its_share_of_the_slots_is_passed_over_while_others_share_the_host() {
+    struct Row {
+        why: &'static str,
+        pool: usize,
+        holdings: Vec<(&'static str, usize, u32)>,
+        want: Vec<&'static str>,
+    }
+    let rows = [
+        Row { why: "an idle host passes over nobody", pool: 192, holdings: vec![], want: vec![] },
+        Row {
+            why: "a tenant alone may use every slot: under the pool, it is under its share",
+            pool: 192,
+            holdings: vec![("a", 191, 1)],
+            want: vec![],
+        },
+        Row {
+            why: "a tenant alone holding every slot is at its share (reserve slots are not for it)",
+            pool: 192,
+            holdings: vec![("a", 192, 1)],
+            want: vec!["a"],
+        },
+        Row {
+            why: "beside another tenant, equal weights halve the pool",
+            pool: 192,
+            holdings: vec![("a", 187, 1), ("b", 5, 1)],
+            want: vec!["a"],
+        },
+        Row {
+            why: "exactly at its share is passed over; one under is not",
+            pool: 192,
+            holdings: vec![("a", 96, 1), ("b", 95, 1)],
+            want: vec!["a"],
+        },
+        Row {
+            why: "weights divide the pool: 3:1 gives 144 and 48",
+            pool: 192,
+            holdings: vec![("a", 143, 3), ("b", 48, 1)],
+            want: vec!["b"],
+        },
+        Row {
+            why: "a tenant with nothing running takes no part in the division",
+            pool: 192,
+            holdings: vec![("a", 150, 1), ("b", 0, 1)],
+            want: vec![],
+        },
+        Row {
+            why: "three tenants: a third each",
+            pool: 192,
+            holdings: vec![("a", 64, 1), ("b", 63, 1), ("c", 64, 1)],
+            want: vec!["a", "c"],
+        },
+        Row {
+            why: "a share is never below one slot, even for a tiny weight on a small pool",
+            pool: 4,
+            holdings: vec![("a", 1, 1), ("b", 2, 1000)],
+            want: vec!["a"],
+        },
+    ];
+    for row in rows {
+        let holdings: Vec<Holding<&str>> =
+            row.holdings.iter().map(|&(tenant, running, weight)| Holding { tenant, running, weight }).collect();
+        assert_eq!(over_share(row.pool, &holdings), row.want, "{}", row.why);
+    }
+}
+
+#[test]
+fn a_share_is_the_weighted_part_of_the_pool_at_least_one_slot() {
+    let rows: [(usize, u32, u64, usize, &str); 6] = [
+        (192, 1, 1, 192, "alone: the whole pool"),
+        (192, 1, 2, 96, "one of two equal tenants"),
+        (192, 3, 4, 144, "three quarters by weight"),
+        (192, 1, 1_000, 1, "never below one slot"),
+        (192, 5, 1, 192, "a total below the tenant's own weight is its own weight"),
+        (0, 1, 1, 1, "a pool of none still lets one run"),
+    ];
+    for (pool, weight, total, want, why) in rows {
+        assert_eq!(share(pool, weight, total), want, "{why}");
+    }
+    assert_eq!(SlotShare::default_reserve(192), 12);
+    assert_eq!(SlotShare::default_reserve(4), 1, "at least one reserve slot");
 }

@@ -16,10 +16,10 @@ use crate::store::{LiveCount, TenantId, TenantLimits, Usage};
 /// reaches every host's steps within this.
 const CEILINGS_FRESH_FOR: Duration = Duration::from_secs(1);
 
-/// Tenants' sandbox ceilings as last read.
+/// Tenants' sandbox ceilings and slot weights as last read.
 #[derive(Debug, Default)]
 pub struct CeilingCache {
-    map: Mutex<HashMap<TenantId, (Instant, Ceilings)>>,
+    map: Mutex<HashMap<TenantId, (Instant, Ceilings, u32)>>,
 }
 
 /// A tenant's capacity as the API shows it.
@@ -39,29 +39,43 @@ impl Engine {
     /// `tenant`'s sandbox ceilings for its next step (read again once a second; the
     /// host's limits alone if they cannot be read).
     pub(crate) async fn ceilings(&self, tenant: &TenantId) -> Ceilings {
+        self.tenant_facts(tenant).await.0
+    }
+
+    /// `tenant`'s weight in the division of a host's slots (read with its ceilings; 1 if
+    /// its limits cannot be read).
+    pub async fn slot_weight(&self, tenant: &TenantId) -> u32 {
+        self.tenant_facts(tenant).await.1
+    }
+
+    async fn tenant_facts(&self, tenant: &TenantId) -> (Ceilings, u32) {
         let cache = &self.ceilings;
-        if let Some((at, ceilings)) = cache.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(tenant)
+        if let Some((at, ceilings, weight)) =
+            cache.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(tenant)
             && at.elapsed() < CEILINGS_FRESH_FOR
         {
-            return *ceilings;
+            return (*ceilings, *weight);
         }
-        let ceilings = match self.store.tenant_limits(tenant).await {
-            Ok(limits) => Ceilings {
-                max_memory_bytes: limits.max_memory_bytes.map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
-                step_timeout: limits.max_step_timeout_ms.map(Duration::from_millis),
-                fuel: limits.max_fuel,
-            },
+        let (ceilings, weight) = match self.store.tenant_limits(tenant).await {
+            Ok(limits) => (
+                Ceilings {
+                    max_memory_bytes: limits.max_memory_bytes.map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
+                    step_timeout: limits.max_step_timeout_ms.map(Duration::from_millis),
+                    fuel: limits.max_fuel,
+                },
+                limits.weight,
+            ),
             Err(e) => {
                 tracing::warn!(tenant = %tenant, error = %e, "could not read the tenant's sandbox ceilings; the host's apply");
-                Ceilings::default()
+                (Ceilings::default(), 1)
             }
         };
         cache
             .map
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(tenant.clone(), (Instant::now(), ceilings));
-        ceilings
+            .insert(tenant.clone(), (Instant::now(), ceilings, weight));
+        (ceilings, weight)
     }
 }
 

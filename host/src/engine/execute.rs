@@ -310,6 +310,9 @@ impl Engine {
     }
 }
 
+/// The filter of a worker's next claim, asked for when its step has run.
+pub type NextFilter<'a> = Box<dyn FnOnce() -> ClaimFilter + Send + 'a>;
+
 impl super::Execution<'_> {
     /// Claims up to `limit` ready jobs for this host (one transaction), best first.
     pub async fn claim(&self, limit: u32) -> Result<Vec<JobRecord>, EngineError> {
@@ -327,6 +330,11 @@ impl super::Execution<'_> {
         Ok(claimed)
     }
 
+    /// Whether a job `filter` admits is ready (a read: no claim, no write).
+    pub async fn any_ready(&self, filter: &ClaimFilter) -> Result<bool, EngineError> {
+        Ok(self.store.any_ready(filter).await?)
+    }
+
     /// Runs the step `record`'s claim holds, and settles its outcome.
     pub async fn execute(&self, record: JobRecord) -> Executed {
         self.execute_then_claim(record, None).await.0
@@ -334,10 +342,12 @@ impl super::Execution<'_> {
 
     /// [`execute`](Self::execute), and when `next` is given, claims this worker's next
     /// job (among the jobs the filter admits) in the transaction that settles this one.
+    /// The filter is asked for once the step has run: what the host's slots hold then
+    /// decides which tenants a claim passes over.
     pub async fn execute_then_claim(
         &self,
         record: JobRecord,
-        next: Option<ClaimFilter>,
+        next: Option<NextFilter<'_>>,
     ) -> (Executed, Option<JobRecord>) {
         let job = record.job.id;
         let Some(claim) = record.job.claim.clone() else {
@@ -359,6 +369,7 @@ impl super::Execution<'_> {
         let span = self.step_span(&record, &claim).await;
         let report = self.run(&record, claim.step, supervisor.clone()).instrument(span.clone()).await;
         let latest = supervisor.state.lock().await.record.clone();
+        let next = next.map(|filter| filter());
         let commit = if span.is_none() {
             tracing::Span::none()
         } else {

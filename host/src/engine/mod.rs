@@ -65,7 +65,7 @@ pub use config::EngineConfig;
 pub use counters::{Counters, STEP_BUCKETS};
 pub use deriver::HostDeriver;
 pub use error::EngineError;
-pub use execute::{Executed, Outcome};
+pub use execute::{Executed, NextFilter, Outcome};
 use group_commit::{GroupCommit, StoreCommitter};
 pub use operations::DeadLetterFilter;
 pub use plan::{Plan, plan};

@@ -17,7 +17,7 @@ use super::capacity::{CAPACITY_RECHECK, Freeing, Verdict, freeing_failed, gate_c
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::job_rows::{JOB_COLS, JOB_TYS, attach_steps, fetch_jobs, job_from_row};
-use super::records::{ClaimFilter, Deriver, JobRecord, JobWrite, WriteOutcome, queue_code};
+use super::records::{ClaimFilter, Deriver, JobRecord, JobWrite, TenantId, WriteOutcome, queue_code};
 use super::rows::placeholders;
 use super::sql::{Db, Tx, Ty, Value, on_live_connection};
 use super::writes::{TRANSACTION_ATTEMPTS, apply_writes, finish, notify_ready, retryable, wake_gated};
@@ -47,6 +47,9 @@ pub trait QueueStore: Send + Sync {
         filter: &ClaimFilter,
         deriver: &dyn Deriver,
     ) -> Result<(Vec<WriteOutcome>, Vec<JobRecord>), StoreError>;
+    /// Whether any job `filter` admits (never its `except`ed tenants) is ready: a read, so
+    /// that a claim that would find nothing need not take the writer's turn.
+    async fn any_ready(&self, filter: &ClaimFilter) -> Result<bool, StoreError>;
     /// Makes up to `limit` delayed or blocked jobs whose time has come ready, each
     /// through `deriver`; answers how many.
     async fn promote_due(&self, now: Timestamp, limit: u32, deriver: &dyn Deriver) -> Result<u64, StoreError>;
@@ -126,33 +129,29 @@ pub(super) async fn listen(pool: &sqlx::PgPool) -> Result<sqlx::postgres::PgList
 /// The candidates a claim considers: filter (ready; kind; tenant) → order by the cheap
 /// score the index holds (priority, fair tag, sequence) → a finalist set of `limit`,
 /// each row locked (skipping rows other claims hold). The exact checks are the running
-/// limits' and the deriver's.
+/// limits' and the deriver's. `taken`: rows this claim's earlier rounds chose.
+///
+/// A claim that passes over tenants at their share or turns some away (`filter`'s
+/// `pass_over` and `except`) reads [`HEAD_WINDOW`] rows more at the head of the order and
+/// chooses among them: the others' jobs first, the passed-over tenants' after, the
+/// turned-away never. A condition on the tenant in SQL would walk a noisy tenant's whole
+/// backlog whenever nobody else has work ready (100,000 rows for each settled step);
+/// with fair claiming, another tenant's ready job is at the head.
 ///
 /// No `run_at` condition: a ready job is due by the core's answer, and on PostgreSQL a
 /// second condition turned the ordered index scan that stops at `limit` into a scan of
 /// every ready row and a sort (group commits took 25% longer at 20,000 ready jobs).
-async fn candidates(
-    tx: &mut Tx,
-    limit: u32,
-    filter: &ClaimFilter,
-    taken: &[i64],
-) -> Result<(Vec<JobRecord>, Vec<bool>), StoreError> {
-    let mut args = vec![Value::from(i64::from(limit))];
+async fn candidates(tx: &mut Tx, limit: u32, filter: &ClaimFilter, taken: &[i64]) -> Result<Candidates, StoreError> {
+    let choosing = !filter.pass_over.is_empty() || !filter.except.is_empty();
+    let read = if choosing { limit.saturating_add(HEAD_WINDOW) } else { limit };
+    let mut args = vec![Value::from(i64::from(read))];
     let mut extra = String::new();
     if !taken.is_empty() {
         // This claim's earlier rounds chose these; they are still ready until it commits.
         extra.push_str(&format!(" AND seq NOT IN ({})", placeholders(2, taken.len())));
         args.extend(taken.iter().map(|seq| Value::from(*seq)));
     }
-    for (column, values) in
-        [("kind", filter.kinds.clone()), ("tenant_id", filter.tenants.iter().map(|t| t.0.clone()).collect())]
-    {
-        if values.is_empty() {
-            continue;
-        }
-        extra.push_str(&format!(" AND {column} IN ({})", placeholders(args.len() + 1, values.len())));
-        args.extend(values.into_iter().map(Value::from));
-    }
+    filter_conditions(filter, &mut extra, &mut args);
     // Whether a running limit applies to the candidate, read with it: a claim of jobs no
     // limit applies to costs no statement more.
     let sql = format!(
@@ -163,11 +162,48 @@ async fn candidates(
     let mut tys = JOB_TYS.to_vec();
     tys.push(Ty::Int);
     let rows = tx.fetch(&sql, args, &tys).await?;
-    let limited: Vec<bool> =
-        rows.iter().map(|r| Ok(r.int(JOB_TYS.len(), "jobs.limited")? != 0)).collect::<Result<_, StoreError>>()?;
-    let mut records = rows.into_iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
+    let exhausted = rows.len() < read as usize;
+    let mut chosen = Vec::with_capacity(rows.len());
+    for row in rows {
+        let limited = row.int(JOB_TYS.len(), "jobs.limited")? != 0;
+        chosen.push((job_from_row(row)?, limited));
+    }
+    if choosing {
+        chosen.retain(|(record, _)| !filter.except.contains(&record.tenant));
+        // A stable sort: each group keeps the claim order.
+        chosen.sort_by_key(|(record, _)| filter.pass_over.contains(&record.tenant));
+        chosen.truncate(limit as usize);
+    }
+    let (mut records, limited): (Vec<JobRecord>, Vec<bool>) = chosen.into_iter().unzip();
     attach_steps(tx, &mut records).await?;
-    Ok((records, limited))
+    Ok(Candidates { records, limited, exhausted })
+}
+
+/// Rows a claim that passes over or turns away tenants reads past its `limit`, and that
+/// a reserve's probe reads: the head of the claim order it chooses among.
+const HEAD_WINDOW: u32 = 16;
+
+/// What [`candidates`] read: the records, whether a running limit applies to each, and
+/// whether the ready queue ran out before the read did.
+struct Candidates {
+    records: Vec<JobRecord>,
+    limited: Vec<bool>,
+    exhausted: bool,
+}
+
+/// The conditions of `filter` (its kinds and tenants), appended to `sql` as `AND …` with
+/// their values after `args`. Tenants it passes over or turns away are chosen among the
+/// rows read (see [`candidates`]).
+fn filter_conditions(filter: &ClaimFilter, sql: &mut String, args: &mut Vec<Value>) {
+    for (column, values) in
+        [("kind", filter.kinds.clone()), ("tenant_id", filter.tenants.iter().map(|t| t.0.clone()).collect())]
+    {
+        if values.is_empty() {
+            continue;
+        }
+        sql.push_str(&format!(" AND {column} IN ({})", placeholders(args.len() + 1, values.len())));
+        args.extend(values.into_iter().map(Value::from));
+    }
 }
 
 /// 1 when a running limit applies to the job row (its tenant's or its kind's), else 0.
@@ -205,11 +241,10 @@ impl Claims {
                 break;
             }
             let taken: Vec<i64> = claims.read.iter().map(|r| r.seq).collect();
-            let (candidates, limited) = candidates(tx, wanted, filter, &taken).await?;
-            let exhausted = candidates.len() < wanted as usize;
-            let verdicts = gate_claims(tx, &candidates, &limited, &claims.read, freeing).await?;
+            let Candidates { records, limited, exhausted } = candidates(tx, wanted, filter, &taken).await?;
+            let verdicts = gate_claims(tx, &records, &limited, &claims.read, freeing).await?;
             let mut gated = Vec::new();
-            for (candidate, verdict) in candidates.into_iter().zip(verdicts) {
+            for (candidate, verdict) in records.into_iter().zip(verdicts) {
                 let limited = match verdict {
                     Verdict::Wait(gate) => {
                         gated.extend(deriver.at_capacity(&candidate, &gate, now.plus(CAPACITY_RECHECK), now));
@@ -228,12 +263,11 @@ impl Claims {
                     claims.read.push(candidate);
                 }
             }
-            if gated.is_empty() {
-                break;
+            if !gated.is_empty() {
+                // A wait writes the job alone: no key, no running slot.
+                apply_writes(tx, &gated.iter().collect::<Vec<_>>(), now).await?;
             }
-            // A wait writes the job alone: no key, no running slot.
-            apply_writes(tx, &gated.iter().collect::<Vec<_>>(), now).await?;
-            if exhausted {
+            if gated.is_empty() || exhausted {
                 break;
             }
         }
@@ -368,6 +402,20 @@ impl QueueStore for SqlStore {
         finish(&mut tx, &applied, now, deriver).await?;
         tx.commit().await?;
         Ok(promoted as u64)
+    }
+
+    async fn any_ready(&self, filter: &ClaimFilter) -> Result<bool, StoreError> {
+        let mut sql =
+            format!("SELECT tenant_id FROM jobs WHERE queue = {}", queue_code(spindle_core::QueueState::Ready));
+        let mut args = Vec::new();
+        filter_conditions(filter, &mut sql, &mut args);
+        sql.push_str(&format!(" ORDER BY priority, fair_tag, seq LIMIT {HEAD_WINDOW}"));
+        for row in self.db.fetch(&sql, args, &[Ty::Text]).await? {
+            if !filter.except.contains(&TenantId(row.text(0, "jobs.tenant_id")?)) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {

@@ -441,6 +441,13 @@ pub struct ClaimFilter {
     pub kinds: Vec<String>,
     /// Only these tenants.
     pub tenants: Vec<TenantId>,
+    /// Tenants holding their share of the host's slots (the core's `over_share`): among
+    /// the head of the claim order (the claim's size and 16 more), the others' jobs are
+    /// taken first and theirs after.
+    pub pass_over: Vec<TenantId>,
+    /// Never these tenants' jobs (a reserve slot's claim: not for a tenant at its share),
+    /// looked for among the head of the claim order as `pass_over` is.
+    pub except: Vec<TenantId>,
 }
 
 /// A tenant's identity.
