@@ -260,6 +260,34 @@ async fn a_secret_echoed_back_reaches_the_guest_as_its_placeholder(backend: Back
     }
 }
 
+/// A secret value the guest came by another way than a response (here, its tenant put it
+/// in the job's input, and the guest logs a URL holding it) is kept as its placeholder in
+/// the job's logs: the host scrubs all it keeps of the guest's, not only responses.
+async fn a_secret_value_the_guest_logs_is_kept_as_its_placeholder(backend: Backend) {
+    const VALUE: &str = "sk_live_Logged7Hq2vX9";
+    let server = TestServer::ok("hello").await;
+    let rule = format!("POST http://127.0.0.1:{}/echo", server.addr.port());
+    let deployment = Deployment {
+        allow: Rules::parse(&[rule.as_str()]).expect("rule").0,
+        secrets: vec!["stripe".into()],
+        ..Deployment::default()
+    };
+    let (h, engine) =
+        setup(backend, sandbox(&["* http://*:*"], true, OutboundLimits::default()), deployment, &[rule.as_str()]).await;
+    engine.tenancy().set_secret(&h.tenant, "stripe", VALUE.as_bytes()).await.expect("secret set");
+    // Not allowed: the guest logs the method, the URL and the error.
+    let (record, output) = run(&h, &engine, json!({ "requests": [get(&server.url(&format!("/leak/{VALUE}")))] })).await;
+    assert_eq!(record.job.state, JobState::Succeeded, "{output}");
+    assert_eq!(server.accepts(), 0, "the denied request never connected");
+    let logs = h.store.job_logs(record.job.id, None, 0, 100).await.expect("logs");
+    let text = format!("{logs:?}");
+    assert!(text.contains("/leak/{{spindle-secret:stripe:"), "the line is kept with the placeholder: {text:.600}");
+    assert!(!text.contains(VALUE), "the value is not kept: {text:.600}");
+    let calls = format!("{:?}", h.store.calls(record.job.id).await.expect("calls"));
+    assert!(calls.contains("/leak/{{spindle-secret:stripe:"), "the request's record too: {calls}");
+    assert!(!calls.contains(VALUE), "{calls}");
+}
+
 /// Every text column of every table, concatenated (the SQLite file too, raw).
 async fn database_dump(h: &Harness) -> String {
     use spindle::store::sql::Ty;
@@ -578,4 +606,5 @@ on_both_backends!(
     dot_segments_cannot_walk_out_of_a_path_rule,
     a_wait_for_a_connection_slot_has_its_own_limit,
     a_secret_echoed_back_reaches_the_guest_as_its_placeholder,
+    a_secret_value_the_guest_logs_is_kept_as_its_placeholder,
 );

@@ -27,6 +27,7 @@ mod outcome;
 mod output;
 mod sandbox;
 mod schema;
+mod scrub;
 mod state;
 
 pub use compile::{COMPILE_CONFIG_ENV, compile_in_this_process};

@@ -284,7 +284,10 @@ impl Runtime {
         };
         let stderr = run.failed().then(|| stderr_tail(store.data())).flatten();
         let lines = flush_stdio(store.data_mut());
-        let run = StepCall { stderr, run, lines };
+        let mut run = StepCall { stderr, run, lines };
+        if let Some(redactions) = store.data().outbound.redactions() {
+            crate::scrub::step_call(&redactions, &mut run);
+        }
         let calls = store.data().outbound.calls();
         if !calls.is_empty() {
             self.outbound.count(&store.data().outbound.capabilities().tenant, &kind.spec.name, &calls);
@@ -388,7 +391,11 @@ impl Runtime {
             Ok(Err(e)) => HookRun::Fault { fault: classify(&e, store.data()), detail: format!("{e:#}") },
             Ok(Ok(Ok(()))) => HookRun::Done,
             Ok(Ok(Err((code, message)))) => {
-                let (code, message) = guest_failure(code, message);
+                let (mut code, mut message) = guest_failure(code, message);
+                if let Some(redactions) = store.data().outbound.redactions() {
+                    crate::scrub::text(&redactions, &mut code);
+                    crate::scrub::text(&redactions, &mut message);
+                }
                 HookRun::Failed { code, message }
             }
         };
@@ -458,7 +465,10 @@ fn flush_stdio(state: &mut GuestState) -> Vec<crate::GuestLine> {
     for (stream, capture, level) in
         [(Stream::Stdout, &state.stdout, Level::Info), (Stream::Stderr, &state.stderr, Level::Warn)]
     {
-        let captured = capture.take();
+        let mut captured = capture.take();
+        if let Some(scrubbed) = state.outbound.redactions().and_then(|r| r.apply(&captured.kept)) {
+            captured.kept = scrubbed;
+        }
         if captured.kept.is_empty() && captured.dropped == 0 {
             continue;
         }

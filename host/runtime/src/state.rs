@@ -163,6 +163,8 @@ impl GuestState {
             return;
         }
         self.log_lines_left -= 1;
+        // Scrubbed before it is kept or logged: no form of a secret value is written.
+        let message = self.outbound.scrub(&message).unwrap_or(message);
         let message = spindle_core::failure::clip(message, self.log_line_bytes);
         self.lines.push(GuestLine {
             at_micros: crate::lines::now_micros(),

@@ -8,7 +8,7 @@
 //! blocked addresses, connects to an address it checked and bounds every phase.
 
 pub mod policy;
-mod redact;
+pub(crate) mod redact;
 mod send;
 
 use std::collections::{BTreeMap, HashMap};
@@ -314,6 +314,9 @@ pub(crate) struct Outbound {
     key_parts: (String, Option<String>),
     /// Prefix of the `Idempotency-Key`s the host adds, made when first needed.
     idempotency_base: std::sync::OnceLock<String>,
+    /// Every form of each secret value, with its placeholder: what the host replaces in
+    /// responses and in all it keeps of the guest's (made when first needed).
+    scrub: std::sync::OnceLock<Option<Arc<redact::Redactions>>>,
     /// The step's deadline: no request outlives it.
     deadline: Instant,
     entries: Vec<Arc<Entry>>,
@@ -341,6 +344,7 @@ impl Outbound {
             placeholder_tag: std::sync::OnceLock::new(),
             key_parts: (idempotency_key, cursor),
             idempotency_base: std::sync::OnceLock::new(),
+            scrub: std::sync::OnceLock::new(),
             deadline,
             entries: Vec::new(),
         }
@@ -358,6 +362,25 @@ impl Outbound {
         &self.caps
     }
 
+    /// The forms of the secret values the step could send, each with its placeholder;
+    /// `None` when the step has no secret.
+    pub(crate) fn redactions(&self) -> Option<Arc<redact::Redactions>> {
+        self.scrub
+            .get_or_init(|| {
+                redact::Redactions::new(
+                    self.caps.secrets.iter().filter_map(|(name, s)| Some((s.0.as_str(), self.placeholder(name)?))),
+                )
+            })
+            .clone()
+    }
+
+    /// `text` with every form of a secret value replaced by its placeholder: applied to
+    /// all the host keeps of the guest's (outputs, cursors, messages, log lines, stdio).
+    pub(crate) fn scrub(&self, text: &str) -> Option<String> {
+        let replaced = self.redactions()?.apply(text.as_bytes())?;
+        Some(String::from_utf8_lossy(&replaced).into_owned())
+    }
+
     /// The placeholder the guest gets for secret `name`, if it may use it.
     pub(crate) fn placeholder(&self, name: &str) -> Option<String> {
         let tag = self.placeholder_tag.get_or_init(|| hex::encode(rand::random::<[u8; 8]>()));
@@ -366,7 +389,19 @@ impl Outbound {
 
     /// The records of the requests made so far.
     pub(crate) fn calls(&self) -> Vec<OutboundCall> {
-        self.entries.iter().map(|e| e.snapshot()).collect()
+        let mut calls: Vec<OutboundCall> = self.entries.iter().map(|e| e.snapshot()).collect();
+        // A record keeps what the guest wrote, scrubbed like all else the host keeps of it.
+        if let Some(redactions) = self.redactions() {
+            for call in &mut calls {
+                for text in [&mut call.host, &mut call.path, &mut call.method] {
+                    crate::scrub::text(&redactions, text);
+                }
+                if let Some(error) = &mut call.error {
+                    crate::scrub::text(&redactions, error);
+                }
+            }
+        }
+        calls
     }
 
     /// `text` with every secret placeholder replaced by its value.
@@ -483,9 +518,7 @@ impl WasiHttpHooks for Outbound {
                 .collect()
         });
         // What a destination echoes back reaches the guest as the placeholders it holds.
-        let redactions = redact::Redactions::new(
-            self.caps.secrets.iter().filter_map(|(name, s)| Some((s.0.as_str(), self.placeholder(name)?))),
-        );
+        let redactions = self.redactions();
         let job = send::Job {
             shared: self.shared.clone(),
             tenant: self.caps.tenant.clone(),

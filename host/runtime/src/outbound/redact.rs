@@ -2,7 +2,9 @@
 //! would hand the guest the secret values the host put in place. Before the guest reads
 //! a response, every form of a value the step could send — raw, base64 (standard and
 //! URL-safe, padded or not), hex (either case) — is replaced with the placeholder the
-//! guest already holds, in the headers and across the body's chunk boundaries.
+//! guest already holds, in the headers and across the body's chunk boundaries. The same
+//! replacement runs again over everything the host keeps of the guest's (the sandbox's
+//! `scrub`): a value the guest came by some other way is never stored.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,14 +23,14 @@ const SHORTEST_FORM: usize = 4;
 
 /// What to replace with what, longest first.
 #[derive(Debug)]
-pub(super) struct Redactions {
+pub(crate) struct Redactions {
     pairs: Vec<(Vec<u8>, Vec<u8>)>,
     longest: usize,
 }
 
 impl Redactions {
     /// The forms of each `(value, placeholder)`; none when there is nothing to hide.
-    pub(super) fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, String)>) -> Option<Arc<Self>> {
+    pub(crate) fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, String)>) -> Option<Arc<Self>> {
         let mut pairs = Vec::new();
         for (value, placeholder) in secrets {
             let raw = value.as_bytes();
@@ -52,7 +54,7 @@ impl Redactions {
     }
 
     /// `bytes` with every form replaced, or `None` if it holds none.
-    pub(super) fn apply(&self, bytes: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn apply(&self, bytes: &[u8]) -> Option<Vec<u8>> {
         let mut out: Option<Vec<u8>> = None;
         for (form, placeholder) in &self.pairs {
             if let Some(replaced) = replace(out.as_deref().unwrap_or(bytes), form, placeholder) {
