@@ -184,11 +184,18 @@ impl Harness {
             .collect()
     }
 
-    /// Starts a dispatcher for `engine`.
+    /// Starts a dispatcher for `engine`, sized so that two of them fit the test sandbox's
+    /// pool (`test_sandbox().pool_slots`): steps run in parallel on the sandbox's threads,
+    /// and a host whose pool is full hands a step back instead of running it.
     pub fn dispatch(&self, engine: &Arc<Engine>) -> Dispatcher {
         Dispatcher::start(
             engine.clone(),
-            DispatcherConfig { maintenance_interval: Duration::from_millis(200), ..DispatcherConfig::default() },
+            DispatcherConfig {
+                maintenance_interval: Duration::from_millis(200),
+                concurrency: 28,
+                fair_reserve: 2,
+                ..DispatcherConfig::default()
+            },
         )
     }
 

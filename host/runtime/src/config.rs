@@ -35,8 +35,10 @@ pub struct SandboxConfig {
     /// Wall-clock budget of one step call (default 30 s): an endless loop is interrupted
     /// by the epoch deadline and reported as `sandbox.deadline`.
     pub step_timeout: Duration,
-    /// Period of the epoch ticker (default 10 ms). Guests yield to the async executor on
-    /// every tick, so a busy guest never monopolises a tokio worker, and the deadline is
+    /// Period of the epoch ticker (default 1 ms). Guests yield to the async executor on
+    /// every tick, so a busy guest never monopolises a tokio worker: a computing step's
+    /// first turn, which runs on the host's executor, lasts at most a tick, and a new call
+    /// on the sandbox's threads waits at most a tick per guest ahead of it. The deadline is
     /// enforced to within a tick.
     pub epoch_tick: Duration,
     /// Optional fuel per call (default none): a deterministic instruction budget on top
@@ -95,7 +97,7 @@ impl Default for SandboxConfig {
             max_memories: 8,
             max_wasm_stack: 1 << 20,
             step_timeout: Duration::from_secs(30),
-            epoch_tick: Duration::from_millis(10),
+            epoch_tick: Duration::from_millis(1),
             fuel: None,
             max_output_bytes: 4 << 20,
             max_job_output_bytes: 16 << 20,
