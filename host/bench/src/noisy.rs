@@ -173,7 +173,7 @@ async fn spinners(ctx: &Context) -> anyhow::Result<Spinners> {
     }
     let (mut start, mut finish) = (Vec::new(), Vec::new());
     for id in ids {
-        let job = wait_settled(&engine, &quiet.id, id).await?;
+        let job = wait_for(&engine, &quiet.id, id, "finish", |job| job.state.is_final()).await?;
         let created = job.created_at.as_micros();
         start.push((job.started_at.context("a started job without started_at")?.as_micros() - created) as f64 / 1000.0);
         finish
@@ -195,19 +195,21 @@ async fn spinners(ctx: &Context) -> anyhow::Result<Spinners> {
     })
 }
 
-/// Job `id` once it is final (within two minutes).
-async fn wait_settled(
+/// B's job `id` once `reached` holds of it (within two minutes), `what` naming the moment.
+async fn wait_for(
     engine: &Arc<Engine>,
     tenant: &TenantId,
     id: spindle_core::JobId,
+    what: &str,
+    reached: impl Fn(&spindle_core::Job) -> bool,
 ) -> anyhow::Result<spindle_core::Job> {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
         let job = engine.operations().job(tenant, id).await?.job;
-        if job.state.is_final() {
+        if reached(&job) {
             return Ok(job);
         }
-        anyhow::ensure!(std::time::Instant::now() < deadline, "B's job {id} did not finish within two minutes");
+        anyhow::ensure!(std::time::Instant::now() < deadline, "B's job {id} did not {what} within two minutes");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -273,7 +275,7 @@ async fn run(
     }
     let mut latencies = Vec::new();
     for id in ids {
-        let job = wait_started(&engine, &quiet.id, id).await?;
+        let job = wait_for(&engine, &quiet.id, id, "start", |job| job.started_at.is_some()).await?;
         let start = job.started_at.context("a started job without started_at")?;
         latencies.push((start.as_micros() - job.created_at.as_micros()) as f64 / 1000.0);
     }
@@ -313,21 +315,4 @@ async fn top_up(
         }
     }
     Ok(())
-}
-
-/// Job `id` once its first step has started (within two minutes).
-async fn wait_started(
-    engine: &std::sync::Arc<Engine>,
-    tenant: &TenantId,
-    id: spindle_core::JobId,
-) -> anyhow::Result<spindle_core::Job> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let job = engine.operations().job(tenant, id).await?.job;
-        if job.started_at.is_some() {
-            return Ok(job);
-        }
-        anyhow::ensure!(std::time::Instant::now() < deadline, "B's job {id} did not start within two minutes");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
