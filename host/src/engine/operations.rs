@@ -25,6 +25,18 @@ pub struct DeadLetterFilter {
 }
 
 impl DeadLetterFilter {
+    /// The listing of the page of dead letters before `cursor` it looks through (its
+    /// kind narrows the listing; the rest is checked on each record).
+    fn page(&self, cursor: Option<i64>) -> JobFilter {
+        JobFilter {
+            kind: self.kind.clone(),
+            dead_letters: true,
+            before_seq: cursor,
+            limit: PAGE,
+            ..JobFilter::default()
+        }
+    }
+
     /// Whether a dead letter's failure code and time pass the filter (its kind is the
     /// listing's own filter).
     pub fn admits(&self, record: &crate::store::JobRecord) -> bool {
@@ -43,13 +55,7 @@ impl Engine {
     async fn run_retry(self: Arc<Self>, mut operation: Operation, filter: DeadLetterFilter) {
         let mut cursor = None;
         let outcome = loop {
-            let page = JobFilter {
-                kind: filter.kind.clone(),
-                dead_letters: true,
-                before_seq: cursor,
-                limit: PAGE,
-                ..JobFilter::default()
-            };
+            let page = filter.page(cursor);
             let records = match self.store.list_jobs(&operation.tenant, &page).await {
                 Ok(records) => records,
                 Err(e) => break Err(e.to_string()),
@@ -101,13 +107,7 @@ impl super::Operations<'_> {
     ) -> Result<(u64, bool), EngineError> {
         let (mut cursor, mut matching) = (None, 0_u64);
         loop {
-            let page = JobFilter {
-                kind: filter.kind.clone(),
-                dead_letters: true,
-                before_seq: cursor,
-                limit: PAGE,
-                ..JobFilter::default()
-            };
+            let page = filter.page(cursor);
             let records = self.store.list_jobs(tenant, &page).await?;
             matching += records.iter().filter(|r| filter.admits(r)).count() as u64;
             if matching >= COUNT_CAP {
