@@ -101,6 +101,15 @@ pub struct ServeArgs {
     /// Run only these tenants' jobs, comma-separated (default: all).
     #[arg(long, env = "SPINDLE_TENANTS", value_delimiter = ',')]
     pub tenants: Option<Vec<String>>,
+    /// Finish the steps this host holds and claim nothing new (a host to retire in a
+    /// rolling upgrade: docs/operations.md). It still serves the API.
+    #[arg(long, env = "SPINDLE_DRAIN")]
+    pub drain: bool,
+    /// Behave as the build that introduced storage format N did: read and write format N
+    /// and older only. For rehearsing an upgrade (and its tests) with one binary; a host
+    /// so pinned refuses to claim or write on a database past N.
+    #[arg(long, value_name = "N", hide = true)]
+    pub storage_format: Option<u32>,
 }
 
 /// The same settings in a TOML file.
@@ -206,6 +215,10 @@ impl ServeConfig {
             host.sandbox.pool_slots.max(u32::try_from(running).unwrap_or(u32::MAX).saturating_add(8));
         if let Some(text) = args.step_timeout.or(file.step_timeout) {
             host.sandbox.step_timeout = parse_duration(&text)?;
+        }
+        host.engine.draining = args.drain;
+        if let Some(format) = args.storage_format {
+            host.engine.formats = spindle_core::upgrade::Formats::pinned(format)?;
         }
         if let Some(text) = args.retention.or(file.retention) {
             host.retention.keep = parse_duration(&text)?;

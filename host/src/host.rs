@@ -84,6 +84,9 @@ pub enum HostError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The engine failed (announcing the host).
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
     /// The sandbox failed.
     #[error(transparent)]
     Sandbox(#[from] spindle_runtime::SetupError),
@@ -105,6 +108,8 @@ pub struct Host {
     reconciler: tokio::sync::Mutex<Option<Reconciler>>,
     pruner: tokio::sync::Mutex<Option<Pruner>>,
     scheduler: tokio::sync::Mutex<Option<crate::scheduler::Scheduler>>,
+    announcer: tokio::sync::Mutex<Option<crate::upgrade::Announcer>>,
+    started_at: spindle_core::Timestamp,
     config: HostConfig,
 }
 
@@ -141,6 +146,8 @@ impl Host {
         if config.sandbox.cache_dir.is_none() {
             config.sandbox.cache_dir = Some(config.data_dir.join("artifacts"));
         }
+        // Before anything is read: a host pinned to an older format reads as its build did.
+        crate::store::read_as(&config.engine.formats);
         let store = Arc::new(
             SqlStore::connect(&ConnectOptions {
                 url: config.database_url(),
@@ -165,6 +172,10 @@ impl Host {
         }
         .map_err(|e| HostError::SecretKey(format!("{e:#}")))?;
         engine.tenancy().use_secret_key(key);
+        let started_at = engine.now();
+        // Refused, the host still runs (and the engine logged why): it claims and writes
+        // nothing, and `/v1/health` and `/metrics` say why.
+        let _ = engine.announce_host(started_at).await?;
         Ok(Self {
             store,
             registry,
@@ -173,6 +184,8 @@ impl Host {
             reconciler: tokio::sync::Mutex::new(None),
             scheduler: tokio::sync::Mutex::new(None),
             pruner: tokio::sync::Mutex::new(None),
+            announcer: tokio::sync::Mutex::new(None),
+            started_at,
             config,
         })
     }
@@ -200,6 +213,10 @@ impl Host {
         if scheduler.is_none() {
             *scheduler = Some(crate::scheduler::Scheduler::start(self.engine.clone()));
         }
+        let mut announcer = self.announcer.lock().await;
+        if announcer.is_none() {
+            *announcer = Some(crate::upgrade::Announcer::start(self.engine.clone(), self.started_at));
+        }
     }
 
     /// Stops claiming, lets running steps finish for up to `grace` (then hands them
@@ -216,6 +233,13 @@ impl Host {
         }
         if let Some(dispatcher) = self.dispatcher.lock().await.take() {
             dispatcher.shutdown(grace).await;
+        }
+        if let Some(announcer) = self.announcer.lock().await.take() {
+            announcer.stop().await;
+        }
+        // Gone at once from the hosts the gate waits for, rather than when its row expires.
+        if let Err(e) = self.engine.leave().await {
+            tracing::warn!(error = %e, "could not remove this host's row");
         }
         self.store.db().close().await;
     }

@@ -12,6 +12,7 @@
 //! - [`pruner`]: deletes finished jobs past their retention.
 //! - [`failpoints`]: named points where a crash test stops the host to kill it there.
 //! - [`singleton`]: the one-host-at-a-time loop the reconciler and pruner run in.
+//! - [`upgrade`]: this host's side of the storage format gate (hosts of two builds).
 //! - [`host`]: all of the above assembled; [`api`] faces users (`api::dashboard`: the web
 //!   dashboard); [`telemetry`]: logs, and spans over OTLP.
 //!
@@ -35,6 +36,7 @@ pub mod slots;
 pub mod store;
 pub mod telemetry;
 pub mod tokens;
+pub mod upgrade;
 
 pub use spindle_core as core;
 pub use spindle_runtime as runtime;

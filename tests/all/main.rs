@@ -41,4 +41,5 @@ mod sandbox;
 mod scale_out;
 mod traces;
 mod typed_inputs;
+mod upgrades;
 mod workflows;

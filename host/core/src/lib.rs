@@ -17,6 +17,7 @@
 //! - [`reports`]: what a step's sandbox reports besides its outcome: log lines, requests.
 //! - [`schedule`]: the cron schedule machine: exact firing times, catch-up and overlap.
 //! - [`workflow`]: waits for children and signals, as data the job machine carries.
+//! - [`upgrade`]: the storage format gate, for hosts of two builds on one database.
 
 pub mod breaker;
 pub mod capacity;
@@ -33,6 +34,7 @@ pub mod schedule;
 pub mod step;
 pub mod table;
 pub mod time;
+pub mod upgrade;
 pub mod workflow;
 
 pub use failure::SafeFailure;

@@ -24,6 +24,9 @@ pub enum Contract {
 }
 
 impl Contract {
+    /// Every contract this build runs, oldest first.
+    pub const ALL: [Self; 2] = [Self::V0_1, Self::V0_2];
+
     /// The version, as the WIT package names it.
     pub fn version(self) -> &'static str {
         match self {

@@ -47,6 +47,10 @@ pub enum ErrorCode {
     /// A tenant's quota refused the request (jobs queued, submission rate, deployed
     /// bytes): nothing was written; try again after `Retry-After` seconds where it says.
     QuotaExceeded,
+    /// This host may not write: the database's storage format is one its build cannot
+    /// read or write (the message says which and what to run), or it lost touch with the
+    /// database. Nothing was written; another host of the right build can do it.
+    StorageFormat,
     /// The host failed; the detail is in its log under the reference in the message.
     Internal,
 }
@@ -54,7 +58,7 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// Every code. A code added to the enum must be added here: [`API_CODES`] and the
     /// document's enum for `error.code` are read from this list.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::InvalidRequest,
         Self::Unauthorised,
         Self::Forbidden,
@@ -69,6 +73,7 @@ impl ErrorCode {
         Self::Contention,
         Self::Busy,
         Self::QuotaExceeded,
+        Self::StorageFormat,
         Self::Internal,
     ];
 
@@ -89,6 +94,7 @@ impl ErrorCode {
             Self::Contention => "contention",
             Self::Busy => "busy",
             Self::QuotaExceeded => "quota-exceeded",
+            Self::StorageFormat => "storage-format",
             Self::Internal => "internal",
         }
     }
@@ -103,7 +109,7 @@ impl ErrorCode {
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InvalidComponent | Self::InvalidInput => StatusCode::UNPROCESSABLE_ENTITY,
             Self::IllegalTransition | Self::AlreadyExists => StatusCode::CONFLICT,
-            Self::Contention | Self::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Contention | Self::Busy | Self::StorageFormat => StatusCode::SERVICE_UNAVAILABLE,
             Self::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -252,6 +258,7 @@ impl From<EngineError> for ApiError {
             }
             EngineError::Refused { refusal, state } => Self::refused(&refusal, state),
             EngineError::Contention => Self::new(ErrorCode::Contention, e.to_string()),
+            EngineError::StorageFormat(_) => Self::new(ErrorCode::StorageFormat, e.to_string()),
             EngineError::Registry(e) => e.into(),
             EngineError::Store(e) => e.into(),
             EngineError::StoreShared(e) => Self::internal(e),

@@ -114,6 +114,20 @@ pub(super) async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Re
         );
     }
     write_usage(&mut out, engine).await?;
+    let gate = engine.gate().status();
+    let _ = writeln!(
+        out,
+        "# HELP spindle_storage_format The storage format this host writes (0 while the gate refuses it).\n\
+         # TYPE spindle_storage_format gauge\nspindle_storage_format {}\n\
+         # HELP spindle_storage_format_refusing 1 while this host's build cannot read or write the database's \
+         storage format (it claims nothing and writes no job; /v1/health says why).\n\
+         # TYPE spindle_storage_format_refusing gauge\nspindle_storage_format_refusing {}\n\
+         # HELP spindle_host_draining 1 while this host finishes what it holds and claims nothing new.\n\
+         # TYPE spindle_host_draining gauge\nspindle_host_draining {}",
+        gate.writing.unwrap_or(0),
+        u8::from(gate.refusal.is_some()),
+        u8::from(engine.config().draining)
+    );
     let _ = writeln!(
         out,
         "# HELP spindle_outbound_requests_total Outbound requests from steps on this host by tenant, kind, \

@@ -16,6 +16,7 @@ mod control;
 mod dashboard;
 mod error;
 mod health;
+mod hosts;
 mod jobs;
 mod kinds;
 mod leases;
@@ -133,6 +134,8 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(queues::list_operations))
         .routes(routes!(queues::get_operation))
         .routes(routes!(alerts::alerts))
+        .routes(routes!(hosts::list_hosts))
+        .routes(routes!(hosts::finalize))
         .routes(routes!(control::cancel))
         .routes(routes!(control::pause))
         .routes(routes!(control::resume))

@@ -171,6 +171,8 @@ mod tests {
         ("get", "/v1/operations/{id}"),
         ("get", "/v1/alerts"),
         ("delete", "/v1/leases/{key}"),
+        ("get", "/v1/hosts"),
+        ("post", "/v1/upgrade/finalize"),
     ];
 
     const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];

@@ -77,6 +77,7 @@ impl Engine {
         writer: Writer,
         event_for: impl Fn(&JobRecord) -> Option<JobEvent> + Send + Sync,
     ) -> Result<JobRecord, EngineError> {
+        self.may_write()?;
         if writer == Writer::Command {
             return self.apply_locked(tenant, id, event_for).await;
         }
@@ -117,6 +118,7 @@ impl Engine {
         signal_key: Option<&str>,
         event_for: impl Fn(&JobRecord) -> Option<JobEvent> + Send + Sync,
     ) -> Result<(JobRecord, bool), EngineError> {
+        self.may_write()?;
         let now = self.now();
         let refused = std::sync::Mutex::new(None);
         let before = std::sync::Mutex::new(None);
@@ -201,6 +203,9 @@ impl Engine {
         claim_next: Option<ClaimFilter>,
         next: &mut Option<JobRecord>,
     ) -> Result<Committed, EngineError> {
+        self.may_write()?;
+        // A draining host finishes what it holds and claims nothing new.
+        let claim_next = claim_next.filter(|_| !self.config.draining);
         let now = self.now();
         let transition = match transition(&record.job, event, now) {
             Ok(t) => t,

@@ -31,6 +31,11 @@ pub struct EngineConfig {
     pub breaker: spindle_core::breaker::BreakerPolicy,
     /// How much of its guests' lines a job keeps (default 5,000 lines, 1 MiB).
     pub log_caps: crate::store::LogCaps,
+    /// The storage formats this host reads and writes (default: this build's; a host
+    /// pinned to an older one rehearses an upgrade, see `spindle serve --storage-format`).
+    pub formats: spindle_core::upgrade::Formats,
+    /// Whether the host finishes what it holds and claims nothing new (`--drain`).
+    pub draining: bool,
 }
 
 impl Default for EngineConfig {
@@ -46,6 +51,8 @@ impl Default for EngineConfig {
             rng_seed: None,
             breaker: spindle_core::breaker::BreakerPolicy::default(),
             log_caps: crate::store::LogCaps::default(),
+            formats: spindle_core::upgrade::Formats::this_build(),
+            draining: false,
         }
     }
 }

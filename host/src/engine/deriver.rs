@@ -21,13 +21,14 @@ pub struct HostDeriver {
     ttl: Duration,
     clock: Option<Arc<dyn Clock>>,
     breakers: Option<Arc<Breakers>>,
+    gate: Option<Arc<crate::upgrade::Gate>>,
 }
 
 impl HostDeriver {
     /// Claims by `owner` lasting `ttl` without a heartbeat, stamped with the time the
     /// store asks at.
     pub fn new(owner: &str, ttl: Duration) -> Self {
-        Self { owner: owner.to_owned(), ttl, clock: None, breakers: None }
+        Self { owner: owner.to_owned(), ttl, clock: None, breakers: None, gate: None }
     }
 
     /// Derivations stamped by `clock`, read when the store asks — inside its
@@ -42,6 +43,11 @@ impl HostDeriver {
     /// Derivations that hold back the candidates whose version's breaker is open.
     pub fn with_breakers(self, breakers: Arc<Breakers>) -> Self {
         Self { breakers: Some(breakers), ..self }
+    }
+
+    /// Claims that write what the storage format gate says, and none while it refuses.
+    pub fn with_gate(self, gate: Arc<crate::upgrade::Gate>) -> Self {
+        Self { gate: Some(gate), ..self }
     }
 
     /// The write of `event` on `record`, or `None` when the core refuses it or nothing
@@ -77,7 +83,11 @@ impl HostDeriver {
 
 impl Deriver for HostDeriver {
     fn claim(&self, record: &JobRecord, now: Timestamp) -> Option<JobWrite> {
-        self.derive(record, &JobEvent::Claim { owner: self.owner.clone(), ttl: self.ttl }, now)
+        let record_as = match &self.gate {
+            Some(gate) => gate.claim_record()?,
+            None => spindle_core::upgrade::ClaimRecord::of(spindle_core::upgrade::NEWEST),
+        };
+        self.derive(record, &JobEvent::Claim { owner: self.owner.clone(), ttl: self.ttl, record: record_as }, now)
     }
 
     fn key_busy(&self, record: &JobRecord, key: &str, held_until: Timestamp, now: Timestamp) -> Option<JobWrite> {

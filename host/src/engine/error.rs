@@ -56,6 +56,10 @@ pub enum EngineError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// This host may not write: the database's storage format is one its build cannot
+    /// read or write, or it could not renew its announcement (`upgrade`).
+    #[error("{0}")]
+    StorageFormat(String),
     /// The store failed a group commit this write was part of.
     #[error(transparent)]
     StoreShared(Arc<StoreError>),

@@ -321,6 +321,10 @@ impl super::Execution<'_> {
 
     /// [`claim`](Self::claim) among the jobs `filter` admits.
     pub async fn claim_filtered(&self, limit: u32, filter: &ClaimFilter) -> Result<Vec<JobRecord>, EngineError> {
+        if self.config.draining || self.may_write().is_err() {
+            // Draining, or the storage format gate refuses this host: nothing new.
+            return Ok(Vec::new());
+        }
         let now = self.now();
         let started = Instant::now();
         let claimed = self.store.claim(limit, now, filter, self.deriver()).await?;

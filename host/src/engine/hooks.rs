@@ -86,6 +86,9 @@ impl super::Execution<'_> {
     /// Runs due after-commit effects (success notifications, failure effects of
     /// corrected settlements, retried failure effects). Answers how many ran.
     pub async fn run_outbox(&self, limit: u32) -> Result<usize, EngineError> {
+        if self.refusing() {
+            return Ok(0);
+        }
         const LEASE: Duration = Duration::from_secs(60);
         const MAX_ATTEMPTS: i64 = 5;
         let now = self.now();

@@ -35,6 +35,7 @@ mod schedules;
 mod submit;
 mod supervisor;
 mod tenancy;
+mod upgrade;
 mod workflow;
 
 use std::sync::Arc;
@@ -101,6 +102,8 @@ pub struct Engine {
     ceilings: capacity::CeilingCache,
     /// Steps running over the last hour, per tenant (`samples`).
     samples: samples::Samples,
+    /// The storage format this host writes, as its last announcement was answered.
+    gate: Arc<crate::upgrade::Gate>,
 }
 
 /// A job changed state (sent after the change committed).
@@ -119,10 +122,12 @@ impl Engine {
     pub fn new(store: Arc<dyn Storage>, registry: Arc<Registry>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
         let rng = config.rng_seed.map_or_else(StdRng::from_os_rng, StdRng::seed_from_u64);
         let breakers = Arc::new(breakers::Breakers::new(config.breaker));
+        let gate = Arc::new(crate::upgrade::Gate::unannounced(config.formats.clone()));
         let deriver = Arc::new(
             HostDeriver::new(&config.host_id, config.lease_ttl)
                 .with_clock(clock.clone())
-                .with_breakers(breakers.clone()),
+                .with_breakers(breakers.clone())
+                .with_gate(gate.clone()),
         );
         let counters = Arc::new(Counters::default());
         let group =
@@ -144,12 +149,28 @@ impl Engine {
             breakers,
             ceilings: capacity::CeilingCache::default(),
             samples: samples::Samples::default(),
+            gate,
         }
     }
 
     /// The registry.
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
+    }
+
+    /// The storage format gate as this host last read it.
+    pub fn gate(&self) -> &crate::upgrade::Gate {
+        &self.gate
+    }
+
+    /// The format this host writes, or why it may not write (a job write checks first).
+    pub(crate) fn may_write(&self) -> Result<spindle_core::upgrade::Format, EngineError> {
+        self.gate.check().map_err(EngineError::StorageFormat)
+    }
+
+    /// Whether this host may not write now (background work then does nothing).
+    pub(crate) fn refusing(&self) -> bool {
+        self.gate.check().is_err()
     }
 
     /// The settings.

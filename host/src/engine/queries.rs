@@ -34,6 +34,10 @@ impl Engine {
     /// Takes or renews the singleton lease `name` for `ttl_micros`: whether this host
     /// holds it.
     pub(crate) async fn hold_singleton(&self, name: &str, ttl_micros: i64) -> Result<bool, EngineError> {
+        if self.refusing() {
+            // A host the storage format gate refuses does none of the one-host work.
+            return Ok(false);
+        }
         Ok(self.store.singleton(name, &self.config.host_id, ttl_micros, self.now()).await?.is_some())
     }
 
@@ -44,6 +48,7 @@ impl Engine {
 
     /// Deletes up to `limit` jobs of `scope` settled before `before`, with all they kept.
     pub(crate) async fn prune(&self, before: Timestamp, scope: &PruneScope, limit: u32) -> Result<u64, EngineError> {
+        self.may_write()?;
         Ok(self.store.prune(before, scope, limit).await?)
     }
 

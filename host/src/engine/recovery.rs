@@ -14,6 +14,9 @@ impl super::Execution<'_> {
     /// Takes back the steps whose claims lapsed (their host stopped renewing): the step
     /// runs again elsewhere, under a higher fence. Answers how many were rescued.
     pub async fn rescue_lapsed(&self, limit: u32) -> Result<usize, EngineError> {
+        if self.refusing() {
+            return Ok(0);
+        }
         let now = self.now();
         let mut rescued = 0;
         for id in self.store.lapsed_claims(now, limit).await? {
@@ -35,6 +38,7 @@ impl super::Execution<'_> {
     /// Invalidates a tenant's lease key (its target was deleted, or it was revoked);
     /// answers the job that held it, which can no longer commit under it.
     pub async fn invalidate_lease(&self, tenant: &TenantId, key: &str) -> Result<Option<JobId>, EngineError> {
+        self.may_write()?;
         let holder = self.store.invalidate_lease(&tenant_key(tenant, key), self.now(), self.deriver()).await?;
         if holder.is_some() {
             self.wake.notify_one();
@@ -45,6 +49,9 @@ impl super::Execution<'_> {
     /// Makes delayed and blocked jobs whose time has come ready, each through the core
     /// (its `due` event); answers how many.
     pub async fn promote_due(&self) -> Result<u64, EngineError> {
+        if self.refusing() {
+            return Ok(0);
+        }
         let mut promoted = 0;
         loop {
             let n = self.store.promote_due(self.now(), PROMOTE_BATCH, self.deriver()).await?;

@@ -85,6 +85,7 @@ impl Engine {
         name: &str,
         event: ScheduleEvent,
     ) -> Result<ScheduleRow, EngineError> {
+        self.may_write()?;
         for _ in 0..=self.config.conflict_retries {
             let row = self.workflows().schedule(tenant, name).await?;
             let plan = CronPlan::parse(&row.cron, &row.timezone).map_err(|e| EngineError::Invalid(e.to_string()))?;
@@ -178,6 +179,7 @@ impl super::Workflows<'_> {
         tenant: &TenantId,
         request: ScheduleRequest,
     ) -> Result<ScheduleRow, EngineError> {
+        self.may_write()?;
         let (plan, catch_up, overlap) = check(&request)?;
         let current = match self.registry.current(tenant, &request.kind).await {
             Err(RegistryError::UnknownKind(kind)) => return Err(EngineError::UnknownKind(kind)),
@@ -239,6 +241,9 @@ impl super::Workflows<'_> {
     /// One pass over the due schedules (the caller holds the scheduler's lease):
     /// answers the jobs submitted.
     pub async fn fire_due_schedules(&self) -> Result<usize, EngineError> {
+        if self.refusing() {
+            return Ok(0);
+        }
         let now = self.now();
         let mut submitted = 0;
         for row in self.store.due_schedules(now, PASS_LIMIT).await? {

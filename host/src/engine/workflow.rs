@@ -221,6 +221,9 @@ impl super::Workflows<'_> {
     /// changing is counted again at once, after a short backoff; one still contended
     /// after that is left for [`RelayPass::retry_at`].
     pub async fn run_relay(&self, limit: u32) -> Result<RelayPass, EngineError> {
+        if self.refusing() {
+            return Ok(RelayPass { ran: 0, retry_at: None });
+        }
         const LEASE: Duration = Duration::from_secs(30);
         let lease = i64::try_from(LEASE.as_micros()).unwrap_or(i64::MAX);
         let items = self.store.outbox_claim(OutboxEffect::WORKFLOW, self.now(), lease, limit).await?;

@@ -38,6 +38,24 @@ pub(super) const JOB_COLS: &str =
 /// [`JOB`]'s types.
 pub(super) const JOB_TYS: &[Ty] = JOB.tys;
 
+/// Whether this process reads claims as a format-2 build does, restoring a held claim's
+/// attempt on its step. Process-wide because it stands for what the binary is: only a
+/// host pinned to format 1 (`spindle serve --storage-format 1`, which rehearses the build
+/// before format 2 beside a newer one) turns it off, before it reads anything.
+static RESTORES_CLAIMS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Reads jobs as a build of `formats` does (see [`RESTORES_CLAIMS`]).
+pub fn read_as(formats: &spindle_core::upgrade::Formats) {
+    RESTORES_CLAIMS.store(spindle_core::upgrade::restores_claimed_step(formats), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Restores a held claim's attempt on its step, as this process's reader does.
+pub(super) fn restore_claim(job: &mut Job) {
+    if RESTORES_CLAIMS.load(std::sync::atomic::Ordering::Relaxed) {
+        job.restore_claimed_step();
+    }
+}
+
 /// A job row (without its steps: see [`attach_steps`]).
 pub(super) fn job_from_row(mut row: Row) -> Result<JobRecord, StoreError> {
     let mut r = JOB.read(&mut row);
@@ -106,7 +124,7 @@ pub(super) async fn attach_steps(tx: &mut Tx, records: &mut [JobRecord]) -> Resu
         }
     }
     for record in records.iter_mut() {
-        record.job.restore_claimed_step();
+        restore_claim(&mut record.job);
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use super::capacity::Admission;
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::inserts::insert_new_jobs;
-use super::job_rows::{JOB, JOB_COLS, STEP, fetch_jobs, history_rows, job_from_row, step_from};
+use super::job_rows::{JOB, JOB_COLS, STEP, fetch_jobs, history_rows, job_from_row, restore_claim, step_from};
 use super::records::{
     Depth, Derive, Deriver, HistoryEntry, Inserted, JobFilter, JobRecord, JobWrite, NewJob, PruneScope, QueueDepth,
     TenantId, Updated, WriteOutcome,
@@ -435,7 +435,7 @@ impl JobStore for SqlStore {
         for mut row in steps {
             record.job.steps.push(step_from(&mut STEP.read(&mut row))?);
         }
-        record.job.restore_claimed_step();
+        restore_claim(&mut record.job);
         Ok(Some(record))
     }
 

@@ -18,6 +18,7 @@
 //! - [`workflows`]: a parent's children, signals, cron schedules.
 //! - [`capacity`]: tenants' limits and the facts of fair tags, quotas and running limits.
 //! - [`logs`]: each job's guest lines, capped; [`audit`]: bulk operations and alerts.
+//! - [`hosts`]: live hosts and the storage format gate (hosts of two builds on one database).
 //!
 //! The files are layers, each importing only those before it ([`LAYERS`], checked by a
 //! test): `turns` and `error`; `values` (what crosses to the database) and [`sql`] (the
@@ -25,7 +26,7 @@
 //! `rows` (statements over many rows) and `schema` (migrations); `records` (the plain
 //! records everything above stores); `submissions` (concurrent submissions merged) and
 //! `handle` ([`SqlStore`]); `job_rows` (a job's rows); the domains that stand alone
-//! (tenants, audit, logs, outbound, outbox, registry, traces, capacity); `lease_keys`
+//! (tenants, audit, logs, outbound, outbox, registry, traces, hosts, capacity); `lease_keys`
 //! and `inserts` (a write's lease keys and new jobs); `writes` (the version-checked
 //! write path and what it wakes); and on top the stores built on it: queue, leases,
 //! workflows, jobs. The store names nothing of the sandbox: what a step reports is
@@ -35,6 +36,7 @@ pub mod audit;
 pub mod capacity;
 mod error;
 mod handle;
+pub mod hosts;
 mod inserts;
 mod job_rows;
 pub mod jobs;
@@ -63,6 +65,8 @@ pub use audit::{Alert, AuditStore, Operation};
 pub use capacity::{CapacityStore, LiveCount, QuotaRefusal, TenantLimits, Usage};
 pub use error::StoreError;
 pub use handle::SqlStore;
+pub use hosts::{GateRow, Gated, HostRow, HostStore};
+pub use job_rows::read_as;
 pub use jobs::JobStore;
 pub use leases::LeaseStore;
 pub use logs::{JobLogs, LogCaps, LogLine, LogStore};
@@ -82,7 +86,7 @@ pub use workflows::{ScheduleRow, WorkflowStore};
 /// The storage traits, to call a concrete store's methods (`use spindle::store::prelude::*`).
 pub mod prelude {
     pub use super::{
-        AuditStore, CapacityStore, JobStore, LeaseStore, LogStore, OutboundStore, OutboxStore, QueueStore,
+        AuditStore, CapacityStore, HostStore, JobStore, LeaseStore, LogStore, OutboundStore, OutboxStore, QueueStore,
         RegistryStore, Storage, TenantStore, TraceStore, WorkflowStore,
     };
 }
@@ -102,6 +106,7 @@ pub trait Storage:
     + LogStore
     + AuditStore
     + TraceStore
+    + HostStore
     + std::fmt::Debug
 {
     /// Which backend.
@@ -134,6 +139,7 @@ pub const LAYERS: &[&str] = &[
     "outbox",
     "registry",
     "traces",
+    "hosts",
     "capacity",
     "lease_keys",
     "inserts",

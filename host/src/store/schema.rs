@@ -18,6 +18,7 @@ const SQLITE: &[(i64, &str)] = &[
     (10, include_str!("../../migrations/sqlite/0010_dashboard.sql")),
     (11, include_str!("../../migrations/sqlite/0011_one_tenant_index.sql")),
     (12, include_str!("../../migrations/sqlite/0012_signal_keys.sql")),
+    (13, include_str!("../../migrations/sqlite/0013_hosts.sql")),
 ];
 const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_initial.sql")),
@@ -36,6 +37,7 @@ const POSTGRES: &[(i64, &str)] = &[
     (14, include_str!("../../migrations/postgres/0014_one_tenant_index.sql")),
     (15, include_str!("../../migrations/postgres/0015_text_in_byte_order.sql")),
     (16, include_str!("../../migrations/postgres/0016_signal_keys.sql")),
+    (17, include_str!("../../migrations/postgres/0017_hosts.sql")),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.

@@ -5,6 +5,7 @@
 //! `kinds` (deploy, kinds, rollback), `jobs`, `watch`, `schedules`, `tenants` (and usage),
 //! `tokens` and `secrets`; `remote` speaks HTTP and `print` draws the tables.
 
+mod hosts;
 mod jobs;
 mod kinds;
 mod print;
@@ -224,6 +225,11 @@ pub enum ClientCommand {
     /// Manage cron schedules: each firing submits a job.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// The hosts on the database (operator): build, storage formats, contracts, heartbeat.
+    Hosts,
+    /// Upgrades without downtime (operator): the storage format gate.
+    #[command(subcommand)]
+    Upgrade(hosts::UpgradeCommand),
 }
 
 /// Runs a client command; answers the process's exit code.
@@ -283,6 +289,8 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
             jobs::signal(&client, json, &id, &name, &data, key.as_deref()).await?;
         }
         ClientCommand::Schedule(command) => schedules::run(&client, json, command).await?,
+        ClientCommand::Hosts => hosts::list(&client, json).await?,
+        ClientCommand::Upgrade(command) => hosts::upgrade(&client, json, command).await?,
     }
     Ok(0)
 }

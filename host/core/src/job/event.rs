@@ -169,6 +169,9 @@ pub enum JobEvent {
         owner: String,
         /// How long the claim lasts without a heartbeat.
         ttl: Duration,
+        /// What the claim writes: the storage format the database is at decides
+        /// (`upgrade::ClaimRecord`).
+        record: crate::upgrade::ClaimRecord,
     },
     /// The step in flight is alive (seed 003 `heartbeat`).
     Heartbeat {

@@ -17,13 +17,14 @@ use crate::reconcile::{Evidence, ReconcilePolicy};
 use crate::step::{Partial, Step, StepEvent, StepState};
 use crate::table::change;
 use crate::time::Timestamp;
+use crate::upgrade::ClaimRecord;
 use crate::workflow::{self, Join, Leftover, MAX_DEPTH, MAX_FAN_OUT, MAX_SIGNAL_TIMEOUT, Met, Wait, WaitFor};
 
 /// Applies `event` to `job` at `now`: the job machine's one transition function.
 pub fn transition(job: &Job, event: &JobEvent, now: Timestamp) -> Result<Transition, Refusal> {
     let mut t = Draft::new(job);
     match event {
-        JobEvent::Claim { owner, ttl } => t.claim(owner, *ttl, now)?,
+        JobEvent::Claim { owner, ttl, record } => t.claim(owner, *ttl, *record, now)?,
         JobEvent::Heartbeat { fence, ttl, progress } => t.heartbeat(*fence, *ttl, *progress, now)?,
         JobEvent::Report { fence, report } => t.report(*fence, report, now)?,
         JobEvent::Rescue { backoff } => t.rescue(*backoff, now)?,
@@ -164,7 +165,7 @@ impl Draft {
 
     // --- claim and heartbeat -------------------------------------------------------
 
-    fn claim(&mut self, owner: &str, ttl: Duration, now: Timestamp) -> Result<(), Refusal> {
+    fn claim(&mut self, owner: &str, ttl: Duration, record: ClaimRecord, now: Timestamp) -> Result<(), Refusal> {
         self.refuse_if_final()?;
         if self.job.state == JobState::Paused {
             return Err(Refusal::Paused);
@@ -198,9 +199,14 @@ impl Draft {
             // nothing of the step changes, so its row is not written again.
             self.job.steps[index].apply(StepEvent::Continue, now)?;
         } else {
-            // Not marked changed: the claim records the attempt's start, and the step's
-            // row follows when it next changes or the claim ends (see `finish`).
+            // Under format 2 not marked changed: the claim records the attempt's start,
+            // and the step's row follows when it next changes or the claim ends (see
+            // `finish`). Under format 1 the step's row is written now, for readers
+            // that do not restore it from the claim.
             self.job.steps[index].apply(StepEvent::Start { fence }, now)?;
+            if record == ClaimRecord::JobAndStep {
+                self.steps_changed.push(index);
+            }
             let step = &self.job.steps[index];
             self.history.push(HistoryEvent::StepStarted { step: step.key.clone(), attempt: step.attempts_made() });
         }

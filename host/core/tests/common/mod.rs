@@ -64,7 +64,7 @@ pub fn apply(job: &Job, event: JobEvent, now: Timestamp) -> Job {
 }
 
 pub fn claim_ev() -> JobEvent {
-    JobEvent::Claim { owner: "host-1".into(), ttl: TTL }
+    JobEvent::Claim { owner: "host-1".into(), ttl: TTL, record: spindle_core::upgrade::ClaimRecord::JobAlone }
 }
 
 pub fn report(fence: Fence, report: StepReport) -> JobEvent {

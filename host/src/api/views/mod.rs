@@ -5,6 +5,7 @@
 
 mod capacity;
 mod error;
+mod hosts;
 mod jobs;
 mod kinds;
 mod outbound;
@@ -20,6 +21,7 @@ use utoipa::openapi::{Object, ObjectBuilder, Type};
 
 pub use capacity::{CapacityView, KindUsageView, LimitsView};
 pub use error::{ErrorBody, ErrorDetail, ViolationView};
+pub use hosts::{Finalized, GateView, HostList, HostView, StorageHealth};
 pub use jobs::{
     Action, Actions, AttemptView, CancelBody, CancelRequestView, FailureView, HistoryEntryView, JobLive, JobPage,
     JobSummaryView, JobView, LeaseInvalidated, LogLineView, LogPage, SHOWN_BYTES, StepView, Submit, Withheld,
@@ -39,8 +41,16 @@ pub use tokens::{CreatedToken, NewToken, TokenList, TokenView};
 /// `GET /v1/health`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Health {
-    /// `ok` while the host answers.
+    /// `ok` while the host answers and may write; `refusing` while the storage format
+    /// gate refuses it (it answers, claims nothing and writes no job: `storage.refusal`
+    /// says why).
     pub status: String,
+    /// Its storage formats; absent from hosts older than the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageHealth>,
+    /// Whether it finishes what it holds and claims nothing new (`--drain`).
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// A string schema that takes only `values`: the document lists a closed set where the type

@@ -1,0 +1,145 @@
+//! The storage format gate as tables: which hosts may run on which database, when the
+//! gate may move, and what a claim writes under each format.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use spindle_core::job::JobEvent;
+use spindle_core::step::StepState;
+use spindle_core::transition;
+use spindle_core::upgrade::{
+    ClaimRecord, Formats, GateRefusal, LiveHost, NEWEST, OLDEST, finalize, join, restores_claimed_step,
+};
+
+use common::{TTL, pending, t0};
+
+fn pinned(format: u32) -> Formats {
+    Formats::pinned(format).unwrap()
+}
+
+fn live(id: &str, formats: Formats) -> LiveHost {
+    LiveHost { id: id.into(), formats }
+}
+
+#[test]
+fn this_build_reads_both_formats_and_writes_the_newest() {
+    assert_eq!((OLDEST, NEWEST), (1, 2));
+    let build = Formats::this_build();
+    assert_eq!(build.reads, 1..=2);
+    assert_eq!(build.writes, 2);
+    assert_eq!(pinned(1), Formats { reads: 1..=1, writes: 1 });
+    assert_eq!(pinned(2), build);
+    assert_eq!(Formats::pinned(0), Err(GateRefusal::UnknownFormat { format: 0 }));
+    assert_eq!(Formats::pinned(3), Err(GateRefusal::UnknownFormat { format: 3 }));
+    assert!(restores_claimed_step(&build));
+    assert!(!restores_claimed_step(&pinned(1)), "a format-1 build knew nothing of restoring claims");
+}
+
+#[test]
+fn a_host_joins_a_database_it_can_read_and_write_and_is_refused_otherwise() {
+    struct Row {
+        why: &'static str,
+        database: Option<u32>,
+        host: Formats,
+        want: Result<u32, ()>,
+    }
+    let rows = [
+        Row { why: "a fresh database starts at the newest format", database: None, host: pinned(2), want: Ok(2) },
+        Row { why: "a pinned host starts a fresh database at its own", database: None, host: pinned(1), want: Ok(1) },
+        Row { why: "a new build writes the old format", database: Some(1), host: pinned(2), want: Ok(1) },
+        Row { why: "an old build on an old database", database: Some(1), host: pinned(1), want: Ok(1) },
+        Row { why: "a new build on a new database", database: Some(2), host: pinned(2), want: Ok(2) },
+        Row { why: "an old build meets a newer format", database: Some(2), host: pinned(1), want: Err(()) },
+        Row { why: "a format no build knows yet", database: Some(3), host: pinned(2), want: Err(()) },
+        Row {
+            why: "a build that reads a format but cannot write it",
+            database: Some(2),
+            host: Formats { reads: 1..=2, writes: 1 },
+            want: Err(()),
+        },
+    ];
+    for row in rows {
+        let got = join(row.database, &row.host);
+        match (row.want, got) {
+            (Ok(want), Ok(got)) => assert_eq!(got, want, "{}", row.why),
+            (Err(()), Err(GateRefusal::CannotRead { database, build })) => {
+                assert_eq!(Some(database), row.database, "{}", row.why);
+                assert_eq!(build, row.host, "{}", row.why);
+            }
+            (want, got) => panic!("{}: wanted {want:?}, got {got:?}", row.why),
+        }
+    }
+}
+
+#[test]
+fn the_gate_moves_only_to_a_format_every_live_host_reads_and_writes() {
+    struct Row {
+        why: &'static str,
+        database: u32,
+        live: Vec<LiveHost>,
+        want: Result<u32, Vec<&'static str>>,
+    }
+    let rows = [
+        Row {
+            why: "every host runs the new build",
+            database: 1,
+            live: vec![live("a", pinned(2)), live("b", pinned(2))],
+            want: Ok(2),
+        },
+        Row {
+            why: "an old host is still live",
+            database: 1,
+            live: vec![live("a", pinned(2)), live("old", pinned(1))],
+            want: Err(vec!["old"]),
+        },
+        Row { why: "already at the newest", database: 2, live: vec![live("a", pinned(2))], want: Err(vec!["a"]) },
+        Row {
+            why: "a host that reads the new format but cannot write it holds the gate",
+            database: 1,
+            live: vec![live("a", pinned(2)), live("reader", Formats { reads: 1..=2, writes: 1 })],
+            want: Err(vec!["reader"]),
+        },
+    ];
+    for row in rows {
+        match (row.want, finalize(row.database, &row.live)) {
+            (Ok(want), Ok(got)) => assert_eq!(got, want, "{}", row.why),
+            (Err(holding), Err(GateRefusal::NothingToFinalize { database, holding: got })) => {
+                assert_eq!(database, row.database, "{}", row.why);
+                assert_eq!(got.len(), holding.len(), "{}: {got:?}", row.why);
+                for (id, said) in holding.iter().zip(&got) {
+                    assert!(said.starts_with(id), "{}: {said}", row.why);
+                }
+            }
+            (want, got) => panic!("{}: wanted {want:?}, got {got:?}", row.why),
+        }
+    }
+}
+
+#[test]
+fn a_refusal_says_what_the_database_is_at_and_what_the_build_can_do() {
+    let refusal = join(Some(2), &pinned(1)).unwrap_err();
+    let said = refusal.to_string();
+    assert!(said.contains("storage format is 2"), "{said}");
+    assert!(said.contains("reads 1–1"), "{said}");
+    assert!(said.contains("refuses to claim or write"), "{said}");
+}
+
+#[test]
+fn a_format_1_claim_writes_the_step_and_a_format_2_claim_the_job_row_alone() {
+    for (format, step_written) in [(1, true), (2, false)] {
+        let record = ClaimRecord::of(format);
+        let claim = JobEvent::Claim { owner: "host-1".into(), ttl: TTL, record };
+        let t = transition(&pending(), &claim, t0()).unwrap();
+        assert_eq!(t.job.steps[0].state, StepState::Running, "format {format}: the attempt started");
+        assert_eq!(t.steps_changed.contains(&0), step_written, "format {format}: the step's row written");
+        // Either way, a format-2 reader of the step row as stored reads the attempt.
+        let mut read = t.job.clone();
+        if !step_written {
+            read.steps[0] = pending().steps[0].clone();
+        }
+        read.restore_claimed_step();
+        assert_eq!(read.steps[0].state, StepState::Running, "format {format}: read back");
+        assert_eq!(read.steps[0].attempts_made(), 1, "format {format}");
+    }
+}
