@@ -284,3 +284,152 @@ async fn with_the_gate_bypassed_the_old_build_misreads_claims() {
     rolling.cancel(&new, &probes).await;
     rolling.wait_final(&new, &probes).await;
 }
+
+/// The schema's steps that can run beside a host (0015's online collation change, 0016,
+/// 0017, and 0015's swap, the one contract step) run while a host keeps claiming and
+/// committing on a table of 100,000 jobs, and no statement of that host waits on a lock
+/// for longer than the steps' lock timeout and their own few milliseconds. (Steps 1-14
+/// create the tables a host needs: none can run before them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn migrations_run_beside_a_host_that_keeps_claiming_and_committing() {
+    use spindle::store::schema::Phase;
+    use spindle::store::{Backend, JobStore};
+    use spindle_tests::harness::Harness;
+
+    let h = Harness::new(Backend::Postgres).await;
+    let db = PgPool::connect(&h.url).await.expect("connect");
+    // The database as a host of the build before 0015 left it: 0015, 0016, 0017 and the
+    // swap undone (on empty tables, at once).
+    let undo = [
+        "DROP INDEX signals_key",
+        "ALTER TABLE signals DROP COLUMN idempotency_key",
+        "DROP TABLE hosts, storage_gate",
+        "DELETE FROM spindle_schema WHERE version >= 15",
+    ];
+    for sql in undo {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&db).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let text: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text FROM information_schema.columns \
+         WHERE table_schema = current_schema() AND data_type = 'text' AND table_name <> 'spindle_schema'",
+    )
+    .fetch_all(&db)
+    .await
+    .expect("text columns");
+    for (table, column) in &text {
+        let sql = format!("ALTER TABLE {table} ALTER COLUMN \"{column}\" TYPE TEXT COLLATE \"default\"");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&db).await.expect("back to the database's collation");
+    }
+
+    // A host, one finished job, and 100,000 more like it (with their steps and history).
+    h.deploy("noop").await;
+    let engine = h.engine();
+    let dispatcher = h.dispatch(&engine);
+    let seed = h.submit(&engine, "noop", json!({})).await;
+    h.wait_final(seed).await;
+    for (table, key) in [("jobs", "id"), ("steps", "job_id"), ("history", "job_id")] {
+        let columns: Vec<String> = sqlx::query_scalar(
+            "SELECT column_name::text FROM information_schema.columns WHERE table_schema = current_schema() \
+             AND table_name = $1 AND column_name NOT IN ('seq', 'id') ORDER BY ordinal_position",
+        )
+        .bind(table)
+        .fetch_all(&db)
+        .await
+        .expect("columns");
+        let (into, from): (Vec<String>, Vec<String>) =
+            columns.iter().filter(|c| c.as_str() != key).map(|c| (format!("\"{c}\""), format!("t.\"{c}\""))).unzip();
+        let sql = format!(
+            "INSERT INTO {table} ({key}, {}) SELECT 'bulk-' || g, {} FROM {table} t, generate_series(1, 100000) g \
+             WHERE t.{key} = '{seed}'",
+            into.join(", "),
+            from.join(", ")
+        );
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&db).await.unwrap_or_else(|e| panic!("fill {table}: {e}"));
+    }
+    sqlx::raw_sql("ANALYZE").execute(&db).await.expect("analyze");
+    assert!(h.store.job(seed).await.expect("read").is_some());
+
+    // The host keeps claiming and committing: jobs submitted one after another, each
+    // awaited, until the migration is done.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (engine, stop) = (engine.clone(), stop.clone());
+        let tenant = h.tenant.clone();
+        tokio::spawn(async move {
+            let mut done = 0_u64;
+            let mut changes = engine.subscribe();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let request =
+                    spindle::engine::SubmitRequest { kind: "noop".into(), input: b"{}".to_vec(), ..Default::default() };
+                let id = engine.submission().submit(&tenant, request).await.expect("submit").record().job.id;
+                loop {
+                    match changes.recv().await {
+                        Ok(change) if change.job == id && change.to.is_final() => break,
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(e) => panic!("state changes: {e}"),
+                    }
+                }
+                done += 1;
+            }
+            done
+        })
+    };
+    // The longest any of the host's statements has waited on a lock, sampled.
+    let sampler = {
+        let (db, stop) = (db.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut longest = 0.0_f64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let waited: Option<f64> = sqlx::query_scalar(
+                    "SELECT max(extract(epoch FROM clock_timestamp() - query_start))::float8 FROM pg_stat_activity \
+                     WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid() \
+                     AND query NOT ILIKE 'CREATE%' AND query NOT ILIKE 'ALTER%' AND query NOT ILIKE 'DROP%' \
+                     AND query NOT ILIKE '%spindle_schema%' AND query NOT ILIKE '%pg_advisory%'",
+                )
+                .fetch_one(&db)
+                .await
+                .expect("sample");
+                longest = longest.max(waited.unwrap_or(0.0));
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            longest
+        })
+    };
+
+    let started = std::time::Instant::now();
+    let expanded = h.store.migrate(&[Phase::Expand]).await.expect("expand beside the host");
+    let expand_took = started.elapsed();
+    let contracted = h.store.migrate(&[Phase::Contract]).await.expect("contract beside the host");
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let committed = load.await.expect("the load");
+    let longest = sampler.await.expect("the sampler");
+    dispatcher.shutdown(Duration::from_secs(5)).await;
+    eprintln!(
+        "expand ({expanded} steps) {expand_took:?}, contract ({contracted}) {:?}; {committed} jobs committed meanwhile; \
+         longest lock wait of the host's statements {:.0} ms",
+        took - expand_took,
+        longest * 1000.0
+    );
+    assert_eq!((expanded, contracted), (3, 1), "0015's twins, 0016, 0017; then the swap");
+    assert!(committed > 0, "the host kept committing while the schema changed");
+    assert!(longest < 0.5, "a statement of the host waited {longest:.3} s on the migration's locks");
+
+    // The schema is what a fresh database's is: byte order everywhere, no twin left over.
+    let other: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() \
+         AND data_type = 'text' AND collation_name IS DISTINCT FROM 'C' AND table_name <> 'spindle_schema'",
+    )
+    .fetch_one(&db)
+    .await
+    .expect("collations");
+    assert_eq!(other, 0, "every text column in byte order");
+    let twins: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_class WHERE relname LIKE '%\\_bytewise'")
+        .fetch_one(&db)
+        .await
+        .expect("twins");
+    assert_eq!(twins, 0, "every twin took its index's name");
+    let bulk: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE id LIKE 'bulk-%'").fetch_one(&db).await.expect("jobs");
+    assert_eq!(bulk, 100_000, "every job kept");
+}

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 mod client;
 mod guest;
+mod migrate;
 mod serve;
 
 use crate::client::{ClientArgs, ClientCommand};
@@ -31,6 +32,10 @@ struct Cli {
 enum Command {
     /// Run a host: dispatcher, sandbox, reconciler and the HTTP API.
     Serve(Box<ServeArgs>),
+    /// Run the schema's migration steps: the expand steps (as every host does when it
+    /// starts) and, with `--contract`, the steps that wait for every host to run this
+    /// build (docs/operations.md).
+    Migrate(crate::migrate::MigrateArgs),
     /// Spindle's main job on the embedded default: deploy the examples and run jobs
     /// through every outcome on a SQLite file (see `cargo xtask demo`).
     Demo(spindle_bench::demo::DemoArgs),
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => crate::serve::run(*args).await.map(|()| 0),
+            Command::Migrate(args) => crate::migrate::run(args).await.map(|()| 0),
             Command::Demo(args) => spindle_bench::demo::run(args).await.map(|()| 0),
             Command::Bench(args) => spindle_bench::command::run(args).await.map(|()| 0),
             Command::Client(command) => crate::client::run(cli.client, command).await,

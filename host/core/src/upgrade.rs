@@ -90,6 +90,15 @@ pub enum GateRefusal {
         /// Live hosts that cannot read or write a newer one.
         holding: Vec<String>,
     },
+    /// The gate has not reached this build's newest format: hosts of an older build
+    /// may still run, and the contract steps would break them.
+    #[error(
+        "the storage format gate is at {database}, not {NEWEST}: finalize the upgrade first (spindle upgrade finalize), once every host runs this build"
+    )]
+    NotFinalized {
+        /// The database's format.
+        database: Format,
+    },
     /// A format no build knows.
     #[error("there is no storage format {format} (known: {OLDEST}–{NEWEST})")]
     UnknownFormat {
@@ -133,6 +142,16 @@ pub fn finalize(database: Format, live: &[LiveHost]) -> Result<Format, GateRefus
         .map(|h| format!("{} ({})", h.id, h.formats))
         .collect();
     Err(GateRefusal::NothingToFinalize { database, holding })
+}
+
+/// Whether the schema's contract steps (drops, swaps) may run on a database whose gate
+/// is at `database` (`None`: no host joined yet): only once the gate reached the newest
+/// format this build writes, when no host of an older build may still be running.
+pub fn may_contract(database: Option<Format>) -> Result<(), GateRefusal> {
+    match database {
+        Some(format) if format < NEWEST => Err(GateRefusal::NotFinalized { database: format }),
+        _ => Ok(()),
+    }
 }
 
 /// What a claim writes under `format`.

@@ -9,7 +9,7 @@ use spindle_core::job::JobEvent;
 use spindle_core::step::StepState;
 use spindle_core::transition;
 use spindle_core::upgrade::{
-    ClaimRecord, Formats, GateRefusal, LiveHost, NEWEST, OLDEST, finalize, join, restores_claimed_step,
+    ClaimRecord, Formats, GateRefusal, LiveHost, NEWEST, OLDEST, finalize, join, may_contract, restores_claimed_step,
 };
 
 use common::{TTL, pending, t0};
@@ -142,4 +142,12 @@ fn a_format_1_claim_writes_the_step_and_a_format_2_claim_the_job_row_alone() {
         assert_eq!(read.steps[0].state, StepState::Running, "format {format}: read back");
         assert_eq!(read.steps[0].attempts_made(), 1, "format {format}");
     }
+}
+
+#[test]
+fn the_contract_steps_wait_for_the_gate() {
+    assert_eq!(may_contract(None), Ok(()), "a database no host joined has no older host");
+    assert_eq!(may_contract(Some(2)), Ok(()), "the gate moved");
+    assert_eq!(may_contract(Some(1)), Err(GateRefusal::NotFinalized { database: 1 }), "older hosts may run");
+    assert!(may_contract(Some(1)).unwrap_err().to_string().contains("spindle upgrade finalize"));
 }

@@ -22,11 +22,23 @@ impl SqlStore {
         Self { fair, ..self }
     }
 
-    /// Connects and brings the schema up to date.
+    /// Connects and runs the schema's expand steps (on SQLite, every step): what a host
+    /// does when it starts, beside hosts of the previous build.
     pub async fn connect(options: &ConnectOptions) -> Result<Self, StoreError> {
         let db = sql::Db::connect(options).await?;
-        schema::migrate(&db).await?;
+        schema::migrate_phases(&db, &[schema::Phase::Expand]).await?;
         Ok(Self::on(db))
+    }
+
+    /// Runs the schema's steps of `phases` not yet applied (`spindle migrate`); answers
+    /// how many ran.
+    pub async fn migrate(&self, phases: &[schema::Phase]) -> Result<usize, StoreError> {
+        schema::migrate_phases(&self.db, phases).await
+    }
+
+    /// The contract steps not yet applied, by version.
+    pub async fn pending_contract(&self) -> Result<Vec<i64>, StoreError> {
+        schema::pending_contract(&self.db).await
     }
 
     /// The store over `db`, whose schema is up to date, with fair claiming on.

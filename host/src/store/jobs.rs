@@ -17,7 +17,7 @@ use super::records::{
     TenantId, Updated, WriteOutcome,
 };
 use super::rows::{Columns, MAX_PARAMS, corrupt, insert_rows, parse_id};
-use super::sql::{Tx, Ty, Value};
+use super::sql::{Tx, Ty, Value, retire_if_stale};
 use super::writes::{TRANSACTION_ATTEMPTS, commit_writes, retryable};
 
 /// How far submission times may run out of sequence order: submissions of different
@@ -267,7 +267,19 @@ const URGENT_SUBMISSION: usize = 16;
 #[async_trait]
 impl super::submissions::Insert for SqlStore {
     async fn insert(&self, jobs: Vec<NewJob>, now: Timestamp, urgent: bool) -> Result<Vec<Inserted>, StoreError> {
-        self.write_submission(jobs, now, true, urgent).await
+        if self.db.backend() == super::sql::Backend::Sqlite {
+            return self.write_submission(jobs, now, true, urgent).await;
+        }
+        let mut tries = 1;
+        loop {
+            match self.write_submission(jobs.clone(), now, true, urgent).await {
+                // A statement the schema changed under (a migration beside this host)
+                // failed before anything committed: the connections that cached it are
+                // retired, and the insert goes again.
+                Err(StoreError::Database(e)) if retire_if_stale(&e) && tries < TRANSACTION_ATTEMPTS => tries += 1,
+                done => return done,
+            }
+        }
     }
 }
 

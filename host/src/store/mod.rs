@@ -23,7 +23,8 @@
 //! The files are layers, each importing only those before it ([`LAYERS`], checked by a
 //! test): `turns` and `error`; `values` (what crosses to the database) and [`sql`] (the
 //! connection pools, the backends' dialect);
-//! `rows` (statements over many rows) and `schema` (migrations); `records` (the plain
+//! `rows` (statements over many rows), `collation` (0015 online) and `schema` (migrations,
+//! expand and contract); `records` (the plain
 //! records everything above stores); `submissions` (concurrent submissions merged) and
 //! `handle` ([`SqlStore`]); `job_rows` (a job's rows); the domains that stand alone
 //! (tenants, audit, logs, outbound, outbox, registry, traces, hosts, capacity); `lease_keys`
@@ -34,6 +35,7 @@
 
 pub mod audit;
 pub mod capacity;
+mod collation;
 mod error;
 mod handle;
 pub mod hosts;
@@ -49,7 +51,7 @@ pub mod queue;
 mod records;
 pub mod registry;
 mod rows;
-mod schema;
+pub mod schema;
 pub mod sql;
 mod submissions;
 pub mod tenants;
@@ -126,6 +128,7 @@ pub const LAYERS: &[&str] = &[
     "values",
     "sql",
     "rows",
+    "collation",
     "schema",
     "test_db",
     "records",

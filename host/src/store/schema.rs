@@ -1,71 +1,127 @@
-//! Schema migrations, embedded in the binary, one list per backend. Applied in order at
-//! start-up inside a transaction; on PostgreSQL an advisory lock keeps two hosts starting
-//! together from applying the same migration twice.
+//! Schema migrations, embedded in the binary, one list per backend, each step in one of
+//! two phases (issue 40, "expand, then contract"):
+//!
+//! - **expand** steps are safe while hosts of the previous build run on the database
+//!   (new tables, nullable columns, indexes built concurrently, batched backfills). A
+//!   host runs them when it starts.
+//! - **contract** steps (drops, swaps, tightenings) run once every host is of the new
+//!   build: `spindle migrate --contract`, after the storage format gate moved.
+//!
+//! On PostgreSQL each step is a transaction of its own that waits at most
+//! [`collation::LOCK_TIMEOUT`] for a table's lock (and tries again), so no step holds up
+//! other hosts' statements for longer than that beyond its own short run; a session
+//! advisory lock keeps two hosts starting together from applying a step twice. Online
+//! steps (0015's collation, `collation`) run statements no transaction may hold
+//! (`CREATE INDEX CONCURRENTLY`). On SQLite, an embedded database with one host, every
+//! step runs at start in one transaction: a failed migration leaves the file as it was.
 
+use std::collections::BTreeSet;
+
+use super::collation;
 use super::error::StoreError;
 use super::sql::{Backend, Db, Ty, Value};
 
-const SQLITE: &[(i64, &str)] = &[
-    (1, include_str!("../../migrations/sqlite/0001_initial.sql")),
-    (2, include_str!("../../migrations/sqlite/0002_fewer_job_indexes.sql")),
-    (3, include_str!("../../migrations/sqlite/0003_queue_in_the_machine.sql")),
-    (4, include_str!("../../migrations/sqlite/0004_token_lifecycle.sql")),
-    (5, include_str!("../../migrations/sqlite/0005_retention.sql")),
-    (6, include_str!("../../migrations/sqlite/0006_outbound.sql")),
-    (7, include_str!("../../migrations/sqlite/0007_workflows.sql")),
-    (8, include_str!("../../migrations/sqlite/0008_tenant_capacity.sql")),
-    (9, include_str!("../../migrations/sqlite/0009_deployments.sql")),
-    (10, include_str!("../../migrations/sqlite/0010_dashboard.sql")),
-    (11, include_str!("../../migrations/sqlite/0011_one_tenant_index.sql")),
-    (12, include_str!("../../migrations/sqlite/0012_signal_keys.sql")),
-    (13, include_str!("../../migrations/sqlite/0013_hosts.sql")),
+/// When a migration step may run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// While hosts of the previous build still run: at every host's start.
+    Expand,
+    /// Once every host runs this build: `spindle migrate --contract`.
+    Contract,
+}
+
+/// What a step does.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// A script of statements, in one transaction.
+    Script(&'static str),
+    /// 0015 online: twin indexes in byte order, built concurrently.
+    CollationTwins,
+    /// 0015 online: each table's swap to its twins, in a short transaction.
+    CollationSwap,
+}
+
+use Phase::{Contract, Expand};
+use Step::{CollationSwap, CollationTwins, Script};
+
+const SQLITE: &[(i64, Phase, Step)] = &[
+    (1, Expand, Script(include_str!("../../migrations/sqlite/0001_initial.sql"))),
+    (2, Expand, Script(include_str!("../../migrations/sqlite/0002_fewer_job_indexes.sql"))),
+    (3, Expand, Script(include_str!("../../migrations/sqlite/0003_queue_in_the_machine.sql"))),
+    (4, Expand, Script(include_str!("../../migrations/sqlite/0004_token_lifecycle.sql"))),
+    (5, Expand, Script(include_str!("../../migrations/sqlite/0005_retention.sql"))),
+    (6, Expand, Script(include_str!("../../migrations/sqlite/0006_outbound.sql"))),
+    (7, Expand, Script(include_str!("../../migrations/sqlite/0007_workflows.sql"))),
+    (8, Expand, Script(include_str!("../../migrations/sqlite/0008_tenant_capacity.sql"))),
+    (9, Expand, Script(include_str!("../../migrations/sqlite/0009_deployments.sql"))),
+    (10, Expand, Script(include_str!("../../migrations/sqlite/0010_dashboard.sql"))),
+    (11, Expand, Script(include_str!("../../migrations/sqlite/0011_one_tenant_index.sql"))),
+    (12, Expand, Script(include_str!("../../migrations/sqlite/0012_signal_keys.sql"))),
+    (13, Expand, Script(include_str!("../../migrations/sqlite/0013_hosts.sql"))),
 ];
-const POSTGRES: &[(i64, &str)] = &[
-    (1, include_str!("../../migrations/postgres/0001_initial.sql")),
-    (2, include_str!("../../migrations/postgres/0002_fewer_job_indexes.sql")),
-    (3, include_str!("../../migrations/postgres/0003_cheaper_step_and_history_writes.sql")),
-    (4, include_str!("../../migrations/postgres/0004_jobs_keyed_by_id.sql")),
-    (5, include_str!("../../migrations/postgres/0005_queue_in_the_machine.sql")),
-    (6, include_str!("../../migrations/postgres/0006_token_lifecycle.sql")),
-    (7, include_str!("../../migrations/postgres/0007_retention.sql")),
-    (8, include_str!("../../migrations/postgres/0008_outbound.sql")),
-    (9, include_str!("../../migrations/postgres/0009_workflows.sql")),
-    (10, include_str!("../../migrations/postgres/0010_tenant_capacity.sql")),
-    (11, include_str!("../../migrations/postgres/0011_deployments.sql")),
-    (12, include_str!("../../migrations/postgres/0012_dashboard.sql")),
-    (13, include_str!("../../migrations/postgres/0013_room_for_rewrites.sql")),
-    (14, include_str!("../../migrations/postgres/0014_one_tenant_index.sql")),
-    (15, include_str!("../../migrations/postgres/0015_text_in_byte_order.sql")),
-    (16, include_str!("../../migrations/postgres/0016_signal_keys.sql")),
-    (17, include_str!("../../migrations/postgres/0017_hosts.sql")),
+const POSTGRES: &[(i64, Phase, Step)] = &[
+    (1, Expand, Script(include_str!("../../migrations/postgres/0001_initial.sql"))),
+    (2, Expand, Script(include_str!("../../migrations/postgres/0002_fewer_job_indexes.sql"))),
+    (3, Expand, Script(include_str!("../../migrations/postgres/0003_cheaper_step_and_history_writes.sql"))),
+    (4, Expand, Script(include_str!("../../migrations/postgres/0004_jobs_keyed_by_id.sql"))),
+    (5, Expand, Script(include_str!("../../migrations/postgres/0005_queue_in_the_machine.sql"))),
+    (6, Expand, Script(include_str!("../../migrations/postgres/0006_token_lifecycle.sql"))),
+    (7, Expand, Script(include_str!("../../migrations/postgres/0007_retention.sql"))),
+    (8, Expand, Script(include_str!("../../migrations/postgres/0008_outbound.sql"))),
+    (9, Expand, Script(include_str!("../../migrations/postgres/0009_workflows.sql"))),
+    (10, Expand, Script(include_str!("../../migrations/postgres/0010_tenant_capacity.sql"))),
+    (11, Expand, Script(include_str!("../../migrations/postgres/0011_deployments.sql"))),
+    (12, Expand, Script(include_str!("../../migrations/postgres/0012_dashboard.sql"))),
+    (13, Expand, Script(include_str!("../../migrations/postgres/0013_room_for_rewrites.sql"))),
+    (14, Expand, Script(include_str!("../../migrations/postgres/0014_one_tenant_index.sql"))),
+    // 0015_text_in_byte_order.sql says what and why; it runs online, in two steps.
+    (15, Expand, CollationTwins),
+    (16, Expand, Script(include_str!("../../migrations/postgres/0016_signal_keys.sql"))),
+    (17, Expand, Script(include_str!("../../migrations/postgres/0017_hosts.sql"))),
+    (18, Contract, CollationSwap),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.
 const MIGRATION_LOCK: i64 = 0x0053_5049_4e44_4c45;
 
-/// Brings the schema up to date.
+/// Brings the schema fully up to date, both phases.
+#[cfg(test)]
 pub(super) async fn migrate(db: &Db) -> Result<(), StoreError> {
     migrate_to(db, i64::MAX).await
 }
 
-/// Applies the migrations up to `target` (all of them for a host; fewer to test one).
-async fn migrate_to(db: &Db, target: i64) -> Result<(), StoreError> {
-    let migrations = match db.backend() {
-        Backend::Sqlite => SQLITE,
-        Backend::Postgres => POSTGRES,
-    };
-    let mut tx = db.begin().await?;
-    if db.backend() == Backend::Postgres {
-        tx.fetch("SELECT pg_advisory_xact_lock($1)::text", vec![Value::from(MIGRATION_LOCK)], &[Ty::Text]).await?;
+/// Runs the steps of `phases` not yet applied; answers how many ran.
+pub(super) async fn migrate_phases(db: &Db, phases: &[Phase]) -> Result<usize, StoreError> {
+    match db {
+        Db::Sqlite { .. } => migrate_sqlite(db, i64::MAX).await,
+        Db::Postgres(pool) => migrate_postgres(pool, i64::MAX, phases).await,
     }
-    tx.execute(
-        "CREATE TABLE IF NOT EXISTS spindle_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
-        vec![],
-    )
-    .await?;
-    let applied = tx.fetch("SELECT COALESCE(MAX(version), 0) FROM spindle_schema", vec![], &[Ty::Int]).await?;
-    let current = applied.first().map_or(Ok(0), |row| row.int(0, "spindle_schema.version"))?;
-    for (version, script) in migrations.iter().filter(|(v, _)| *v > current && *v <= target) {
+}
+
+/// Applies the steps up to `target`, both phases (fewer than all, to test one).
+#[cfg(test)]
+async fn migrate_to(db: &Db, target: i64) -> Result<(), StoreError> {
+    match db {
+        Db::Sqlite { .. } => migrate_sqlite(db, target).await.map(drop),
+        Db::Postgres(pool) => migrate_postgres(pool, target, &[Expand, Contract]).await.map(drop),
+    }
+}
+
+const SCHEMA_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS spindle_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)";
+
+/// SQLite: every step, in one transaction.
+async fn migrate_sqlite(db: &Db, target: i64) -> Result<usize, StoreError> {
+    let mut tx = db.begin().await?;
+    tx.execute(SCHEMA_TABLE, vec![]).await?;
+    let applied = tx.fetch("SELECT version FROM spindle_schema", vec![], &[Ty::Int]).await?;
+    let applied: BTreeSet<i64> =
+        applied.iter().map(|row| row.int(0, "spindle_schema.version")).collect::<Result<_, _>>()?;
+    let mut ran = 0;
+    for (version, _, step) in SQLITE.iter().filter(|(v, _, _)| *v <= target && !applied.contains(v)) {
+        let Script(script) = step else {
+            return Err(StoreError::Corrupt(format!("SQLite migration {version} is not a script")));
+        };
         for statement in statements(script) {
             tx.execute(&statement, vec![]).await?;
         }
@@ -74,9 +130,74 @@ async fn migrate_to(db: &Db, target: i64) -> Result<(), StoreError> {
             vec![Value::from(*version), Value::from(spindle_core::Timestamp::EPOCH.as_micros())],
         )
         .await?;
+        ran += 1;
     }
     tx.commit().await?;
-    Ok(())
+    Ok(ran)
+}
+
+/// PostgreSQL: each step of `phases` in a short transaction of its own (or online), on
+/// one connection that holds the migration lock meanwhile.
+async fn migrate_postgres(pool: &sqlx::PgPool, target: i64, phases: &[Phase]) -> Result<usize, StoreError> {
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SELECT pg_advisory_lock($1)").bind(MIGRATION_LOCK).execute(&mut *conn).await?;
+    let ran = run_postgres(&mut conn, target, phases).await;
+    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)").bind(MIGRATION_LOCK).execute(&mut *conn).await;
+    if unlocked.is_err() {
+        // Never back to the pool holding the lock.
+        conn.close_on_drop();
+    }
+    ran
+}
+
+async fn run_postgres(conn: &mut sqlx::PgConnection, target: i64, phases: &[Phase]) -> Result<usize, StoreError> {
+    sqlx::raw_sql(SCHEMA_TABLE).execute(&mut *conn).await?;
+    let applied: BTreeSet<i64> = sqlx::query_scalar::<_, i64>("SELECT version FROM spindle_schema")
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .collect();
+    let record = |version: i64| {
+        format!(
+            "INSERT INTO spindle_schema (version, applied_at) VALUES ({version}, {}) ON CONFLICT DO NOTHING",
+            spindle_core::Timestamp::EPOCH.as_micros()
+        )
+    };
+    let mut ran = 0;
+    for (version, phase, step) in POSTGRES.iter().filter(|(v, _, _)| *v <= target && !applied.contains(v)) {
+        if !phases.contains(phase) {
+            continue;
+        }
+        match step {
+            Script(script) => {
+                let mut all = statements(script);
+                all.push(record(*version));
+                collation::locked(conn, &all).await?;
+            }
+            CollationTwins => {
+                collation::expand(conn).await?;
+                collation::locked(conn, &[record(*version)]).await?;
+            }
+            CollationSwap => {
+                collation::swap(conn).await?;
+                collation::locked(conn, &[record(*version)]).await?;
+            }
+        }
+        ran += 1;
+    }
+    Ok(ran)
+}
+
+/// The contract steps not yet applied, by version.
+pub(super) async fn pending_contract(db: &Db) -> Result<Vec<i64>, StoreError> {
+    let list = match db.backend() {
+        Backend::Sqlite => SQLITE,
+        Backend::Postgres => POSTGRES,
+    };
+    let applied = db.fetch("SELECT version FROM spindle_schema", vec![], &[Ty::Int]).await?;
+    let applied: BTreeSet<i64> =
+        applied.iter().map(|row| row.int(0, "spindle_schema.version")).collect::<Result<_, _>>()?;
+    Ok(list.iter().filter(|(v, phase, _)| *phase == Contract && !applied.contains(v)).map(|(v, _, _)| *v).collect())
 }
 
 /// Splits a script into statements (on `;` at line ends), dropping comments.
@@ -113,8 +234,9 @@ mod tests {
         let s = statements("-- c\nCREATE TABLE a (x INTEGER); -- t\nCREATE INDEX i ON a (x)\n  WHERE x > 1;\n");
         assert_eq!(s.len(), 2);
         assert!(s[1].contains("WHERE x > 1;"));
-        assert!(statements(SQLITE[0].1).len() > 10);
-        assert_eq!(statements(SQLITE[0].1).len(), statements(POSTGRES[0].1).len());
+        let (Script(lite), Script(pg)) = (SQLITE[0].2, POSTGRES[0].2) else { panic!("0001 is a script") };
+        assert!(statements(lite).len() > 10);
+        assert_eq!(statements(lite).len(), statements(pg).len());
     }
 
     /// What a schema says, in terms both backends share: each table's columns (type

@@ -201,10 +201,13 @@ impl Db {
             // restart, an administrator's `pg_terminate_backend`) is found out by the
             // first statement sent on it instead, and a read or a `BEGIN` that meets a
             // lost connection goes out again on another (`on_live_connection`).
+            // A connection made before a migration changed the columns its cached
+            // statements answer with is retired as it is handed out (`stale_statements`).
             let pool = PgPoolOptions::new()
                 .max_connections(options.max_connections.max(2))
                 .acquire_timeout(Duration::from_secs(30))
                 .test_before_acquire(false)
+                .before_acquire(|_, meta| Box::pin(async move { Ok(!made_before_statements_went_stale(meta.age)) }))
                 .connect_with(connect)
                 .await?;
             return Ok(Self::Postgres(pool));
@@ -389,7 +392,16 @@ async fn read_on_live_connection(
 /// its session: an administrator's `pg_terminate_backend`, a shutdown or a restart; or
 /// the socket broke), so that nothing a read or a `BEGIN` asked for happened and it may
 /// go out again on another connection.
+///
+/// A connection whose cached statements no longer match the schema counts as lost too:
+/// a migration changed the columns a prepared statement answers with (0015's swap
+/// changes text columns' collation under running hosts), and PostgreSQL refuses to run
+/// it again (`cached plan must not change result type`). Every connection made before
+/// is retired as it is next handed out, and the statement goes out again on a new one.
 pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
+    if retire_if_stale(e) {
+        return true;
+    }
     match e {
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
@@ -400,6 +412,42 @@ pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
         sqlx::Error::Io(_) | sqlx::Error::Protocol(_) => true,
         _ => false,
     }
+}
+
+/// Whether `e` is PostgreSQL refusing a prepared statement whose result columns changed
+/// (nothing the statement's transaction wrote committed); if so, every connection made
+/// until now is retired as it is next handed out.
+pub(crate) fn retire_if_stale(e: &sqlx::Error) -> bool {
+    let stale = e.as_database_error().is_some_and(|db| {
+        db.code().as_deref() == Some("0A000") && db.message().contains("cached plan must not change result type")
+    });
+    if stale {
+        STATEMENTS_STALE_SINCE
+            .store(micros_since_origin(std::time::Instant::now()), std::sync::atomic::Ordering::Release);
+    }
+    stale
+}
+
+/// When a connection last met stale statements, in microseconds after [`ORIGIN`] (0:
+/// never): connections made before then are retired.
+static STATEMENTS_STALE_SINCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// This process's reference instant for [`STATEMENTS_STALE_SINCE`].
+static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+fn micros_since_origin(at: std::time::Instant) -> u64 {
+    let origin = *ORIGIN.get_or_init(std::time::Instant::now);
+    u64::try_from(at.saturating_duration_since(origin).as_micros()).unwrap_or(u64::MAX).max(1)
+}
+
+/// Whether a connection `age` old was made before its statements went stale.
+fn made_before_statements_went_stale(age: Duration) -> bool {
+    let stale = STATEMENTS_STALE_SINCE.load(std::sync::atomic::Ordering::Acquire);
+    if stale == 0 {
+        return false;
+    }
+    let made = std::time::Instant::now().checked_sub(age).map_or(0, micros_since_origin);
+    made < stale
 }
 
 /// A transaction on either backend, or PostgreSQL statements outside one.
