@@ -433,3 +433,101 @@ async fn migrations_run_beside_a_host_that_keeps_claiming_and_committing() {
         sqlx::query_scalar("SELECT count(*) FROM jobs WHERE id LIKE 'bulk-%'").fetch_one(&db).await.expect("jobs");
     assert_eq!(bulk, 100_000, "every job kept");
 }
+
+/// docs/operations.md's runbook, end to end: three hosts of the previous build (pinned to
+/// format 1) rolled one by one to this build while jobs run (some checkpointing through
+/// slices as their hosts stop), one of them rolled back and forward again before the
+/// finalize, then the gate moved and the contract steps run; every job final once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_upgrade_of_three_hosts_follows_the_runbook() {
+    let rolling = &mut Rolling::new().await;
+    let mut hosts: Vec<(String, Served)> =
+        (1..=3).map(|i| (format!("h{i}-old"), rolling.host(&format!("h{i}-old"), true, &[]))).collect();
+    rolling.token = hosts[0].1.tenant("acme");
+    let scripted = spindle_tests::guest_path("scripted");
+    let ran = hosts[0].1.cli(Some(&rolling.token), &["deploy", "scripted", scripted.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "deploy: {}", ran.stderr);
+    let operator = hosts[0].1.operator.clone();
+    let mut ordinary = Vec::new();
+    let mut sliced = Vec::new();
+
+    // Step 2 for each host; the second is rolled back, then forward again.
+    for (from, to) in [
+        ("h1-old", ("h1-new", false)),
+        ("h2-old", ("h2-new", false)),
+        ("h2-new", ("h2-old", true)),
+        ("h2-old", ("h2-new", false)),
+        ("h3-old", ("h3-new", false)),
+    ] {
+        let refs: Vec<&Served> = hosts.iter().map(|(_, h)| h).collect();
+        ordinary.extend(rolling.load(&refs, 30).await);
+        sliced.push(rolling.submit(refs[0], json!({ "first": "more:20" })).await);
+        let (to, pinned) = to;
+        hosts.push((to.to_owned(), rolling.host(to, pinned, &[])));
+        let i = hosts.iter().position(|(id, _)| id == from).expect("the host to stop");
+        let (_, old) = hosts.remove(i);
+        let (code, _) = old.terminate();
+        assert_eq!(code, 0, "{from} stops cleanly");
+    }
+    let hosts: Vec<Served> = hosts.into_iter().map(|(_, h)| h).collect();
+
+    // Step 3: only the new build is live.
+    let list = hosts[0].cli(Some(&operator), &["hosts", "--json"]).json();
+    let live: Vec<(String, Value)> = list["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .filter(|h| h["live"] == true)
+        .map(|h| (h["id"].as_str().unwrap_or_default().to_owned(), h["reads"].clone()))
+        .collect();
+    assert_eq!(live.len(), 3, "{list}");
+    assert!(live.iter().all(|(id, reads)| id.ends_with("-new") && *reads == json!([1, 2])), "{list}");
+    assert_eq!(list["gate"]["format"], 1, "the gate has not moved yet");
+
+    // Steps 4 and 5.
+    let moved = hosts[0].cli(Some(&operator), &["upgrade", "finalize", "--json"]);
+    assert_eq!(moved.code, 0, "{}", moved.stderr);
+    let contract = std::process::Command::new(spindle_tests::spindle_bin())
+        .args(["migrate", "--contract", "--database-url", &rolling.database])
+        .output()
+        .expect("spindle migrate");
+    assert!(contract.status.success(), "{}", String::from_utf8_lossy(&contract.stderr));
+    assert!(String::from_utf8_lossy(&contract.stdout).contains("contract steps: 1 run"));
+
+    let refs: Vec<&Served> = hosts.iter().collect();
+    ordinary.extend(rolling.load(&refs, 40).await);
+    rolling.wait_final(&hosts[0], &ordinary).await;
+    rolling.wait_final(&hosts[0], &sliced).await;
+    rolling.assert_exactly_once(&ordinary).await;
+    for id in &sliced {
+        let (_, job) = rolling.get(&hosts[0], &format!("/v1/jobs/{id}"), &rolling.token).await;
+        assert_eq!(job["state"], "succeeded", "{job}");
+    }
+}
+
+/// A host started with `--drain` serves the API and claims nothing: a job submitted
+/// through it waits until a host that is not draining runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_draining_host_claims_nothing() {
+    let rolling = &mut Rolling::new().await;
+    let draining = rolling.host("draining", false, &["--drain"]);
+    rolling.token = draining.tenant("acme");
+    let scripted = spindle_tests::guest_path("scripted");
+    let ran = draining.cli(Some(&rolling.token), &["deploy", "scripted", scripted.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "deploy: {}", ran.stderr);
+    let (_, health) = rolling.get(&draining, "/v1/health", "").await;
+    assert_eq!((health["status"].as_str(), health["draining"].as_bool()), (Some("ok"), Some(true)), "{health}");
+    let jobs = rolling.load(&[&draining], 5).await;
+    let listed = draining.cli(Some(&draining.operator), &["hosts", "--json"]).json();
+    assert_eq!(listed["hosts"][0]["draining"], true, "{listed}");
+    let (_, job) = rolling.get(&draining, &format!("/v1/jobs/{}", jobs[0]), &rolling.token).await;
+    assert_eq!(job["state"], "pending", "{job}");
+
+    let worker = rolling.host("worker", false, &[]);
+    rolling.wait_final(&worker, &jobs).await;
+    rolling.assert_exactly_once(&jobs).await;
+    let metrics = rolling.http.get(format!("{}/metrics", draining.url)).bearer_auth(&draining.operator).send().await;
+    let metrics = metrics.expect("metrics").text().await.expect("text");
+    assert!(metrics.contains("spindle_claimed_jobs_total 0\n"), "the draining host claimed:\n{metrics}");
+    assert!(metrics.contains("spindle_host_draining 1"), "{metrics}");
+}

@@ -242,3 +242,98 @@ impl HostStore for SqlStore {
         Ok(Ok((from, to)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use spindle_core::upgrade::{self, NEWEST};
+
+    use super::*;
+    use crate::store::schema::Phase;
+    use crate::store::sql::Backend;
+    use crate::store::test_db::fresh;
+
+    fn host(id: &str, formats: Formats, at: i64) -> HostRow {
+        HostRow {
+            id: id.into(),
+            build: "spindle test".into(),
+            formats,
+            contracts: vec!["0.1.0".into(), "0.2.0".into()],
+            draining: false,
+            started_at: Timestamp::from_micros(at),
+            heartbeat_at: Timestamp::from_micros(at),
+            expires_at: Timestamp::from_micros(at + 60_000_000),
+        }
+    }
+
+    async fn join(store: &SqlStore, row: &HostRow) -> Gated<Format> {
+        let formats = row.formats.clone();
+        store.announce(row, &|recorded| upgrade::join(recorded, &formats)).await.expect("announce")
+    }
+
+    async fn finalize(store: &SqlStore, at: i64) -> Gated<(Format, Format)> {
+        store
+            .move_gate(Timestamp::from_micros(at), "operator", &|from, live| upgrade::finalize(from, live))
+            .await
+            .expect("move the gate")
+    }
+
+    /// The gate's rules as the store keeps them, on both backends: the first host sets
+    /// it, a host that cannot read it is refused and writes nothing, and it moves only
+    /// once no live host holds it back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_gate_admits_refuses_and_moves_as_the_core_decides() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let Some(test) = fresh(backend).await else { return };
+            let store = SqlStore::on(test.db.clone());
+            store.migrate(&[Phase::Expand, Phase::Contract]).await.expect("migrate");
+            assert_eq!(store.gate().await.expect("gate"), None, "{backend:?}: no host joined");
+            let old = host("old", Formats::pinned(1).expect("format 1"), 1_000);
+            assert_eq!(join(&store, &old).await, Ok(1), "{backend:?}: the first host sets the gate");
+            let new = host("new", Formats::this_build(), 2_000);
+            assert_eq!(join(&store, &new).await, Ok(1), "{backend:?}: a newer build writes the old format");
+            assert!(
+                matches!(finalize(&store, 3_000).await, Err(GateRefusal::NothingToFinalize { .. })),
+                "{backend:?}: the old host holds the gate"
+            );
+            // The old host's row expires (it was killed): the gate moves.
+            assert_eq!(finalize(&store, 60_001_500).await, Ok((1, NEWEST)), "{backend:?}");
+            let gate = store.gate().await.expect("gate").expect("a gate");
+            assert_eq!((gate.format, gate.moved_by.as_str()), (NEWEST, "operator"));
+            // An old build now is refused, and its row is not written.
+            let late = host("late", Formats::pinned(1).expect("format 1"), 4_000);
+            assert!(matches!(join(&store, &late).await, Err(GateRefusal::CannotRead { database: 2, .. })));
+            let listed = store.hosts().await.expect("hosts");
+            let ids: Vec<&str> = listed.iter().map(|h| h.id.as_str()).collect();
+            assert_eq!(ids, ["new", "old"], "{backend:?}: the expired row stays until it leaves");
+            assert_eq!(listed[0], new, "{backend:?}: read back as written");
+            store.leave("old").await.expect("leave");
+            assert_eq!(store.hosts().await.expect("hosts").len(), 1, "{backend:?}");
+            test.drop().await;
+        }
+    }
+
+    /// Hosts that start together on a fresh database agree on one format.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn hosts_joining_at_once_agree_on_the_format() {
+        let Some(test) = fresh(Backend::Postgres).await else { return };
+        let store = SqlStore::on(test.db.clone());
+        store.migrate(&[Phase::Expand]).await.expect("migrate");
+        let joins = (0..8).map(|i| {
+            let store = store.clone();
+            async move {
+                let formats = if i % 2 == 0 { Formats::pinned(1).expect("1") } else { Formats::this_build() };
+                join(&store, &host(&format!("h{i}"), formats, 1_000)).await
+            }
+        });
+        let answers = futures_util::future::join_all(joins).await;
+        let gate = store.gate().await.expect("gate").expect("set").format;
+        for (i, answer) in answers.iter().enumerate() {
+            match answer {
+                Ok(format) => assert_eq!(*format, gate, "h{i}"),
+                Err(GateRefusal::CannotRead { database, .. }) => assert_eq!(*database, gate, "h{i}"),
+                Err(other) => panic!("h{i}: {other}"),
+            }
+        }
+        test.drop().await;
+    }
+}

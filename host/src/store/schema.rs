@@ -510,6 +510,45 @@ mod tests {
         test.drop().await;
     }
 
+    /// An embedded host upgraded in place: a migration that fails part-way (here, a table
+    /// it creates is already there) leaves the file as it was, every job kept, and the
+    /// next start with the obstacle gone applies it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_sqlite_migration_leaves_the_file_as_it_was() {
+        let Some(test) = fresh(Backend::Sqlite).await else { return };
+        migrate_to(&test.db, 12).await.expect("migrate to 12");
+        test.db
+            .execute("INSERT INTO tenants (id, name, created_at) VALUES ('t-1', 'acme', 0)", vec![])
+            .await
+            .expect("a tenant");
+        // Migration 13 creates `hosts`, then `storage_gate`: with the second already
+        // there, it fails after the first.
+        test.db.execute("CREATE TABLE storage_gate (x INTEGER)", vec![]).await.expect("an obstacle");
+        let versions = |db: Db| async move {
+            db.fetch("SELECT version FROM spindle_schema ORDER BY version", vec![], &[Ty::Int])
+                .await
+                .expect("versions")
+                .iter()
+                .map(|r| r.int(0, "test row").expect("a version"))
+                .collect::<Vec<i64>>()
+        };
+        let before = versions(test.db.clone()).await;
+        assert!(migrate(&test.db).await.is_err(), "the migration fails");
+        assert_eq!(versions(test.db.clone()).await, before, "no step recorded");
+        let hosts = test
+            .db
+            .fetch("SELECT count(*) FROM sqlite_master WHERE name = 'hosts'", vec![], &[Ty::Int])
+            .await
+            .expect("read");
+        assert_eq!(hosts[0].int(0, "test row").expect("count"), 0, "the table made before the failure is gone");
+        let tenants = test.db.fetch("SELECT name FROM tenants", vec![], &[Ty::Text]).await.expect("read");
+        assert_eq!(tenants.len(), 1, "the rows are kept");
+        test.db.execute("DROP TABLE storage_gate", vec![]).await.expect("the obstacle gone");
+        migrate(&test.db).await.expect("migrate");
+        assert_eq!(versions(test.db.clone()).await.last(), SQLITE.last().map(|(v, _, _)| v));
+        test.drop().await;
+    }
+
     /// Rows written before the queue moved into the machine read as they were: the
     /// migration copies the stored queue column into it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
