@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use spindle::sqlx::{self, PgPool};
+use spindle::store::JobStore;
+use spindle::store::schema::Phase;
 use spindle_tests::served::Served;
 
 /// Longest any wait here may take.
@@ -239,7 +241,13 @@ async fn hosts_of_two_builds_share_a_database_through_the_gate_and_an_old_build_
     rolling.wait_final(&new, &probes).await;
     rolling.assert_exactly_once(&ordinary).await;
 
-    // An old build started now refuses, says why, and writes nothing.
+    // An old build started now refuses, says why, and writes nothing. (First the new
+    // host's after-commit effects, which add history, run out.)
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while rolling.count("SELECT count(*) FROM outbox").await > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the outbox never drained");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let before = rolling.snapshot().await;
     let late = rolling.host("late-old", true, &[]);
     let (_, health) = rolling.get(&late, "/v1/health", "").await;
@@ -285,18 +293,12 @@ async fn with_the_gate_bypassed_the_old_build_misreads_claims() {
     rolling.wait_final(&new, &probes).await;
 }
 
-/// The schema's steps that can run beside a host (0015's online collation change, 0016,
-/// 0017, and 0015's swap, the one contract step) run while a host keeps claiming and
-/// committing on a table of 100,000 jobs, and no statement of that host waits on a lock
-/// for longer than the steps' lock timeout and their own few milliseconds. (Steps 1-14
-/// create the tables a host needs: none can run before them.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn migrations_run_beside_a_host_that_keeps_claiming_and_committing() {
-    use spindle::store::schema::Phase;
-    use spindle::store::{Backend, JobStore};
-    use spindle_tests::harness::Harness;
-
-    let h = Harness::new(Backend::Postgres).await;
+/// A database as a host of the build before 0015 left it (0015, 0016, 0017 and the swap
+/// undone, on its empty tables), then a host's engine (its dispatcher running) with
+/// 100,000 finished jobs, their steps and history.
+async fn before_0015_with_100_000_jobs(
+    h: &spindle_tests::harness::Harness,
+) -> (PgPool, std::sync::Arc<spindle::engine::Engine>, spindle::dispatcher::Dispatcher) {
     let db = PgPool::connect(&h.url).await.expect("connect");
     // The database as a host of the build before 0015 left it: 0015, 0016, 0017 and the
     // swap undone (on empty tables, at once).
@@ -348,6 +350,18 @@ async fn migrations_run_beside_a_host_that_keeps_claiming_and_committing() {
     }
     sqlx::raw_sql("ANALYZE").execute(&db).await.expect("analyze");
     assert!(h.store.job(seed).await.expect("read").is_some());
+    (db, engine, dispatcher)
+}
+
+/// The schema's steps that can run beside a host (0015's online collation change, 0016,
+/// 0017, and 0015's swap, the one contract step) run while a host keeps claiming and
+/// committing on a table of 100,000 jobs, and no statement of that host waits on a lock
+/// for longer than the steps' lock timeout and their own few milliseconds. (Steps 1-14
+/// create the tables a host needs: none can run before them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn migrations_run_beside_a_host_that_keeps_claiming_and_committing() {
+    let h = spindle_tests::harness::Harness::new(spindle::store::Backend::Postgres).await;
+    let (db, engine, dispatcher) = before_0015_with_100_000_jobs(&h).await;
 
     // The host keeps claiming and committing: jobs submitted one after another, each
     // awaited, until the migration is done.
@@ -530,4 +544,60 @@ async fn a_draining_host_claims_nothing() {
     let metrics = metrics.expect("metrics").text().await.expect("text");
     assert!(metrics.contains("spindle_claimed_jobs_total 0\n"), "the draining host claimed:\n{metrics}");
     assert!(metrics.contains("spindle_host_draining 1"), "{metrics}");
+}
+
+/// The migrating host dies while it builds a twin index concurrently (its session ended
+/// as a SIGKILL ends it): the build leaves an invalid index, the schema is otherwise as
+/// it was, and the next run drops it, builds it again and finishes; the swap then
+/// completes, every job kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_migration_killed_while_it_builds_an_index_concurrently_finishes_on_the_next_run() {
+    let h = spindle_tests::harness::Harness::new(spindle::store::Backend::Postgres).await;
+    let (db, _engine, dispatcher) = before_0015_with_100_000_jobs(&h).await;
+    let migrating = {
+        let store = h.store.clone();
+        tokio::spawn(async move { store.migrate(&[Phase::Expand]).await })
+    };
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let killed = loop {
+        let killed: Option<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() \
+             AND query ILIKE 'CREATE%INDEX CONCURRENTLY%' AND state = 'active' LIMIT 1",
+        )
+        .fetch_optional(&db)
+        .await
+        .expect("look for the build");
+        if let Some(killed) = killed {
+            break killed;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no concurrent build seen");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    assert!(killed, "the migrating session ended");
+    assert!(migrating.await.expect("the migration task").is_err(), "the migration failed with its session");
+    let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM spindle_schema WHERE version >= 15")
+        .fetch_all(&db)
+        .await
+        .expect("read");
+    assert_eq!(versions, Vec::<i64>::new(), "no step after 14 recorded");
+
+    let ran = h.store.migrate(&[Phase::Expand, Phase::Contract]).await.expect("the next run");
+    assert_eq!(ran, 4, "0015's twins, 0016, 0017 and the swap");
+    let invalid: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid \
+         JOIN pg_namespace s ON s.oid = i.relnamespace WHERE s.nspname = current_schema() AND NOT x.indisvalid",
+    )
+    .fetch_one(&db)
+    .await
+    .expect("indexes");
+    assert_eq!(invalid, 0, "no invalid index left");
+    let twins: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_class WHERE relname LIKE '%\\_bytewise'")
+        .fetch_one(&db)
+        .await
+        .expect("twins");
+    assert_eq!(twins, 0);
+    let bulk: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE id LIKE 'bulk-%'").fetch_one(&db).await.expect("jobs");
+    assert_eq!(bulk, 100_000, "every job kept");
+    dispatcher.shutdown(Duration::from_secs(5)).await;
 }
