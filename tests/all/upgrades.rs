@@ -429,23 +429,7 @@ async fn migrations_run_beside_a_host_that_keeps_claiming_and_committing() {
     assert!(committed > 0, "the host kept committing while the schema changed");
     assert!(longest < 0.5, "a statement of the host waited {longest:.3} s on the migration's locks");
 
-    // The schema is what a fresh database's is: byte order everywhere, no twin left over.
-    let other: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() \
-         AND data_type = 'text' AND collation_name IS DISTINCT FROM 'C' AND table_name <> 'spindle_schema'",
-    )
-    .fetch_one(&db)
-    .await
-    .expect("collations");
-    assert_eq!(other, 0, "every text column in byte order");
-    let twins: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_class WHERE relname LIKE '%\\_bytewise'")
-        .fetch_one(&db)
-        .await
-        .expect("twins");
-    assert_eq!(twins, 0, "every twin took its index's name");
-    let bulk: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE id LIKE 'bulk-%'").fetch_one(&db).await.expect("jobs");
-    assert_eq!(bulk, 100_000, "every job kept");
+    assert_migrated_keeping_every_job(&db).await;
 }
 
 /// docs/operations.md's runbook, end to end: three hosts of the previous build (pinned to
@@ -583,21 +567,27 @@ async fn a_migration_killed_while_it_builds_an_index_concurrently_finishes_on_th
 
     let ran = h.store.migrate(&[Phase::Expand, Phase::Contract]).await.expect("the next run");
     assert_eq!(ran, 4, "0015's twins, 0016, 0017 and the swap");
-    let invalid: i64 = sqlx::query_scalar(
+    assert_migrated_keeping_every_job(&db).await;
+    dispatcher.shutdown(Duration::from_secs(5)).await;
+}
+
+/// The schema is what a fresh database's is (byte order everywhere, no twin left over,
+/// no invalid index), and the 100,000 jobs are all there.
+async fn assert_migrated_keeping_every_job(db: &PgPool) {
+    let count = |sql: &'static str| async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(db).await.expect(sql) };
+    let other = count(
+        "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() \
+         AND data_type = 'text' AND collation_name IS DISTINCT FROM 'C' AND table_name <> 'spindle_schema'",
+    )
+    .await;
+    assert_eq!(other, 0, "every text column in byte order");
+    let twins = count("SELECT count(*) FROM pg_class WHERE relname LIKE '%\\_bytewise'").await;
+    assert_eq!(twins, 0, "every twin took its index's name");
+    let invalid = count(
         "SELECT count(*) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid \
          JOIN pg_namespace s ON s.oid = i.relnamespace WHERE s.nspname = current_schema() AND NOT x.indisvalid",
     )
-    .fetch_one(&db)
-    .await
-    .expect("indexes");
+    .await;
     assert_eq!(invalid, 0, "no invalid index left");
-    let twins: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_class WHERE relname LIKE '%\\_bytewise'")
-        .fetch_one(&db)
-        .await
-        .expect("twins");
-    assert_eq!(twins, 0);
-    let bulk: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE id LIKE 'bulk-%'").fetch_one(&db).await.expect("jobs");
-    assert_eq!(bulk, 100_000, "every job kept");
-    dispatcher.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(count("SELECT count(*) FROM jobs WHERE id LIKE 'bulk-%'").await, 100_000, "every job kept");
 }

@@ -140,6 +140,21 @@ async fn table_exists(conn: &mut PgConnection, table: &str) -> Result<bool, Stor
     .await?)
 }
 
+/// The tables of [`TABLES`] that exist and have text columns not in byte order, with
+/// those columns.
+async fn to_move(conn: &mut PgConnection) -> Result<Vec<(String, Vec<String>)>, StoreError> {
+    let mut found = Vec::new();
+    for table in TABLES {
+        if table_exists(conn, table).await? {
+            let text = columns(conn, table).await?;
+            if !text.is_empty() {
+                found.push(((*table).to_owned(), text));
+            }
+        }
+    }
+    Ok(found)
+}
+
 fn alter_columns(table: &str, columns: &[String]) -> String {
     let changes: Vec<String> =
         columns.iter().map(|c| format!("ALTER COLUMN {} TYPE TEXT COLLATE \"C\"", quote(c))).collect();
@@ -149,14 +164,8 @@ fn alter_columns(table: &str, columns: &[String]) -> String {
 /// The expand step: twins built concurrently beside the indexes of every non-empty
 /// table; empty tables altered at once.
 pub(super) async fn expand(conn: &mut PgConnection) -> Result<(), StoreError> {
-    for table in TABLES {
-        if !table_exists(conn, table).await? {
-            continue;
-        }
-        let text = columns(conn, table).await?;
-        if text.is_empty() {
-            continue;
-        }
+    for (table, text) in to_move(conn).await? {
+        let table = table.as_str();
         if is_empty(conn, table).await? {
             locked(conn, &[alter_columns(table, &text)]).await?;
             continue;
@@ -203,14 +212,8 @@ async fn build_twin(conn: &mut PgConnection, table: &str, index: &Index) -> Resu
 
 /// The contract step: each table's swap, in a short transaction of its own.
 pub(super) async fn swap(conn: &mut PgConnection) -> Result<(), StoreError> {
-    for table in TABLES {
-        if !table_exists(conn, table).await? {
-            continue;
-        }
-        let text = columns(conn, table).await?;
-        if text.is_empty() {
-            continue;
-        }
+    for (table, text) in to_move(conn).await? {
+        let table = table.as_str();
         let indexes = indexes(conn, table, &text).await?;
         for index in &indexes {
             // A twin the expand step did not build (a table that filled up since).
