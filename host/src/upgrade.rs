@@ -62,9 +62,11 @@ impl Gate {
         u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// An announcement was admitted at `format`, holding for `lifetime`.
-    pub fn admitted(&self, format: Format, lifetime: Duration) {
-        let until = self.elapsed_ms().saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
+    /// An announcement sent at `sent` was admitted at `format`, holding for `lifetime`
+    /// from when it was sent (never longer than the row other hosts read says).
+    pub fn admitted(&self, format: Format, sent: Instant, lifetime: Duration) {
+        let sent_ms = u64::try_from(sent.saturating_duration_since(self.origin).as_millis()).unwrap_or(u64::MAX);
+        let until = sent_ms.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
         self.format.store(format, Ordering::Release);
         self.valid_until.store(until, Ordering::Release);
         if let Ok(mut refusal) = self.refusal.lock() {
@@ -138,5 +140,45 @@ impl Announcer {
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use spindle_core::upgrade::{ClaimRecord, Formats};
+
+    use super::*;
+
+    #[test]
+    fn an_engine_that_never_announces_writes_its_newest_format() {
+        let gate = Gate::unannounced(Formats::this_build());
+        assert_eq!(gate.check(), Ok(2));
+        assert_eq!(gate.claim_record(), Some(ClaimRecord::JobAlone));
+        let pinned = Gate::unannounced(Formats::pinned(1).expect("format 1"));
+        assert_eq!(pinned.claim_record(), Some(ClaimRecord::JobAndStep));
+    }
+
+    #[test]
+    fn a_refused_host_may_not_write_until_it_is_admitted_again() {
+        let gate = Gate::unannounced(Formats::pinned(1).expect("format 1"));
+        let refusal = spindle_core::upgrade::join(Some(2), gate.formats()).expect_err("refused");
+        gate.refused(&refusal);
+        let said = gate.check().expect_err("refusing");
+        assert!(said.contains("storage format is 2"), "{said}");
+        assert_eq!(gate.claim_record(), None, "no claim while refused");
+        let status = gate.status();
+        assert_eq!((status.writing, status.refusal.is_some()), (None, true));
+        gate.admitted(1, Instant::now(), Duration::from_secs(60));
+        assert_eq!(gate.check(), Ok(1));
+        assert_eq!(gate.status().refusal, None);
+    }
+
+    #[test]
+    fn an_admission_not_renewed_within_its_lifetime_stops_the_host() {
+        let gate = Gate::unannounced(Formats::this_build());
+        gate.admitted(2, Instant::now(), Duration::ZERO);
+        let said = gate.check().expect_err("lapsed");
+        assert!(said.contains("could not renew its announcement"), "{said}");
+        assert_eq!(gate.claim_record(), None);
     }
 }

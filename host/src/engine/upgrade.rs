@@ -24,6 +24,7 @@ impl Engine {
         &self,
         started_at: spindle_core::Timestamp,
     ) -> Result<Result<Format, String>, EngineError> {
+        let sent = std::time::Instant::now();
         let now = self.now();
         let ttl = self.config.lease_ttl;
         let host = HostRow {
@@ -40,7 +41,7 @@ impl Engine {
         match self.store.announce(&host, &|recorded| upgrade::join(recorded, &formats)).await? {
             Ok(format) => {
                 let was = self.gate.check().ok();
-                self.gate.admitted(format, ttl);
+                self.gate.admitted(format, sent, ttl);
                 if was != Some(format) {
                     tracing::info!(format, build = %formats, "storage format gate: this host writes format {format}");
                     // Claims held back while refused may go now.
