@@ -109,6 +109,7 @@ pub struct Host {
     pruner: tokio::sync::Mutex<Option<Pruner>>,
     scheduler: tokio::sync::Mutex<Option<crate::scheduler::Scheduler>>,
     announcer: tokio::sync::Mutex<Option<crate::upgrade::Announcer>>,
+    admission: tokio::sync::Mutex<Option<crate::admission::Admission>>,
     started_at: spindle_core::Timestamp,
     config: HostConfig,
 }
@@ -185,6 +186,7 @@ impl Host {
             scheduler: tokio::sync::Mutex::new(None),
             pruner: tokio::sync::Mutex::new(None),
             announcer: tokio::sync::Mutex::new(None),
+            admission: tokio::sync::Mutex::new(None),
             started_at,
             config,
         })
@@ -213,6 +215,10 @@ impl Host {
         if scheduler.is_none() {
             *scheduler = Some(crate::scheduler::Scheduler::start(self.engine.clone()));
         }
+        let mut admission = self.admission.lock().await;
+        if admission.is_none() {
+            *admission = crate::admission::Admission::start(self.engine.clone());
+        }
         let mut announcer = self.announcer.lock().await;
         if announcer.is_none() {
             *announcer = Some(crate::upgrade::Announcer::start(self.engine.clone(), self.started_at));
@@ -230,6 +236,9 @@ impl Host {
         }
         if let Some(scheduler) = self.scheduler.lock().await.take() {
             scheduler.stop().await;
+        }
+        if let Some(admission) = self.admission.lock().await.take() {
+            admission.stop().await;
         }
         if let Some(dispatcher) = self.dispatcher.lock().await.take() {
             dispatcher.shutdown(grace).await;

@@ -8,6 +8,7 @@
 //! - [`slots`]: the host's slots as tenants hold them (who is over its share).
 //! - [`registry`]: deployed components and kind versions.
 //! - [`capabilities`]: what a step may reach outward (deployments, rules, sealed secrets).
+//! - [`admission`]: admits jobs applications submitted in their own PostgreSQL transactions.
 //! - [`reconciler`]: settles silent jobs from execution evidence.
 //! - [`pruner`]: deletes finished jobs past their retention.
 //! - [`failpoints`]: named points where a crash test stops the host to kill it there.
@@ -19,6 +20,7 @@
 //! The `spindle` command is the `spindle-cli` crate (`host/cli`); the benchmark harness
 //! and the demo are `spindle-bench` (`host/bench`).
 
+pub mod admission;
 pub mod api;
 pub mod capabilities;
 pub mod clock;

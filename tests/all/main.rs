@@ -39,6 +39,7 @@ mod reconciler;
 mod run_control;
 mod sandbox;
 mod scale_out;
+mod sql_door;
 mod traces;
 mod typed_inputs;
 mod upgrades;

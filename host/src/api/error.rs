@@ -296,6 +296,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Duplicate(what) => Self::new(ErrorCode::AlreadyExists, format!("{what} already exists")),
             StoreError::NotFound(what) => Self::new(ErrorCode::NotFound, format!("no such {what}")),
+            StoreError::Unsupported(what) => Self::new(ErrorCode::InvalidRequest, what),
             StoreError::QuotaExceeded(refusal) => {
                 Self::quota(refusal.quota.as_str(), refusal.message, Some(refusal.retry_after))
             }

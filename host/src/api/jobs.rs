@@ -131,7 +131,14 @@ pub(super) async fn get_job(
     Path(id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
     let id = job_id(&id)?;
-    let record = state.host.engine.operations().job(&tenant, id).await?;
+    let (id, record) = match state.host.engine.operations().job(&tenant, id).await {
+        // An id `spindle.submit` answered: the job it made, or why there is none.
+        Err(crate::engine::EngineError::NotFound) => {
+            let job = submitted_job(&state, &tenant, &id.to_string()).await?;
+            (job, state.host.engine.operations().job(&tenant, job).await?)
+        }
+        other => (id, other?),
+    };
     let history = state.host.engine.operations().history(&tenant, id).await?;
     let calls = state.host.engine.operations().job_calls(&tenant, id).await?;
     let logs = state.host.engine.operations().job_logs(&tenant, id, None, i64::MAX, 1).await?;
@@ -140,6 +147,33 @@ pub(super) async fn get_job(
     view.actions = Some(actions(&state.host.engine.operations().actions(&record)));
     view.logs_capped = Some(logs.dropped > 0);
     Ok(Json(view))
+}
+
+/// The job a SQL submission made, or the answer `POST /v1/jobs` would have given it
+/// (its refusal), or `not-found` (no such submission, or not admitted yet).
+async fn submitted_job(state: &ApiState, tenant: &TenantId, id: &str) -> Result<JobId, ApiError> {
+    use super::ErrorCode;
+    use crate::engine::{EngineError, SqlVerdict};
+    let submission = state.host.engine.submission().sql_submission(tenant, id).await?;
+    match submission.verdict {
+        SqlVerdict::Admitted(job) => Ok(job),
+        SqlVerdict::Queued => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("submission {id} is committed but not admitted yet (GET /v1/submissions/{id})"),
+        )),
+        SqlVerdict::Refused { code, message, violations } => {
+            let violations = violations.as_deref().and_then(|v| serde_json::from_str(v).ok());
+            Err(match (code.as_str(), violations) {
+                ("invalid-input", Some(violations)) => {
+                    EngineError::InvalidInput { kind: submission.kind, index: None, violations }.into()
+                }
+                _ => ApiError::new(
+                    ErrorCode::ALL.into_iter().find(|c| c.as_str() == code).unwrap_or(ErrorCode::InvalidRequest),
+                    format!("submission {id} was refused: {message}"),
+                ),
+            })
+        }
+    }
 }
 
 /// The checks as the API shows them.

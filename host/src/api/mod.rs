@@ -26,6 +26,7 @@ mod openapi;
 mod outbound;
 mod queues;
 pub mod server;
+mod submissions;
 mod tenants;
 pub mod time;
 mod tokens;
@@ -136,6 +137,8 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(alerts::alerts))
         .routes(routes!(hosts::list_hosts))
         .routes(routes!(hosts::finalize))
+        .routes(routes!(submissions::get_submission))
+        .routes(routes!(submissions::grant_sql_role))
         .routes(routes!(control::cancel))
         .routes(routes!(control::pause))
         .routes(routes!(control::resume))

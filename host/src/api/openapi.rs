@@ -173,6 +173,8 @@ mod tests {
         ("delete", "/v1/leases/{key}"),
         ("get", "/v1/hosts"),
         ("post", "/v1/upgrade/finalize"),
+        ("get", "/v1/submissions/{id}"),
+        ("put", "/v1/tenants/{name}/sql-roles/{role}"),
     ];
 
     const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];

@@ -13,6 +13,7 @@
 //! - `supervisor` renews a running step's claim on heartbeats; `hooks` runs failure
 //!   effects and the outbox; `recovery` rescues lapsed claims and promotes due jobs.
 
+mod admission;
 mod breakers;
 mod capacity;
 mod commands;
@@ -55,9 +56,10 @@ use crate::store::Storage;
 /// them through the engine, its one door to the store.
 pub use crate::store::{
     Alert, DeployRecord, DeployState, HistoryEntry, Inserted, JobFilter, JobLogs, JobRecord, KindEntry, KindVersion,
-    LiveCount, LogLine, Operation, QueueDepth, RecordedCall, Role, ScheduleRow, SecretInfo, StoreError, Tenant,
-    TenantId, TenantLimits, TokenInfo, Usage,
+    LiveCount, LogLine, Operation, QueueDepth, RecordedCall, Role, ScheduleRow, SecretInfo, SqlSubmission, SqlVerdict,
+    StoreError, Tenant, TenantId, TenantLimits, TokenInfo, Usage,
 };
+pub use admission::AdmissionPass;
 pub use breakers::{BreakerView, Breakers};
 pub use capacity::Capacity;
 pub use commands::{Command, CommandChecks};

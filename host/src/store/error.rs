@@ -21,6 +21,10 @@ pub enum StoreError {
     /// The transaction carrying the write was abandoned before it answered.
     #[error("interrupted: {0}")]
     Interrupted(String),
+    /// The request cannot be served by this store (a PostgreSQL-only feature on SQLite,
+    /// a malformed name): nothing was written.
+    #[error("{0}")]
+    Unsupported(String),
     /// A submission over one of its tenant's quotas: nothing was written.
     #[error("quota exceeded ({}): {}", .0.quota, .0.message)]
     QuotaExceeded(QuotaRefusal),

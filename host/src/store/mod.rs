@@ -19,6 +19,7 @@
 //! - [`capacity`]: tenants' limits and the facts of fair tags, quotas and running limits.
 //! - [`logs`]: each job's guest lines, capped; [`audit`]: bulk operations and alerts.
 //! - [`hosts`]: live hosts and the storage format gate (hosts of two builds on one database).
+//! - [`sql_submissions`]: jobs applications submit in their own PostgreSQL transactions.
 //!
 //! The files are layers, each importing only those before it ([`LAYERS`], checked by a
 //! test): `turns` and `error`; `values` (what crosses to the database) and [`sql`] (the
@@ -27,7 +28,8 @@
 //! expand and contract); `records` (the plain
 //! records everything above stores); `submissions` (concurrent submissions merged) and
 //! `handle` ([`SqlStore`]); `job_rows` (a job's rows); the domains that stand alone
-//! (tenants, audit, logs, outbound, outbox, registry, traces, hosts, capacity); `lease_keys`
+//! (tenants, audit, logs, outbound, outbox, registry, traces, hosts, sql_submissions,
+//! capacity); `lease_keys`
 //! and `inserts` (a write's lease keys and new jobs); `writes` (the version-checked
 //! write path and what it wakes); and on top the stores built on it: queue, leases,
 //! workflows, jobs. The store names nothing of the sandbox: what a step reports is
@@ -53,6 +55,7 @@ pub mod registry;
 mod rows;
 pub mod schema;
 pub mod sql;
+pub mod sql_submissions;
 mod submissions;
 pub mod tenants;
 #[cfg(test)]
@@ -81,6 +84,7 @@ pub use records::{
 };
 pub use registry::{DeployRecord, DeployState, KindEntry, KindVersion, RegistryStore};
 pub use sql::{Backend, ConnectOptions, SqliteSync};
+pub use sql_submissions::{SqlSubmission, SqlSubmissionStore, SqlVerdict};
 pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantStore, TokenInfo, token_id};
 pub use traces::TraceStore;
 pub use workflows::{ScheduleRow, WorkflowStore};
@@ -109,6 +113,7 @@ pub trait Storage:
     + AuditStore
     + TraceStore
     + HostStore
+    + SqlSubmissionStore
     + std::fmt::Debug
 {
     /// Which backend.
@@ -143,6 +148,7 @@ pub const LAYERS: &[&str] = &[
     "registry",
     "traces",
     "hosts",
+    "sql_submissions",
     "capacity",
     "lease_keys",
     "inserts",

@@ -66,6 +66,9 @@ pub trait QueueStore: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// Signals that other hosts made work ready.
     fn ready_signals(&self) -> ReadySignals;
+    /// Signals that an application submitted through SQL (`LISTEN spindle_submissions`);
+    /// never on SQLite, which has no such door.
+    fn sql_submission_signals(&self) -> ReadySignals;
 }
 
 /// "Work is ready" signals from writes this host's engine did not make or cannot see
@@ -75,6 +78,7 @@ pub trait QueueStore: Send + Sync {
 #[derive(Debug)]
 pub struct ReadySignals {
     pool: Option<sqlx::PgPool>,
+    channel: &'static str,
     listener: Option<sqlx::postgres::PgListener>,
     local: Option<tokio::sync::watch::Receiver<u64>>,
 }
@@ -94,7 +98,7 @@ impl ReadySignals {
         let Some(pool) = &self.pool else { return std::future::pending().await };
         loop {
             if self.listener.is_none() {
-                match listen(pool).await {
+                match listen(pool, self.channel).await {
                     Ok(listener) => self.listener = Some(listener),
                     Err(e) => {
                         tracing::warn!(error = %e, "LISTEN connection failed; retrying");
@@ -117,10 +121,13 @@ impl ReadySignals {
 }
 
 /// A listener on a pooled connection (one the server ended while pooled is passed over).
-pub(super) async fn listen(pool: &sqlx::PgPool) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
+pub(super) async fn listen(
+    pool: &sqlx::PgPool,
+    channel: &'static str,
+) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
     on_live_connection(pool, "LISTEN", || async {
         let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
-        listener.listen("spindle_ready").await?;
+        listener.listen(channel).await?;
         Ok(listener)
     })
     .await
@@ -448,8 +455,23 @@ impl QueueStore for SqlStore {
 
     fn ready_signals(&self) -> ReadySignals {
         match &self.db {
-            Db::Postgres(pool) => ReadySignals { pool: Some(pool.clone()), listener: None, local: None },
-            Db::Sqlite { turns, .. } => ReadySignals { pool: None, listener: None, local: Some(turns.ready_signals()) },
+            Db::Postgres(pool) => {
+                ReadySignals { pool: Some(pool.clone()), channel: "spindle_ready", listener: None, local: None }
+            }
+            Db::Sqlite { turns, .. } => ReadySignals {
+                pool: None,
+                channel: "spindle_ready",
+                listener: None,
+                local: Some(turns.ready_signals()),
+            },
         }
+    }
+
+    fn sql_submission_signals(&self) -> ReadySignals {
+        let pool = match &self.db {
+            Db::Postgres(pool) => Some(pool.clone()),
+            Db::Sqlite { .. } => None,
+        };
+        ReadySignals { pool, channel: "spindle_submissions", listener: None, local: None }
     }
 }

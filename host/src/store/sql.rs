@@ -800,7 +800,9 @@ mod tests {
         // As is the `LISTEN` that carries other hosts' ready signals.
         end_pooled_sessions(&test.db, &admin).await;
         let Db::Postgres(pool) = &test.db else { unreachable!("a PostgreSQL database") };
-        let mut listener = crate::store::queue::listen(pool).await.expect("LISTEN on a dead connection goes out again");
+        let mut listener = crate::store::queue::listen(pool, "spindle_ready")
+            .await
+            .expect("LISTEN on a dead connection goes out again");
         test.db.fetch("SELECT pg_notify('spindle_ready', '')::text", vec![], &[Ty::Text]).await.expect("notify");
         assert_eq!(listener.recv().await.expect("a signal").channel(), "spindle_ready");
         drop(listener);

@@ -5,7 +5,8 @@ use super::print::{self, emit};
 use super::remote::Client;
 use super::{empty_body, percent_encode, whole_secs};
 use spindle::api::views::{
-    BreakerStateView, CapacityView, NewTenant, Retention, TenantList, TenantOutbound, TenantToken, TenantView,
+    BreakerStateView, CapacityView, NewTenant, Retention, SqlRoleGranted, TenantList, TenantOutbound, TenantToken,
+    TenantView,
 };
 
 /// Tenant management.
@@ -78,6 +79,16 @@ pub enum TenantCommand {
         /// The kind.
         kind: String,
     },
+    /// Let a PostgreSQL role submit jobs as the tenant from its own transactions
+    /// (`SELECT spindle.submit(kind, input, options)`), and nothing else of Spindle's
+    /// schema (docs/clients.md).
+    GrantSql {
+        /// The tenant.
+        name: String,
+        /// The database role (it must exist).
+        #[arg(long)]
+        role: String,
+    },
     /// Set what a tenant's steps may reach, within the operator's `[outbound]` policy.
     Outbound {
         /// The tenant.
@@ -100,6 +111,11 @@ pub(super) async fn run(client: &Client, json: bool, command: TenantCommand) -> 
                 println!("tenant {} created; its token (shown once):", t.tenant);
                 println!("{}", t.token);
             });
+        }
+        TenantCommand::GrantSql { name, role } => {
+            let path = format!("/v1/tenants/{}/sql-roles/{}", percent_encode(&name), percent_encode(&role));
+            let granted: SqlRoleGranted = client.put(&path, &empty_body()).await?;
+            emit(json, &granted, |g| println!("role {} submits as tenant {}", g.role, g.tenant));
         }
         TenantCommand::Token { name } => {
             let issued: TenantToken = client.post(&format!("/v1/tenants/{name}/tokens"), &empty_body()).await?;

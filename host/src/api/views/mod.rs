@@ -10,6 +10,7 @@ mod jobs;
 mod kinds;
 mod outbound;
 mod queues;
+mod submissions;
 mod tenants;
 mod tokens;
 
@@ -35,6 +36,7 @@ pub use queues::{
     AlertList, AlertView, DeadLetterCount, DeadLetterRetry, OperationList, OperationStarted, OperationView,
     QueueDepthView, Queues, RunningSample,
 };
+pub use submissions::{SqlRoleGranted, SubmissionView};
 pub use tenants::{NewTenant, Retention, TenantList, TenantToken, TenantView};
 pub use tokens::{CreatedToken, NewToken, TokenList, TokenView};
 

@@ -1,0 +1,166 @@
+//! Admitting what applications submitted in their own PostgreSQL transactions
+//! (`spindle.submit`): each queued submission goes through the very path `POST /v1/jobs`
+//! takes — kind and version, the input's schema, quotas and rate, fair tags — and its
+//! verdict (the job, or the refusal's code and violations) is recorded on it.
+//!
+//! Admission is idempotent by the job's idempotency key: the application's own, or
+//! `sql:<submission id>`. A host that dies between inserting the job and recording the
+//! verdict, or two hosts admitting one submission at once, find the job the key already
+//! names: one job, whatever happens.
+
+use serde::Deserialize;
+use spindle_core::Timestamp;
+use spindle_core::policy::priority::Priority;
+
+use super::{EngineError, Submission, SubmitRequest, Tenancy};
+use crate::store::{SqlSubmission, SqlVerdict, StoreError, TenantId};
+
+/// The options object `spindle.submit` takes, as `POST /v1/jobs` names them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlOptions {
+    #[serde(default)]
+    idempotency_key: Option<String>,
+    #[serde(default)]
+    priority: Option<String>,
+    #[serde(default)]
+    run_at: Option<String>,
+    #[serde(default)]
+    delay_secs: Option<f64>,
+    #[serde(default)]
+    lease_keys: Vec<String>,
+    #[serde(default)]
+    traceparent: Option<String>,
+}
+
+/// What one admission pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AdmissionPass {
+    /// Submissions admitted (a job made, or found by its key).
+    pub admitted: usize,
+    /// Submissions refused, with their reasons recorded.
+    pub refused: usize,
+    /// Submissions left queued for a later pass (the store or the host failed).
+    pub deferred: usize,
+}
+
+fn refused(code: &str, message: impl Into<String>) -> SqlVerdict {
+    SqlVerdict::Refused { code: code.to_owned(), message: message.into(), violations: None }
+}
+
+/// The request a submission stands for, or the refusal of its options.
+fn request_of(submission: &SqlSubmission, now: Timestamp) -> Result<SubmitRequest, SqlVerdict> {
+    let options: SqlOptions =
+        serde_json::from_str(&submission.options).map_err(|e| refused("invalid-request", format!("options: {e}")))?;
+    let priority = match options.priority.as_deref() {
+        None => Priority::Normal,
+        Some(p) => Priority::parse(p).ok_or_else(|| {
+            refused("invalid-request", "priority is one of forced, critical, scheduled, normal, background")
+        })?,
+    };
+    let run_at = match (options.run_at.as_deref(), options.delay_secs) {
+        (Some(_), Some(_)) => return Err(refused("invalid-request", "give run_at or delay_secs, not both")),
+        (Some(text), None) => Some(
+            chrono::DateTime::parse_from_rfc3339(text).map(|t| Timestamp::from_micros(t.timestamp_micros())).map_err(
+                |_| refused("invalid-request", "run_at: an RFC 3339 date-time such as 2026-11-30T12:00:00Z"),
+            )?,
+        ),
+        (None, Some(secs)) if secs.is_finite() && (0.0..=31_536_000.0).contains(&secs) => {
+            Some(now.plus(std::time::Duration::from_secs_f64(secs)))
+        }
+        (None, Some(_)) => return Err(refused("invalid-request", "delay_secs: 0 to a year")),
+        (None, None) => None,
+    };
+    Ok(SubmitRequest {
+        kind: submission.kind.clone(),
+        input: submission.input.clone().into_bytes(),
+        priority,
+        run_at,
+        idempotency_key: Some(options.idempotency_key.unwrap_or_else(|| format!("sql:{}", submission.id))),
+        lease_keys: options.lease_keys,
+        traceparent: options.traceparent,
+    })
+}
+
+/// The verdict an engine error gives a submission, or `None` for a failure of the host
+/// or the store (the submission stays queued for a later pass).
+fn verdict_of(error: &EngineError) -> Option<SqlVerdict> {
+    Some(match error {
+        EngineError::UnknownKind(kind) => refused("unknown-kind", format!("unknown kind {kind:?}")),
+        EngineError::PayloadTooLarge { .. } => refused("payload-too-large", error.to_string()),
+        EngineError::Invalid(message) => refused("invalid-request", message.clone()),
+        EngineError::InvalidInput { violations, .. } => SqlVerdict::Refused {
+            code: "invalid-input".into(),
+            message: error.to_string(),
+            violations: serde_json::to_string(violations).ok(),
+        },
+        EngineError::Store(StoreError::QuotaExceeded(quota)) => {
+            refused("quota-exceeded", format!("{} ({})", quota.message, quota.quota.as_str()))
+        }
+        _ => return None,
+    })
+}
+
+impl Submission<'_> {
+    /// Admits up to `limit` queued SQL submissions, oldest first.
+    pub async fn admit_sql(&self, limit: u32) -> Result<AdmissionPass, EngineError> {
+        let mut pass = AdmissionPass::default();
+        if self.refusing() {
+            return Ok(pass);
+        }
+        for submission in self.store.queued_sql_submissions(limit).await? {
+            let now = self.now();
+            let verdict = match request_of(&submission, now) {
+                Err(verdict) => verdict,
+                Ok(request) => match self.submit(&submission.tenant, request).await {
+                    Ok(inserted) => {
+                        // The job is in; its verdict is not (a crash here: the next pass
+                        // finds the job by its key).
+                        crate::failpoints::reach("admission.admitted").await;
+                        SqlVerdict::Admitted(inserted.record().job.id)
+                    }
+                    Err(e) => match verdict_of(&e) {
+                        Some(verdict) => verdict,
+                        None => {
+                            tracing::warn!(submission = %submission.id, error = %e, "a SQL submission waits for a later pass");
+                            pass.deferred += 1;
+                            continue;
+                        }
+                    },
+                },
+            };
+            match &verdict {
+                SqlVerdict::Admitted(_) => pass.admitted += 1,
+                _ => pass.refused += 1,
+            }
+            self.store.settle_sql_submission(&submission.id, &verdict, now).await?;
+        }
+        Ok(pass)
+    }
+
+    /// Whether this store has the SQL door (PostgreSQL).
+    pub fn has_sql_door(&self) -> bool {
+        self.store.backend() == crate::store::Backend::Postgres
+    }
+
+    /// Signals that applications committed SQL submissions.
+    pub fn sql_submission_signals(&self) -> crate::store::ReadySignals {
+        self.store.sql_submission_signals()
+    }
+
+    /// A tenant's SQL submission by id.
+    pub async fn sql_submission(&self, tenant: &TenantId, id: &str) -> Result<SqlSubmission, EngineError> {
+        self.store.sql_submission(tenant, id).await?.ok_or(EngineError::NotFound)
+    }
+}
+
+impl Tenancy<'_> {
+    /// Maps database role `role` to `tenant`: it may then call `spindle.submit`, which
+    /// submits as `tenant`, and nothing else of Spindle's schema.
+    pub async fn grant_sql(&self, tenant: &TenantId, role: &str) -> Result<(), EngineError> {
+        if self.store.tenant(tenant).await?.is_none() {
+            return Err(EngineError::Store(StoreError::NotFound(format!("tenant {tenant}"))));
+        }
+        Ok(self.store.grant_sql(tenant, role, self.now()).await?)
+    }
+}

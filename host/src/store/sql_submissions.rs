@@ -1,0 +1,229 @@
+//! Submissions applications make inside their own PostgreSQL transactions
+//! (`spindle.submit`, migration 0019), the roles mapped to tenants that may make them,
+//! and each submission's fate once a host looked at it. The store decides nothing: the
+//! engine admits each through the path `POST /v1/jobs` takes and says what to record.
+
+use async_trait::async_trait;
+use spindle_core::{JobId, Timestamp};
+
+use super::error::StoreError;
+use super::handle::SqlStore;
+use super::records::TenantId;
+use super::rows::{Columns, parse_id};
+use super::sql::{Backend, Row, Ty, Value};
+
+/// Where a submission stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SqlVerdict {
+    /// Committed by its application, not yet looked at by a host.
+    Queued,
+    /// Admitted: the job it made (or the one its idempotency key already named).
+    Admitted(JobId),
+    /// Refused, nothing else written: the API's code, a message, and the input's
+    /// violations as JSON when the schema refused it.
+    Refused {
+        /// The API's code (`invalid-input`, `unknown-kind`, `quota-exceeded`, …).
+        code: String,
+        /// What was wrong.
+        message: String,
+        /// The schema's violations, as the API lists them (JSON), if any.
+        violations: Option<String>,
+    },
+}
+
+/// A submission made through `spindle.submit`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SqlSubmission {
+    /// Its id, which `spindle.submit` answered.
+    pub id: String,
+    /// The tenant its role is mapped to.
+    pub tenant: TenantId,
+    /// The kind.
+    pub kind: String,
+    /// The input, as JSON text.
+    pub input: String,
+    /// The options object, as JSON text.
+    pub options: String,
+    /// The role that submitted it.
+    pub submitted_by: String,
+    /// When its transaction called the function.
+    pub submitted_at: Timestamp,
+    /// Where it stands.
+    pub verdict: SqlVerdict,
+}
+
+/// The door for applications' own transactions.
+#[async_trait]
+pub trait SqlSubmissionStore: Send + Sync {
+    /// Maps database role `role` to `tenant`, and lets it execute `spindle.submit` (and
+    /// nothing else). PostgreSQL only; the role must exist.
+    async fn grant_sql(&self, tenant: &TenantId, role: &str, now: Timestamp) -> Result<(), StoreError>;
+    /// Up to `limit` queued submissions, oldest first.
+    async fn queued_sql_submissions(&self, limit: u32) -> Result<Vec<SqlSubmission>, StoreError>;
+    /// Records a queued submission's verdict; answers whether it was still queued.
+    async fn settle_sql_submission(&self, id: &str, verdict: &SqlVerdict, now: Timestamp) -> Result<bool, StoreError>;
+    /// A tenant's submission by id.
+    async fn sql_submission(&self, tenant: &TenantId, id: &str) -> Result<Option<SqlSubmission>, StoreError>;
+}
+
+static SUBMISSION: Columns = Columns {
+    table: "sql_submissions",
+    names: &[
+        "id",
+        "tenant_id",
+        "kind",
+        "input",
+        "options",
+        "submitted_by",
+        "submitted_at",
+        "state",
+        "job_id",
+        "code",
+        "message",
+        "violations",
+    ],
+    tys: &[
+        Ty::Text,
+        Ty::Text,
+        Ty::Text,
+        Ty::Text,
+        Ty::Text,
+        Ty::Text,
+        Ty::Int,
+        Ty::Text,
+        Ty::OptText,
+        Ty::OptText,
+        Ty::OptText,
+        Ty::OptText,
+    ],
+};
+
+fn submission_from_row(mut row: Row) -> Result<SqlSubmission, StoreError> {
+    let r = SUBMISSION.read(&mut row);
+    let verdict = match r.text("state")?.as_str() {
+        "queued" => SqlVerdict::Queued,
+        "admitted" => {
+            let job =
+                r.opt_text("job_id")?.ok_or_else(|| r.corrupt("job_id", "an admitted submission names no job"))?;
+            SqlVerdict::Admitted(parse_id(&job, "sql_submissions.job_id")?)
+        }
+        "refused" => SqlVerdict::Refused {
+            code: r.opt_text("code")?.unwrap_or_default(),
+            message: r.opt_text("message")?.unwrap_or_default(),
+            violations: r.opt_text("violations")?,
+        },
+        other => return Err(r.corrupt("state", format!("unknown state {other:?}"))),
+    };
+    Ok(SqlSubmission {
+        id: r.text("id")?,
+        tenant: TenantId(r.text("tenant_id")?),
+        kind: r.text("kind")?,
+        input: r.text("input")?,
+        options: r.text("options")?,
+        submitted_by: r.text("submitted_by")?,
+        submitted_at: r.ts("submitted_at")?,
+        verdict,
+    })
+}
+
+/// Whether `role` is a plain role name (what `grant_sql` quotes into its statements).
+fn plain_role(role: &str) -> bool {
+    !role.is_empty()
+        && role.len() <= 63
+        && role.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !role.starts_with(|c: char| c.is_ascii_digit())
+}
+
+#[async_trait]
+impl SqlSubmissionStore for SqlStore {
+    async fn grant_sql(&self, tenant: &TenantId, role: &str, now: Timestamp) -> Result<(), StoreError> {
+        if self.db.backend() != Backend::Postgres {
+            return Err(StoreError::Unsupported("submitting through SQL needs PostgreSQL".into()));
+        }
+        if !plain_role(role) {
+            return Err(StoreError::Unsupported(format!(
+                "role {role:?}: 1-63 characters of a-z, 0-9 and _, not starting with a digit"
+            )));
+        }
+        let mut tx = self.db.begin().await?;
+        tx.execute(
+            "INSERT INTO sql_roles (role, tenant_id, granted_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (role) DO UPDATE SET tenant_id = excluded.tenant_id, granted_at = excluded.granted_at",
+            vec![Value::from(role), Value::from(tenant.0.as_str()), Value::from(now.as_micros())],
+        )
+        .await?;
+        for grant in [
+            format!("GRANT USAGE ON SCHEMA spindle TO \"{role}\""),
+            format!("GRANT EXECUTE ON FUNCTION spindle.submit(text, jsonb, jsonb) TO \"{role}\""),
+        ] {
+            tx.execute(&grant, vec![]).await.map_err(|e| match e.as_database_error().and_then(|d| d.code()) {
+                Some(code) if code == "42704" => StoreError::NotFound(format!("database role {role:?}")),
+                _ => e.into(),
+            })?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn queued_sql_submissions(&self, limit: u32) -> Result<Vec<SqlSubmission>, StoreError> {
+        if self.db.backend() != Backend::Postgres {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .db
+            .fetch(
+                &format!(
+                    "SELECT {} FROM sql_submissions WHERE state = 'queued' ORDER BY submitted_at LIMIT $1",
+                    SUBMISSION.list()
+                ),
+                vec![Value::from(i64::from(limit))],
+                SUBMISSION.tys,
+            )
+            .await
+            .map_err(|e| SUBMISSION.in_table(e))?;
+        rows.into_iter().map(submission_from_row).collect()
+    }
+
+    async fn settle_sql_submission(&self, id: &str, verdict: &SqlVerdict, now: Timestamp) -> Result<bool, StoreError> {
+        let (state, job, code, message, violations) = match verdict {
+            SqlVerdict::Queued => return Ok(false),
+            SqlVerdict::Admitted(job) => ("admitted", Some(job.to_string()), None, None, None),
+            SqlVerdict::Refused { code, message, violations } => {
+                ("refused", None, Some(code.clone()), Some(message.clone()), violations.clone())
+            }
+        };
+        let changed = self
+            .db
+            .execute(
+                "UPDATE sql_submissions SET state = $2, job_id = $3, code = $4, message = $5, violations = $6, \
+                 settled_at = $7 WHERE id = $1 AND state = 'queued'",
+                vec![
+                    Value::from(id),
+                    Value::from(state),
+                    Value::from(job),
+                    Value::from(code),
+                    Value::from(message),
+                    Value::from(violations),
+                    Value::from(now.as_micros()),
+                ],
+            )
+            .await?;
+        Ok(changed > 0)
+    }
+
+    async fn sql_submission(&self, tenant: &TenantId, id: &str) -> Result<Option<SqlSubmission>, StoreError> {
+        if self.db.backend() != Backend::Postgres {
+            return Ok(None);
+        }
+        let rows = self
+            .db
+            .fetch(
+                &format!("SELECT {} FROM sql_submissions WHERE id = $1 AND tenant_id = $2", SUBMISSION.list()),
+                vec![Value::from(id), Value::from(tenant.0.as_str())],
+                SUBMISSION.tys,
+            )
+            .await
+            .map_err(|e| SUBMISSION.in_table(e))?;
+        rows.into_iter().next().map(submission_from_row).transpose()
+    }
+}
