@@ -6,6 +6,8 @@
 -- that logged in (`sql_roles`, which an operator maps with `spindle tenant grant-sql`),
 -- never from an argument. It runs as its owner (SECURITY DEFINER) with a fixed search
 -- path, so a mapped role needs EXECUTE on it and nothing else of Spindle's schema.
+-- A host takes a batch of queued submissions for a while (leased_until), so that hosts
+-- admit different ones; one that dies leaves its batch to the next when the lease ends.
 -- Expand only: two new tables, a schema and a function.
 CREATE TABLE sql_submissions (
     id TEXT COLLATE "C" PRIMARY KEY,
@@ -20,7 +22,8 @@ CREATE TABLE sql_submissions (
     code TEXT COLLATE "C",
     message TEXT COLLATE "C",
     violations TEXT COLLATE "C",
-    settled_at BIGINT
+    settled_at BIGINT,
+    leased_until BIGINT
 );
 CREATE INDEX sql_submissions_queued ON sql_submissions (submitted_at) WHERE state = 'queued';
 CREATE TABLE sql_roles (

@@ -33,6 +33,11 @@ struct SqlOptions {
     traceparent: Option<String>,
 }
 
+/// How long a host holds the submissions it took before another may take them (a host
+/// that died while admitting them). A slower pass is no harm: a submission admitted
+/// twice finds its job by its key.
+const LEASE_MICROS: i64 = 5_000_000;
+
 /// What one admission pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AdmissionPass {
@@ -108,7 +113,8 @@ impl Submission<'_> {
         if self.refusing() {
             return Ok(pass);
         }
-        for submission in self.store.queued_sql_submissions(limit).await? {
+        let taken = self.store.take_sql_submissions(limit, self.now(), LEASE_MICROS).await?;
+        for submission in taken {
             let now = self.now();
             let verdict = match request_of(&submission, now) {
                 Err(verdict) => verdict,

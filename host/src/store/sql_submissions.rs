@@ -58,8 +58,14 @@ pub trait SqlSubmissionStore: Send + Sync {
     /// Maps database role `role` to `tenant`, and lets it execute `spindle.submit` (and
     /// nothing else). PostgreSQL only; the role must exist.
     async fn grant_sql(&self, tenant: &TenantId, role: &str, now: Timestamp) -> Result<(), StoreError>;
-    /// Up to `limit` queued submissions, oldest first.
-    async fn queued_sql_submissions(&self, limit: u32) -> Result<Vec<SqlSubmission>, StoreError>;
+    /// Takes up to `limit` queued submissions no other host holds, oldest first, for
+    /// `lease_micros` (another host takes them when the lease ends without a verdict).
+    async fn take_sql_submissions(
+        &self,
+        limit: u32,
+        now: Timestamp,
+        lease_micros: i64,
+    ) -> Result<Vec<SqlSubmission>, StoreError>;
     /// Records a queued submission's verdict; answers whether it was still queued.
     async fn settle_sql_submission(&self, id: &str, verdict: &SqlVerdict, now: Timestamp) -> Result<bool, StoreError>;
     /// A tenant's submission by id.
@@ -165,23 +171,37 @@ impl SqlSubmissionStore for SqlStore {
         Ok(())
     }
 
-    async fn queued_sql_submissions(&self, limit: u32) -> Result<Vec<SqlSubmission>, StoreError> {
+    async fn take_sql_submissions(
+        &self,
+        limit: u32,
+        now: Timestamp,
+        lease_micros: i64,
+    ) -> Result<Vec<SqlSubmission>, StoreError> {
         if self.db.backend() != Backend::Postgres {
             return Ok(Vec::new());
         }
-        let rows = self
-            .db
+        let mut tx = self.db.begin().await?;
+        let rows = tx
             .fetch(
                 &format!(
-                    "SELECT {} FROM sql_submissions WHERE state = 'queued' ORDER BY submitted_at LIMIT $1",
+                    "UPDATE sql_submissions SET leased_until = $2 WHERE id IN (SELECT id FROM sql_submissions \
+                     WHERE state = 'queued' AND (leased_until IS NULL OR leased_until <= $1) \
+                     ORDER BY submitted_at LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING {}",
                     SUBMISSION.list()
                 ),
-                vec![Value::from(i64::from(limit))],
+                vec![
+                    Value::from(now.as_micros()),
+                    Value::from(now.as_micros().saturating_add(lease_micros)),
+                    Value::from(i64::from(limit)),
+                ],
                 SUBMISSION.tys,
             )
             .await
             .map_err(|e| SUBMISSION.in_table(e))?;
-        rows.into_iter().map(submission_from_row).collect()
+        tx.commit().await?;
+        let mut taken = rows.into_iter().map(submission_from_row).collect::<Result<Vec<_>, _>>()?;
+        taken.sort_by_key(|s| s.submitted_at);
+        Ok(taken)
     }
 
     async fn settle_sql_submission(&self, id: &str, verdict: &SqlVerdict, now: Timestamp) -> Result<bool, StoreError> {
