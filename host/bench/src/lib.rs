@@ -43,6 +43,7 @@ pub mod report;
 pub mod retention;
 pub mod sandbox;
 pub mod scale_out;
+pub mod sql_submit;
 pub mod stats;
 pub mod submit;
 pub mod throughput;
@@ -103,6 +104,9 @@ pub enum Section {
     /// One tenant's backlog of 100,000 jobs beside another's steady trickle, fair claiming
     /// on and off.
     NoisyTenant,
+    /// PostgreSQL: submitting from an application's own transaction (`spindle.submit`):
+    /// commit → admitted at a steady rate, and in bulk beside the `POST /v1/jobs` path.
+    SqlSubmit,
     /// The database over a million jobs with retention (not in the default set: run it
     /// with `--only retention`).
     Retention,
@@ -131,6 +135,7 @@ impl Section {
             Self::Outbound,
             Self::FanOut,
             Self::NoisyTenant,
+            Self::SqlSubmit,
         ]
     }
 }
@@ -202,6 +207,11 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// Its database's URL.
+    pub fn url(&self) -> &str {
+        &self.fresh.url
+    }
+
     /// Starts dispatching and reconciling (what `Host::start` does).
     pub fn start(&mut self) {
         let config = self.host.config();
@@ -369,6 +379,7 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Outbound => report.outbound = Some(outbound::measure(ctx).await?),
             Section::FanOut => report.fan_out = Some(fan_out::measure(ctx).await?),
             Section::NoisyTenant => report.noisy_tenant = Some(noisy::measure(ctx).await?),
+            Section::SqlSubmit => report.sql_submit = sql_submit::measure(ctx).await?,
             Section::Retention => {
                 report.retention = retention::measure(ctx, ctx.settings.retention_jobs).await?;
             }

@@ -58,6 +58,8 @@ pub struct Report {
     pub fan_out: Option<super::fan_out::FanOutBench>,
     /// `noisy-tenant`.
     pub noisy_tenant: Option<super::noisy::Noisy>,
+    /// `sql-submit` (PostgreSQL only).
+    pub sql_submit: Option<super::sql_submit::SqlSubmit>,
     /// `languages`, one entry per language built.
     pub languages: Vec<super::languages::LanguageFigures>,
     /// `phases`.
@@ -126,6 +128,7 @@ impl Report {
             outbound: None,
             fan_out: None,
             noisy_tenant: None,
+            sql_submit: None,
             languages: Vec::new(),
             retention: Vec::new(),
             phases: None,
@@ -555,6 +558,21 @@ impl Report {
                 &format!("{}  (idle p99 {:.1} ms)", row(&sp.start_ms), n.idle_ms.p99),
             );
             t.row("  B's enqueue→finish beside the spinners", &row(&sp.finish_ms));
+        }
+        if let Some(q) = &self.sql_submit {
+            t.section(&format!("SQL submission (spindle.submit in the application's transaction), {}/s", q.rate));
+            t.row(
+                "commit → admitted (claimable)",
+                &format!("p50 {:.2} ms, p99 {:.2} ms", q.admitted_ms.p50, q.admitted_ms.p99),
+            );
+            t.row("commit → step started", &format!("p50 {:.2} ms, p99 {:.2} ms", q.started_ms.p50, q.started_ms.p99));
+            t.row(
+                &format!("{} in one transaction, commit → all admitted", q.bulk),
+                &format!(
+                    "{:.0} jobs/s (the POST /v1/jobs path, 64 callers: {:.0})",
+                    q.sql_jobs_per_sec, q.api_jobs_per_sec
+                ),
+            );
         }
         if let (Some(first), Some(last)) = (self.retention.first(), self.retention.last()) {
             t.section("Retention: the database over a long run, finished jobs pruned after each wave");

@@ -8,6 +8,8 @@
 //! verdict, or two hosts admitting one submission at once, find the job the key already
 //! names: one job, whatever happens.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use spindle_core::Timestamp;
 use spindle_core::policy::priority::Priority;
@@ -113,35 +115,71 @@ impl Submission<'_> {
         if self.refusing() {
             return Ok(pass);
         }
-        let taken = self.store.take_sql_submissions(limit, self.now(), LEASE_MICROS).await?;
-        for submission in taken {
-            let now = self.now();
-            let verdict = match request_of(&submission, now) {
-                Err(verdict) => verdict,
-                Ok(request) => match self.submit(&submission.tenant, request).await {
-                    Ok(inserted) => {
-                        // The job is in; its verdict is not (a crash here: the next pass
-                        // finds the job by its key).
-                        crate::failpoints::reach("admission.admitted").await;
-                        SqlVerdict::Admitted(inserted.record().job.id)
-                    }
-                    Err(e) => match verdict_of(&e) {
-                        Some(verdict) => verdict,
-                        None => {
-                            tracing::warn!(submission = %submission.id, error = %e, "a SQL submission waits for a later pass");
-                            pass.deferred += 1;
-                            continue;
-                        }
-                    },
-                },
-            };
-            match &verdict {
+        let now = self.now();
+        let mut verdicts = Vec::new();
+        // Each tenant's submissions go in one insert, as a bulk `POST /v1/jobs` would.
+        let mut groups: BTreeMap<TenantId, Vec<(String, SubmitRequest)>> = BTreeMap::new();
+        for submission in self.store.take_sql_submissions(limit, now, LEASE_MICROS).await? {
+            match request_of(&submission, now) {
+                Ok(request) => groups.entry(submission.tenant).or_default().push((submission.id, request)),
+                Err(verdict) => verdicts.push((submission.id, verdict)),
+            }
+        }
+        for (tenant, group) in groups {
+            self.admit_group(&tenant, group, &mut verdicts, &mut pass).await;
+        }
+        for (_, verdict) in &verdicts {
+            match verdict {
                 SqlVerdict::Admitted(_) => pass.admitted += 1,
                 _ => pass.refused += 1,
             }
-            self.store.settle_sql_submission(&submission.id, &verdict, now).await?;
         }
+        self.store.settle_sql_submissions(&verdicts, now).await?;
         Ok(pass)
+    }
+
+    /// Admits one tenant's submissions together; one the schema refuses is taken out and
+    /// the rest go again; any other refusal sends each alone, for its own verdict.
+    async fn admit_group(
+        &self,
+        tenant: &TenantId,
+        mut group: Vec<(String, SubmitRequest)>,
+        verdicts: &mut Vec<(String, SqlVerdict)>,
+        pass: &mut AdmissionPass,
+    ) {
+        while !group.is_empty() {
+            let requests = group.iter().map(|(_, r)| r.clone()).collect();
+            match self.submit_many(tenant, requests).await {
+                Ok(inserted) => {
+                    // The jobs are in; their verdicts are not (a crash here: the next
+                    // pass finds each job by its key).
+                    crate::failpoints::reach("admission.admitted").await;
+                    for ((id, _), inserted) in group.drain(..).zip(inserted) {
+                        verdicts.push((id, SqlVerdict::Admitted(inserted.record().job.id)));
+                    }
+                }
+                Err(EngineError::InvalidInput { kind, index: Some(i), violations }) if i < group.len() => {
+                    let (id, _) = group.remove(i);
+                    let refusal = EngineError::InvalidInput { kind, index: None, violations };
+                    verdicts.push((id, verdict_of(&refusal).unwrap_or_else(|| refused("invalid-input", ""))));
+                }
+                Err(e) => {
+                    for (id, request) in group.drain(..) {
+                        match self.submit(tenant, request).await {
+                            Ok(inserted) => verdicts.push((id, SqlVerdict::Admitted(inserted.record().job.id))),
+                            Err(e) => match verdict_of(&e) {
+                                Some(verdict) => verdicts.push((id, verdict)),
+                                None => {
+                                    tracing::warn!(submission = %id, error = %e, "a SQL submission waits for a later pass");
+                                    pass.deferred += 1;
+                                }
+                            },
+                        }
+                    }
+                    tracing::debug!(error = %e, "a tenant's SQL submissions went one by one");
+                }
+            }
+        }
     }
 
     /// Whether this store has the SQL door (PostgreSQL).

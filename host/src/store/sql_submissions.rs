@@ -66,8 +66,13 @@ pub trait SqlSubmissionStore: Send + Sync {
         now: Timestamp,
         lease_micros: i64,
     ) -> Result<Vec<SqlSubmission>, StoreError>;
-    /// Records a queued submission's verdict; answers whether it was still queued.
-    async fn settle_sql_submission(&self, id: &str, verdict: &SqlVerdict, now: Timestamp) -> Result<bool, StoreError>;
+    /// Records queued submissions' verdicts (by id), in one transaction; answers how many
+    /// were still queued.
+    async fn settle_sql_submissions(
+        &self,
+        verdicts: &[(String, SqlVerdict)],
+        now: Timestamp,
+    ) -> Result<u64, StoreError>;
     /// A tenant's submission by id.
     async fn sql_submission(&self, tenant: &TenantId, id: &str) -> Result<Option<SqlSubmission>, StoreError>;
 }
@@ -204,31 +209,42 @@ impl SqlSubmissionStore for SqlStore {
         Ok(taken)
     }
 
-    async fn settle_sql_submission(&self, id: &str, verdict: &SqlVerdict, now: Timestamp) -> Result<bool, StoreError> {
-        let (state, job, code, message, violations) = match verdict {
-            SqlVerdict::Queued => return Ok(false),
-            SqlVerdict::Admitted(job) => ("admitted", Some(job.to_string()), None, None, None),
-            SqlVerdict::Refused { code, message, violations } => {
-                ("refused", None, Some(code.clone()), Some(message.clone()), violations.clone())
-            }
-        };
-        let changed = self
-            .db
-            .execute(
-                "UPDATE sql_submissions SET state = $2, job_id = $3, code = $4, message = $5, violations = $6, \
-                 settled_at = $7 WHERE id = $1 AND state = 'queued'",
-                vec![
-                    Value::from(id),
-                    Value::from(state),
-                    Value::from(job),
-                    Value::from(code),
-                    Value::from(message),
-                    Value::from(violations),
-                    Value::from(now.as_micros()),
-                ],
-            )
-            .await?;
-        Ok(changed > 0)
+    async fn settle_sql_submissions(
+        &self,
+        verdicts: &[(String, SqlVerdict)],
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        if verdicts.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.db.begin().await?;
+        let mut changed = 0;
+        for (id, verdict) in verdicts {
+            let (state, job, code, message, violations) = match verdict {
+                SqlVerdict::Queued => continue,
+                SqlVerdict::Admitted(job) => ("admitted", Some(job.to_string()), None, None, None),
+                SqlVerdict::Refused { code, message, violations } => {
+                    ("refused", None, Some(code.clone()), Some(message.clone()), violations.clone())
+                }
+            };
+            changed += tx
+                .execute(
+                    "UPDATE sql_submissions SET state = $2, job_id = $3, code = $4, message = $5, violations = $6, \
+                     settled_at = $7 WHERE id = $1 AND state = 'queued'",
+                    vec![
+                        Value::from(id.as_str()),
+                        Value::from(state),
+                        Value::from(job),
+                        Value::from(code),
+                        Value::from(message),
+                        Value::from(violations),
+                        Value::from(now.as_micros()),
+                    ],
+                )
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(changed)
     }
 
     async fn sql_submission(&self, tenant: &TenantId, id: &str) -> Result<Option<SqlSubmission>, StoreError> {
