@@ -62,11 +62,11 @@ async fn application(ctx: &Context, scenario: &Scenario) -> anyhow::Result<PgPoo
     admin.close().await;
     scenario.host.engine.tenancy().grant_sql(&ctx.tenant, &role).await.context("mapping the role")?;
     let options: PgConnectOptions = url.parse().context("the database URL")?;
-    Ok(sqlx::postgres::PgPoolOptions::new()
+    sqlx::postgres::PgPoolOptions::new()
         .max_connections(16)
         .connect_with(options.username(&role).password(&password))
         .await
-        .context("logging in as the application's role")?)
+        .context("logging in as the application's role")
 }
 
 /// One submission in a transaction of its own; answers its id and when it committed.
