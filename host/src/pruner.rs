@@ -1,6 +1,7 @@
 //! Retention: finished jobs are kept for a while (30 days by default; a tenant may have
 //! a time of its own), then deleted with their steps, history and queued effects, so a
 //! busy host's database stays the size of its recent work instead of growing for ever.
+//! The verdicts of SQL submissions (`spindle.submit`) go after the host's default time.
 //!
 //! One host at a time prunes (the `pruner` singleton lease, as the reconciler's), every
 //! `interval`, in batches that each commit on their own: a pass never holds the database
@@ -93,6 +94,9 @@ pub async fn prune_once(engine: &Engine, policy: &RetentionPolicy) -> Result<Opt
             }
         }
     }
+    // The verdicts of SQL submissions are kept as long as the host keeps finished jobs.
+    let before = now.minus(policy.keep);
+    while engine.prune_sql_submissions(before, policy.batch).await? >= u64::from(policy.batch) {}
     if pruned >= policy.vacuum_after.max(1) {
         engine.reclaim_pruned().await?;
     }

@@ -26,6 +26,7 @@ CREATE TABLE sql_submissions (
     leased_until BIGINT
 );
 CREATE INDEX sql_submissions_queued ON sql_submissions (submitted_at) WHERE state = 'queued';
+CREATE INDEX sql_submissions_settled ON sql_submissions (settled_at) WHERE state <> 'queued';
 CREATE TABLE sql_roles (
     role TEXT COLLATE "C" PRIMARY KEY,
     tenant_id TEXT COLLATE "C" NOT NULL,

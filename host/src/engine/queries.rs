@@ -41,6 +41,12 @@ impl Engine {
         Ok(self.store.singleton(name, &self.config.host_id, ttl_micros, self.now()).await?.is_some())
     }
 
+    /// Deletes up to `limit` SQL submissions whose verdict is older than `before`.
+    pub(crate) async fn prune_sql_submissions(&self, before: Timestamp, limit: u32) -> Result<u64, EngineError> {
+        self.may_write()?;
+        Ok(self.store.prune_sql_submissions(before, limit).await?)
+    }
+
     /// Gives up the singleton lease `name`, if this host holds it.
     pub(crate) async fn release_singleton(&self, name: &str) -> Result<(), EngineError> {
         Ok(self.store.release_singleton(name, &self.config.host_id).await?)

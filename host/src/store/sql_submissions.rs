@@ -75,6 +75,9 @@ pub trait SqlSubmissionStore: Send + Sync {
     ) -> Result<u64, StoreError>;
     /// A tenant's submission by id.
     async fn sql_submission(&self, tenant: &TenantId, id: &str) -> Result<Option<SqlSubmission>, StoreError>;
+    /// Deletes up to `limit` submissions whose verdict was recorded before `before`;
+    /// answers how many.
+    async fn prune_sql_submissions(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError>;
 }
 
 static SUBMISSION: Columns = Columns {
@@ -247,6 +250,20 @@ impl SqlSubmissionStore for SqlStore {
         Ok(changed)
     }
 
+    async fn prune_sql_submissions(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
+        if self.db.backend() != Backend::Postgres {
+            return Ok(0);
+        }
+        Ok(self
+            .db
+            .execute(
+                "DELETE FROM sql_submissions WHERE id IN (SELECT id FROM sql_submissions \
+                 WHERE state <> 'queued' AND settled_at < $1 LIMIT $2)",
+                vec![Value::from(before.as_micros()), Value::from(i64::from(limit))],
+            )
+            .await?)
+    }
+
     async fn sql_submission(&self, tenant: &TenantId, id: &str) -> Result<Option<SqlSubmission>, StoreError> {
         if self.db.backend() != Backend::Postgres {
             return Ok(None);
@@ -261,5 +278,54 @@ impl SqlSubmissionStore for SqlStore {
             .await
             .map_err(|e| SUBMISSION.in_table(e))?;
         rows.into_iter().next().map(submission_from_row).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::schema::Phase;
+    use crate::store::test_db::fresh;
+
+    /// What a host takes, settles and prunes, as the store keeps it: a taken submission is
+    /// not taken again while its lease runs, a verdict is recorded once, a queued
+    /// submission is never pruned.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn submissions_are_taken_settled_and_pruned_as_the_engine_says() {
+        let Some(test) = fresh(Backend::Postgres).await else { return };
+        let store = SqlStore::on(test.db.clone());
+        store.migrate(&[Phase::Expand]).await.expect("migrate");
+        for (id, at) in [("s-1", 10), ("s-2", 20), ("s-3", 30)] {
+            test.db
+                .execute(
+                    "INSERT INTO sql_submissions (id, tenant_id, kind, input, options, submitted_by, submitted_at, state) \
+                     VALUES ($1, 'acme', 'noop', '{}', '{}', 'app', $2, 'queued')",
+                    vec![Value::from(id), Value::from(at)],
+                )
+                .await
+                .expect("a submission");
+        }
+        let t = Timestamp::from_micros;
+        let taken = store.take_sql_submissions(2, t(100), 1_000).await.expect("take");
+        let ids: Vec<&str> = taken.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["s-1", "s-2"], "oldest first");
+        let again = store.take_sql_submissions(10, t(500), 1_000).await.expect("take");
+        assert_eq!(again.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["s-3"], "the leased ones wait");
+        let job = JobId(uuid::Uuid::from_u128(7));
+        let refused = SqlVerdict::Refused { code: "unknown-kind".into(), message: "no".into(), violations: None };
+        let verdicts = vec![("s-1".to_owned(), SqlVerdict::Admitted(job)), ("s-2".to_owned(), refused.clone())];
+        assert_eq!(store.settle_sql_submissions(&verdicts, t(1_000)).await.expect("settle"), 2);
+        assert_eq!(store.settle_sql_submissions(&verdicts, t(2_000)).await.expect("settle"), 0, "once");
+        let acme = TenantId("acme".into());
+        let read = store.sql_submission(&acme, "s-1").await.expect("read").expect("s-1");
+        assert_eq!(read.verdict, SqlVerdict::Admitted(job));
+        assert_eq!(store.sql_submission(&acme, "s-2").await.expect("read").expect("s-2").verdict, refused);
+        assert_eq!(store.sql_submission(&TenantId("globex".into()), "s-1").await.expect("read"), None, "tenant's own");
+        // Leases over: the queued one is taken again; pruning never touches it.
+        assert_eq!(store.take_sql_submissions(10, t(5_000), 1_000).await.expect("take").len(), 1);
+        assert_eq!(store.prune_sql_submissions(t(1_500), 10).await.expect("prune"), 2);
+        assert_eq!(store.prune_sql_submissions(t(i64::MAX), 10).await.expect("prune"), 0);
+        assert!(store.sql_submission(&acme, "s-3").await.expect("read").is_some());
+        test.drop().await;
     }
 }
