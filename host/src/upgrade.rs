@@ -26,6 +26,10 @@ pub struct Gate {
     valid_until: AtomicU64,
     origin: Instant,
     refusal: Mutex<Option<String>>,
+    /// When this host first announced itself (what its renewals repeat).
+    started_at: Mutex<Option<spindle_core::Timestamp>>,
+    /// Held while a writer renews a lapsed admission, so that one renewal serves all.
+    pub(crate) renewing: tokio::sync::Mutex<()>,
 }
 
 /// What `/v1/health` and `/metrics` say of the gate.
@@ -50,6 +54,8 @@ impl Gate {
             valid_until: AtomicU64::new(u64::MAX),
             origin: Instant::now(),
             refusal: Mutex::new(None),
+            started_at: Mutex::new(None),
+            renewing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -80,6 +86,24 @@ impl Gate {
         if let Ok(mut said) = self.refusal.lock() {
             *said = Some(refusal.to_string());
         }
+    }
+
+    /// Records when this host first announced itself.
+    pub fn started(&self, at: spindle_core::Timestamp) {
+        if let Ok(mut started) = self.started_at.lock() {
+            started.get_or_insert(at);
+        }
+    }
+
+    /// When this host first announced itself, if it did.
+    pub fn started_at(&self) -> Option<spindle_core::Timestamp> {
+        self.started_at.lock().ok().and_then(|s| *s)
+    }
+
+    /// Whether the last admission ran out without a renewal (the host was paused, or the
+    /// database unreachable) rather than being refused.
+    pub fn lapsed(&self) -> bool {
+        self.format.load(Ordering::Acquire) != 0 && self.elapsed_ms() >= self.valid_until.load(Ordering::Acquire)
     }
 
     /// The format this host writes now, or why it may not write.
@@ -180,5 +204,9 @@ mod tests {
         let said = gate.check().expect_err("lapsed");
         assert!(said.contains("could not renew its announcement"), "{said}");
         assert_eq!(gate.claim_record(), None);
+        assert!(gate.lapsed(), "a lapse, which a writer renews, not a refusal");
+        let refusal = spindle_core::upgrade::join(Some(3), gate.formats()).expect_err("refused");
+        gate.refused(&refusal);
+        assert!(!gate.lapsed(), "a refusal is not renewed by writers");
     }
 }

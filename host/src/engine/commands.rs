@@ -77,7 +77,7 @@ impl Engine {
         writer: Writer,
         event_for: impl Fn(&JobRecord) -> Option<JobEvent> + Send + Sync,
     ) -> Result<JobRecord, EngineError> {
-        self.may_write()?;
+        self.may_write().await?;
         if writer == Writer::Command {
             return self.apply_locked(tenant, id, event_for).await;
         }
@@ -118,7 +118,7 @@ impl Engine {
         signal_key: Option<&str>,
         event_for: impl Fn(&JobRecord) -> Option<JobEvent> + Send + Sync,
     ) -> Result<(JobRecord, bool), EngineError> {
-        self.may_write()?;
+        self.may_write().await?;
         let now = self.now();
         let refused = std::sync::Mutex::new(None);
         let before = std::sync::Mutex::new(None);
@@ -203,7 +203,7 @@ impl Engine {
         claim_next: Option<ClaimFilter>,
         next: &mut Option<JobRecord>,
     ) -> Result<Committed, EngineError> {
-        self.may_write()?;
+        self.may_write().await?;
         // A draining host finishes what it holds and claims nothing new.
         let claim_next = claim_next.filter(|_| !self.config.draining);
         let now = self.now();

@@ -321,7 +321,7 @@ impl super::Execution<'_> {
 
     /// [`claim`](Self::claim) among the jobs `filter` admits.
     pub async fn claim_filtered(&self, limit: u32, filter: &ClaimFilter) -> Result<Vec<JobRecord>, EngineError> {
-        if self.config.draining || self.may_write().is_err() {
+        if self.config.draining || self.may_write().await.is_err() {
             // Draining, or the storage format gate refuses this host: nothing new.
             return Ok(Vec::new());
         }

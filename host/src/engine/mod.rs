@@ -165,11 +165,6 @@ impl Engine {
         &self.gate
     }
 
-    /// The format this host writes, or why it may not write (a job write checks first).
-    pub(crate) fn may_write(&self) -> Result<spindle_core::upgrade::Format, EngineError> {
-        self.gate.check().map_err(EngineError::StorageFormat)
-    }
-
     /// Whether this host may not write now (background work then does nothing).
     pub(crate) fn refusing(&self) -> bool {
         self.gate.check().is_err()

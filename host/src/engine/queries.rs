@@ -43,7 +43,7 @@ impl Engine {
 
     /// Deletes up to `limit` SQL submissions whose verdict is older than `before`.
     pub(crate) async fn prune_sql_submissions(&self, before: Timestamp, limit: u32) -> Result<u64, EngineError> {
-        self.may_write()?;
+        self.may_write().await?;
         Ok(self.store.prune_sql_submissions(before, limit).await?)
     }
 
@@ -54,7 +54,7 @@ impl Engine {
 
     /// Deletes up to `limit` jobs of `scope` settled before `before`, with all they kept.
     pub(crate) async fn prune(&self, before: Timestamp, scope: &PruneScope, limit: u32) -> Result<u64, EngineError> {
-        self.may_write()?;
+        self.may_write().await?;
         Ok(self.store.prune(before, scope, limit).await?)
     }
 

@@ -38,7 +38,7 @@ impl super::Execution<'_> {
     /// Invalidates a tenant's lease key (its target was deleted, or it was revoked);
     /// answers the job that held it, which can no longer commit under it.
     pub async fn invalidate_lease(&self, tenant: &TenantId, key: &str) -> Result<Option<JobId>, EngineError> {
-        self.may_write()?;
+        self.may_write().await?;
         let holder = self.store.invalidate_lease(&tenant_key(tenant, key), self.now(), self.deriver()).await?;
         if holder.is_some() {
             self.wake.notify_one();

@@ -85,7 +85,7 @@ impl Engine {
         name: &str,
         event: ScheduleEvent,
     ) -> Result<ScheduleRow, EngineError> {
-        self.may_write()?;
+        self.may_write().await?;
         for _ in 0..=self.config.conflict_retries {
             let row = self.workflows().schedule(tenant, name).await?;
             let plan = CronPlan::parse(&row.cron, &row.timezone).map_err(|e| EngineError::Invalid(e.to_string()))?;
@@ -179,7 +179,7 @@ impl super::Workflows<'_> {
         tenant: &TenantId,
         request: ScheduleRequest,
     ) -> Result<ScheduleRow, EngineError> {
-        self.may_write()?;
+        self.may_write().await?;
         let (plan, catch_up, overlap) = check(&request)?;
         let current = match self.registry.current(tenant, &request.kind).await {
             Err(RegistryError::UnknownKind(kind)) => return Err(EngineError::UnknownKind(kind)),

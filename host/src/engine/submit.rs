@@ -59,7 +59,7 @@ const SUBMIT_TRIES: u32 = 3;
 impl Engine {
     /// One try of [`submit_many`](Self::submit_many).
     async fn submit_pinned(&self, tenant: &TenantId, requests: &[SubmitRequest]) -> Result<Vec<Inserted>, EngineError> {
-        self.may_write()?;
+        self.may_write().await?;
         let now = self.now();
         let mut jobs = Vec::with_capacity(requests.len());
         let mut parents = Vec::new();

@@ -25,6 +25,7 @@ impl Engine {
         started_at: spindle_core::Timestamp,
     ) -> Result<Result<Format, String>, EngineError> {
         let sent = std::time::Instant::now();
+        self.gate.started(started_at);
         let now = self.now();
         let ttl = self.config.lease_ttl;
         let host = HostRow {
@@ -55,6 +56,24 @@ impl Engine {
                 Ok(Err(refusal.to_string()))
             }
         }
+    }
+
+    /// The format this host writes, or why it may not write (a job write checks first).
+    /// An admission that lapsed while the host was paused or cut off is renewed here, once
+    /// for all the writers waiting, before they are refused.
+    pub(crate) async fn may_write(&self) -> Result<Format, EngineError> {
+        if let Ok(format) = self.gate.check() {
+            return Ok(format);
+        }
+        if self.gate.lapsed() {
+            let _renewing = self.gate.renewing.lock().await;
+            if let (true, Some(started)) = (self.gate.lapsed(), self.gate.started_at()) {
+                if let Err(e) = self.announce_host(started).await {
+                    tracing::warn!(error = %e, "could not renew this host's announcement");
+                }
+            }
+        }
+        self.gate.check().map_err(EngineError::StorageFormat)
     }
 
     /// Removes this host's row (it is stopping): the gate no longer waits for it.
