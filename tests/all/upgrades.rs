@@ -293,19 +293,22 @@ async fn with_the_gate_bypassed_the_old_build_misreads_claims() {
     rolling.wait_final(&new, &probes).await;
 }
 
-/// A database as a host of the build before 0015 left it (0015, 0016, 0017 and the swap
-/// undone, on its empty tables), then a host's engine (its dispatcher running) with
+/// A database as a host of the build before 0015 left it (0015, 0016, 0017, 0019 and the
+/// swap undone, on its empty tables), then a host's engine (its dispatcher running) with
 /// 100,000 finished jobs, their steps and history.
 async fn before_0015_with_100_000_jobs(
     h: &spindle_tests::harness::Harness,
 ) -> (PgPool, std::sync::Arc<spindle::engine::Engine>, spindle::dispatcher::Dispatcher) {
     let db = PgPool::connect(&h.url).await.expect("connect");
-    // The database as a host of the build before 0015 left it: 0015, 0016, 0017 and the
-    // swap undone (on empty tables, at once).
+    // The database as a host of the build before 0015 left it: 0015, 0016, 0017, 0019 and
+    // the swap undone (on empty tables, at once).
     let undo = [
         "DROP INDEX signals_key",
         "ALTER TABLE signals DROP COLUMN idempotency_key",
         "DROP TABLE hosts, storage_gate",
+        "DROP FUNCTION spindle.submit(text, jsonb, jsonb)",
+        "DROP SCHEMA spindle",
+        "DROP TABLE sql_submissions, sql_roles",
         "DELETE FROM spindle_schema WHERE version >= 15",
     ];
     for sql in undo {
@@ -354,7 +357,7 @@ async fn before_0015_with_100_000_jobs(
 }
 
 /// The schema's steps that can run beside a host (0015's online collation change, 0016,
-/// 0017, and 0015's swap, the one contract step) run while a host keeps claiming and
+/// 0017, 0019, and 0015's swap, the one contract step) run while a host keeps claiming and
 /// committing on a table of 100,000 jobs, and no statement of that host waits on a lock
 /// for longer than the steps' lock timeout and their own few milliseconds. (Steps 1-14
 /// create the tables a host needs: none can run before them.)
@@ -425,7 +428,7 @@ async fn migrations_run_beside_a_host_that_keeps_claiming_and_committing() {
         took - expand_took,
         longest * 1000.0
     );
-    assert_eq!((expanded, contracted), (3, 1), "0015's twins, 0016, 0017; then the swap");
+    assert_eq!((expanded, contracted), (4, 1), "0015's twins, 0016, 0017, 0019; then the swap");
     assert!(committed > 0, "the host kept committing while the schema changed");
     assert!(longest < 0.5, "a statement of the host waited {longest:.3} s on the migration's locks");
 
@@ -566,7 +569,7 @@ async fn a_migration_killed_while_it_builds_an_index_concurrently_finishes_on_th
     assert_eq!(versions, Vec::<i64>::new(), "no step after 14 recorded");
 
     let ran = h.store.migrate(&[Phase::Expand, Phase::Contract]).await.expect("the next run");
-    assert_eq!(ran, 4, "0015's twins, 0016, 0017 and the swap");
+    assert_eq!(ran, 5, "0015's twins, 0016, 0017, 0019 and the swap");
     assert_migrated_keeping_every_job(&db).await;
     dispatcher.shutdown(Duration::from_secs(5)).await;
 }

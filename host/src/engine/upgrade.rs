@@ -67,10 +67,10 @@ impl Engine {
         }
         if self.gate.lapsed() {
             let _renewing = self.gate.renewing.lock().await;
-            if let (true, Some(started)) = (self.gate.lapsed(), self.gate.started_at()) {
-                if let Err(e) = self.announce_host(started).await {
-                    tracing::warn!(error = %e, "could not renew this host's announcement");
-                }
+            if let (true, Some(started)) = (self.gate.lapsed(), self.gate.started_at())
+                && let Err(e) = self.announce_host(started).await
+            {
+                tracing::warn!(error = %e, "could not renew this host's announcement");
             }
         }
         self.gate.check().map_err(EngineError::StorageFormat)
