@@ -2,26 +2,23 @@
 //! PostgreSQL database. The figures are the benchmark's business; the test asserts that
 //! every host count ran every job to success and was reported and checked.
 
-use serde_json::Value;
-use spindle_tests::guest_path;
-use spindle_tests::harness::Scratch;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_two_and_three_hosts_run_every_job_on_one_database() {
-    let scratch = Scratch::new();
     let admin = spindle_tests::postgres::fresh_database().await;
-    let guests = guest_path("noop").parent().expect("the guests directory").to_owned();
-    let ran = std::process::Command::new(spindle_tests::spindle_bin())
-        .args(["bench", "--backend", "postgres", "--database-url", &admin])
-        .args(["--only", "scale-out", "--jobs", "300", "--submit-batch", "100", "--concurrency", "16", "--json"])
-        .arg("--guests")
-        .arg(&guests)
-        .arg("--work-dir")
-        .arg(&scratch.path)
-        .output()
-        .expect("spindle bench runs");
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
-    let report: Value = serde_json::from_slice(&ran.stdout).expect("a JSON report");
+    let report = spindle_tests::bench(&[
+        "--backend",
+        "postgres",
+        "--database-url",
+        &admin,
+        "--only",
+        "scale-out",
+        "--jobs",
+        "300",
+        "--submit-batch",
+        "100",
+        "--concurrency",
+        "16",
+    ]);
     let scale = &report["scale_out"];
     assert_eq!(scale["jobs"], 300, "{scale}");
     assert_eq!(scale["concurrency_per_host"], 16, "{scale}");

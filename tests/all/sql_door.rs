@@ -250,20 +250,23 @@ async fn a_mapped_role_may_submit_for_its_tenant_and_do_nothing_else() {
 /// commit → admitted, commit → started, and bulk submission beside the API's path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sql_submit_benchmark_reports_its_figures() {
-    let scratch = Scratch::new();
     let admin = spindle_tests::postgres::fresh_database().await;
-    let guests = spindle_tests::guest_path("noop").parent().expect("the guests directory").to_owned();
-    let ran = std::process::Command::new(spindle_tests::spindle_bin())
-        .args(["bench", "--backend", "postgres", "--database-url", &admin, "--only", "sql-submit"])
-        .args(["--jobs", "400", "--latency-rate", "50", "--latency-secs", "2", "--warmup-secs", "1", "--json"])
-        .arg("--guests")
-        .arg(&guests)
-        .arg("--work-dir")
-        .arg(&scratch.path)
-        .output()
-        .expect("spindle bench runs");
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
-    let report: Value = serde_json::from_slice(&ran.stdout).expect("a JSON report");
+    let report = spindle_tests::bench(&[
+        "--backend",
+        "postgres",
+        "--database-url",
+        &admin,
+        "--only",
+        "sql-submit",
+        "--jobs",
+        "400",
+        "--latency-rate",
+        "50",
+        "--latency-secs",
+        "2",
+        "--warmup-secs",
+        "1",
+    ]);
     let sql = &report["sql_submit"];
     assert_eq!((sql["rate"].as_u64(), sql["bulk"].as_u64()), (Some(50), Some(100)), "{sql}");
     for figure in

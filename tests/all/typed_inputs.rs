@@ -141,17 +141,7 @@ on_both_backends!(a_bad_payment_is_refused_before_anything_is_queued, kinds_with
 /// reports them (the figures themselves are the benchmark's business, not the test's).
 #[test]
 fn the_bench_submits_without_and_with_a_schema() {
-    let scratch = Scratch::new();
-    let guests = guest_path("typed-noop").parent().expect("the guests directory").to_owned();
-    let ran = std::process::Command::new(spindle_tests::spindle_bin())
-        .args(["bench", "--only", "validation", "--jobs", "200", "--submit-batch", "50", "--json", "--guests"])
-        .arg(&guests)
-        .arg("--work-dir")
-        .arg(&scratch.path)
-        .output()
-        .expect("spindle bench runs");
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
-    let report: Value = serde_json::from_slice(&ran.stdout).expect("a JSON report");
+    let report = spindle_tests::bench(&["--only", "validation", "--jobs", "200", "--submit-batch", "50"]);
     let validation = &report["validation"];
     assert_eq!(validation["jobs"], 200, "{validation}");
     assert_eq!(validation["rounds"].as_array().map(Vec::len), Some(5), "{validation}");

@@ -92,3 +92,22 @@ pub fn spindle_bin() -> PathBuf {
     assert!(bin.exists(), "{} is missing: run `cargo build -p spindle` (or `cargo xtask test`)", bin.display());
     bin
 }
+
+/// Runs `spindle bench` with `args` and `--json`, on the built guests, its scenarios in a
+/// scratch directory; answers the report, failing with its error output if it failed.
+pub fn bench(args: &[&str]) -> serde_json::Value {
+    let scratch = harness::Scratch::new();
+    let guests = guest_path("noop").parent().expect("the guests directory").to_owned();
+    let ran = std::process::Command::new(spindle_bin())
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .arg("--guests")
+        .arg(&guests)
+        .arg("--work-dir")
+        .arg(&scratch.path)
+        .output()
+        .expect("spindle bench runs");
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    serde_json::from_slice(&ran.stdout).expect("a JSON report")
+}
