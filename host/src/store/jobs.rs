@@ -267,19 +267,7 @@ const URGENT_SUBMISSION: usize = 16;
 #[async_trait]
 impl super::submissions::Insert for SqlStore {
     async fn insert(&self, jobs: Vec<NewJob>, now: Timestamp, urgent: bool) -> Result<Vec<Inserted>, StoreError> {
-        if self.db.backend() == super::sql::Backend::Sqlite {
-            return self.write_submission(jobs, now, true, urgent).await;
-        }
-        let mut tries = 1;
-        loop {
-            match self.write_submission(jobs.clone(), now, true, urgent).await {
-                // A statement the schema changed under (a migration beside this host)
-                // failed before anything committed: the connections that cached it are
-                // retired, and the insert goes again.
-                Err(StoreError::Database(e)) if retire_if_stale(&e) && tries < TRANSACTION_ATTEMPTS => tries += 1,
-                done => return done,
-            }
-        }
+        self.write_submission(jobs, now, true, urgent).await
     }
 }
 
@@ -360,22 +348,29 @@ impl SqlStore {
         pinned: bool,
         urgent: bool,
     ) -> Result<Vec<Inserted>, StoreError> {
-        let jobs = match self.db.autocommit() {
+        let mut jobs = match self.db.autocommit() {
             Some(each) => match self.insert_in(each, jobs, now, pinned).await? {
                 Ok(inserted) => return Ok(inserted),
                 Err(jobs) => jobs,
             },
             None => jobs,
         };
-        let tx = if urgent { self.db.begin_urgent().await? } else { self.db.begin().await? };
-        self.insert_in(tx, jobs, now, pinned)
-            .await?
-            .map_err(|_| corrupt("admission asked for a transaction inside one"))
+        for _ in 0..TRANSACTION_ATTEMPTS {
+            let tx = if urgent { self.db.begin_urgent().await? } else { self.db.begin().await? };
+            match self.insert_in(tx, jobs, now, pinned).await? {
+                Ok(inserted) => return Ok(inserted),
+                // Statements gone stale under a migration: written nothing; again.
+                Err(back) => jobs = back,
+            }
+        }
+        Err(StoreError::Interrupted("a submission's statements kept going stale under migrations".into()))
     }
 
     /// [`write_submission`](Self::write_submission) in `tx`; gives the jobs back, having written nothing,
     /// when `tx` is no transaction and a tenant's quota needs one
-    /// ([`Admission::NeedsTransaction`](super::capacity::Admission::NeedsTransaction)).
+    /// ([`Admission::NeedsTransaction`](super::capacity::Admission::NeedsTransaction)), or when a
+    /// statement before the insert's end met statements a migration made stale
+    /// (`sql::retire_if_stale`: the connections that cached them are retired).
     async fn insert_in(
         &self,
         mut tx: Tx,
@@ -383,18 +378,30 @@ impl SqlStore {
         now: Timestamp,
         pinned: bool,
     ) -> Result<Result<Vec<Inserted>, Vec<NewJob>>, StoreError> {
-        // Jobs whose idempotency key already names a job answer that job.
-        let existing = jobs_by_keys(&mut tx, &jobs).await?;
-        let fresh: Vec<&NewJob> = jobs.iter().zip(&existing).filter(|(_, e)| e.is_none()).map(|(j, _)| j).collect();
-        let any_ready = fresh.iter().any(|j| j.job.queue == spindle_core::QueueState::Ready);
-        // Quotas first: a refused batch writes nothing (the transaction is dropped).
-        let admitted = match super::capacity::admit(&mut tx, &fresh, self.fair, now).await? {
-            Admission::Admitted(admitted) => admitted,
-            Admission::Refused(refusal) => return Err(StoreError::QuotaExceeded(refusal)),
-            Admission::NeedsTransaction => return Ok(Err(jobs)),
+        // Up to the insert, a failed statement wrote nothing (outside a transaction the
+        // insert is the one statement that writes).
+        let written = async {
+            // Jobs whose idempotency key already names a job answer that job.
+            let existing = jobs_by_keys(&mut tx, &jobs).await?;
+            let fresh: Vec<&NewJob> = jobs.iter().zip(&existing).filter(|(_, e)| e.is_none()).map(|(j, _)| j).collect();
+            let any_ready = fresh.iter().any(|j| j.job.queue == spindle_core::QueueState::Ready);
+            // Quotas first: a refused batch writes nothing (the transaction is dropped).
+            let admitted = match super::capacity::admit(&mut tx, &fresh, self.fair, now).await? {
+                Admission::Admitted(admitted) => admitted,
+                Admission::Refused(refusal) => return Err(StoreError::QuotaExceeded(refusal)),
+                Admission::NeedsTransaction => return Ok(None),
+            };
+            let seqs = insert_new_jobs(&mut tx, &fresh, now, self.fair, Some(&admitted), any_ready, pinned).await?;
+            Ok(Some((existing, seqs)))
+        }
+        .await;
+        let (existing, seqs) = match written {
+            Ok(Some(written)) => written,
+            Ok(None) => return Ok(Err(jobs)),
+            Err(StoreError::Database(e)) if retire_if_stale(&e) => return Ok(Err(jobs)),
+            Err(e) => return Err(e),
         };
-        let mut seqs =
-            insert_new_jobs(&mut tx, &fresh, now, self.fair, Some(&admitted), any_ready, pinned).await?.into_iter();
+        let mut seqs = seqs.into_iter();
         let mut out = Vec::with_capacity(jobs.len());
         for (new, found) in jobs.into_iter().zip(existing) {
             if let Some(found) = found {
