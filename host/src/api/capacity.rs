@@ -7,6 +7,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 
 use super::body::json_body;
+use super::views;
 use super::views::{BreakerStateView, CapacityView, ErrorBody, LimitsView};
 use super::{ApiError, ApiState, ErrorCode, OperatorAuth, TenantAuth};
 use crate::engine::{TenantId, TenantLimits};
@@ -41,7 +42,7 @@ pub(super) async fn set_limits(
     let request: LimitsView = json_body(bytes)?;
     let capacity =
         state.host.engine.capacity().set_tenant_limits(&TenantId(name.clone()), TenantLimits::from(&request)).await?;
-    Ok(Json(CapacityView::of(&name, &capacity)))
+    Ok(Json(views::capacity_view(&name, &capacity)))
 }
 
 /// A tenant's limits and usage
@@ -72,7 +73,7 @@ pub(super) async fn get_limits(
         return Err(ApiError::new(ErrorCode::NotFound, "no such tenant"));
     }
     let capacity = state.host.engine.capacity().of(&tenant).await?;
-    Ok(Json(CapacityView::of(&name, &capacity)))
+    Ok(Json(views::capacity_view(&name, &capacity)))
 }
 
 /// This tenant's usage
@@ -95,7 +96,7 @@ pub(super) async fn usage(
     TenantAuth(tenant): TenantAuth,
 ) -> Result<Json<CapacityView>, ApiError> {
     let capacity = state.host.engine.capacity().of(&tenant).await?;
-    Ok(Json(CapacityView::of(&tenant.0, &capacity)))
+    Ok(Json(views::capacity_view(&tenant.0, &capacity)))
 }
 
 /// Reset a kind's fault breakers

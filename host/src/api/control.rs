@@ -9,6 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
 use super::body::{job_id, json_body};
+use super::views;
 use super::views::{CancelBody, ErrorBody, JobView};
 use super::{ApiError, ApiState, TenantAuth};
 use crate::engine::Command;
@@ -22,7 +23,7 @@ fn actor(tenant: &TenantId) -> String {
 async fn command(state: &ApiState, tenant: &TenantId, id: &str, command: Command) -> Result<Json<JobView>, ApiError> {
     let id = job_id(id)?;
     let record = state.host.engine.operations().command(tenant, id, command, &actor(tenant)).await?;
-    Ok(Json(JobView::new(&record, None)))
+    Ok(Json(views::job_view(&record, None)))
 }
 
 /// Cancel a job
@@ -179,5 +180,5 @@ pub(super) async fn retry(
     let failed = state.host.engine.operations().command(&tenant, id, Command::Retry, &actor(&tenant)).await?;
     let successor = failed.job.successor.ok_or_else(|| ApiError::internal("retry recorded no successor"))?;
     let retry = state.host.engine.operations().job(&tenant, successor).await?;
-    Ok((StatusCode::CREATED, Json(JobView::new(&retry, None))))
+    Ok((StatusCode::CREATED, Json(views::job_view(&retry, None))))
 }

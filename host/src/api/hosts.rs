@@ -4,7 +4,8 @@
 use axum::Json;
 use axum::extract::State;
 
-use super::views::{ErrorBody, Finalized, GateView, HostList, HostView};
+use super::views;
+use super::views::{ErrorBody, Finalized, GateView, HostList};
 use super::{ApiError, ApiState, ErrorCode, OperatorAuth};
 
 /// Hosts on this database
@@ -28,7 +29,7 @@ pub(super) async fn list_hosts(State(state): State<ApiState>, _: OperatorAuth) -
     let now = engine.now();
     Ok(Json(HostList {
         gate: gate.as_ref().map(GateView::from),
-        hosts: hosts.iter().map(|h| HostView::of(h, now)).collect(),
+        hosts: hosts.iter().map(|h| views::host_view(h, now)).collect(),
     }))
 }
 

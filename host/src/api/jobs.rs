@@ -16,6 +16,7 @@ use utoipa::IntoParams;
 
 use super::body::{ApiQuery, job_id, json_body};
 use super::time;
+use super::views;
 use super::views::{Action, Actions, ErrorBody, JobPage, JobSummaryView, JobView, Submit};
 use super::{ApiError, ApiState, TenantAuth};
 use crate::engine::SubmitRequest;
@@ -94,7 +95,7 @@ pub(super) async fn submit(
     let inserted = state.host.engine.submission().submit(&tenant, submit).instrument(span.clone()).await?;
     span.record("job", inserted.record().job.id.to_string());
     let status = if matches!(inserted, Inserted::Created(_)) { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(JobView::new(inserted.record(), None))))
+    Ok((status, Json(views::job_view(inserted.record(), None))))
 }
 
 /// The span of a submission, under the caller's `traceparent` when it sent one; none
@@ -142,7 +143,7 @@ pub(super) async fn get_job(
     let history = state.host.engine.operations().history(&tenant, id).await?;
     let calls = state.host.engine.operations().job_calls(&tenant, id).await?;
     let logs = state.host.engine.operations().job_logs(&tenant, id, None, i64::MAX, 1).await?;
-    let mut view = JobView::new(&record, Some(&history));
+    let mut view = views::job_view(&record, Some(&history));
     view.outbound = Some(calls.iter().map(Into::into).collect());
     view.actions = Some(actions(&state.host.engine.operations().actions(&record)));
     view.logs_capped = Some(logs.dropped > 0);
@@ -227,7 +228,7 @@ pub(super) async fn wait_job(
     loop {
         let record = state.host.engine.operations().job(&tenant, id).await?;
         if record.job.state.is_final() || tokio::time::Instant::now() >= deadline {
-            return Ok(Json(JobView::new(&record, None)));
+            return Ok(Json(views::job_view(&record, None)));
         }
         // Woken by this host's changes; re-read now and then for other hosts' changes.
         let wake = async {

@@ -12,8 +12,9 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::body::{ApiQuery, body, json_body};
+use super::views;
 use super::views::{
-    DeployView, Deployed, DeploymentView, ErrorBody, KindList, KindView, Rollback, RolledBack, SpecView, VersionView,
+    DeployView, Deployed, DeploymentView, ErrorBody, KindList, KindView, Rollback, RolledBack, VersionView,
 };
 use super::{ApiError, ApiState, ErrorCode, TenantAuth};
 use crate::capabilities::Deployment;
@@ -114,12 +115,12 @@ pub(super) async fn deploy(
     let stale_after = state.host.registry.stale_after();
     match tokio::time::timeout(wait, finished).await {
         Ok(Ok((record, Ok((version, spec))))) => {
-            let deploy = DeployView::new(&record, state.host.engine.now(), stale_after);
+            let deploy = views::deploy_view(&record, state.host.engine.now(), stale_after);
             let deployed = Deployed {
                 kind,
                 version: version.version,
                 digest: version.digest,
-                spec: SpecView::from(&spec),
+                spec: views::spec_view(&spec),
                 deploy,
             };
             Ok((StatusCode::CREATED, Json(deployed)).into_response())
@@ -127,7 +128,7 @@ pub(super) async fn deploy(
         Ok(Ok((_, Err(e)))) => Err(e.into()),
         Ok(Err(_)) => Err(ApiError::internal("the deploy's compile task ended without an answer")),
         Err(_) => {
-            let view = DeployView::new(&record, state.host.engine.now(), stale_after);
+            let view = views::deploy_view(&record, state.host.engine.now(), stale_after);
             let location = format!("/v1/kinds/{kind}/deploys/{}", record.id);
             Ok((StatusCode::ACCEPTED, [(axum::http::header::LOCATION, location)], Json(view)).into_response())
         }
@@ -182,7 +183,7 @@ pub(super) async fn get_deploy(
             .await?
             .filter(|r| r.kind == kind)
             .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no such deploy"))?;
-        let view = DeployView::new(&record, state.host.engine.now(), state.host.registry.stale_after());
+        let view = views::deploy_view(&record, state.host.engine.now(), state.host.registry.stale_after());
         if view.state != "compiling" || tokio::time::Instant::now() >= deadline {
             return Ok(Json(view));
         }
@@ -212,10 +213,10 @@ pub(super) async fn list_kinds(
     let stale_after = state.host.registry.stale_after();
     let compiling = state.host.registry.compiling(&tenant).await?;
     Ok(Json(KindList {
-        kinds: kinds.iter().map(|k| KindView::new(k, None).with_breakers(&breakers)).collect(),
+        kinds: kinds.iter().map(|k| views::with_breakers(views::kind_view(k, None), &breakers)).collect(),
         compiling: compiling
             .iter()
-            .map(|r| DeployView::new(r, now, stale_after))
+            .map(|r| views::deploy_view(r, now, stale_after))
             .filter(|d| d.state == "compiling")
             .collect(),
     }))
@@ -250,8 +251,8 @@ pub(super) async fn get_kind(
     let breakers = state.host.engine.capacity().breakers().of_tenant(&tenant, now);
     let stale_after = state.host.registry.stale_after();
     let deploys = state.host.registry.deploy_records(&tenant, &kind).await?;
-    let mut view = KindView::new(entry, Some(&versions)).with_breakers(&breakers);
-    view.deploys = deploys.iter().map(|r| DeployView::new(r, now, stale_after)).collect();
+    let mut view = views::with_breakers(views::kind_view(entry, Some(&versions)), &breakers);
+    view.deploys = deploys.iter().map(|r| views::deploy_view(r, now, stale_after)).collect();
     Ok(Json(view))
 }
 

@@ -13,7 +13,8 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::body::{ApiQuery, json_body};
-use super::views::{CreatedToken, ErrorBody, NewToken, TokenList, TokenView};
+use super::views;
+use super::views::{CreatedToken, ErrorBody, NewToken, TokenList};
 use super::{ApiError, ApiState, CallerAuth, ErrorCode};
 use crate::engine::TenantId;
 use crate::engine::TokenScope;
@@ -67,7 +68,7 @@ pub(super) async fn issue_token(
     }
     let expires_in = request.expires_in_secs.map(Duration::from_secs);
     let (info, token) = state.host.engine.tenancy().create_token(&scope, request.name.as_deref(), expires_in).await?;
-    Ok((StatusCode::CREATED, Json(CreatedToken::new(&info, token))))
+    Ok((StatusCode::CREATED, Json(views::created_token(&info, token))))
 }
 
 /// Whose tokens to list.
@@ -111,7 +112,7 @@ pub(super) async fn list_tokens(
     }
     let now = state.host.engine.now();
     let tokens = state.host.engine.tenancy().tokens(within.as_ref()).await?;
-    Ok(Json(TokenList { tokens: tokens.iter().map(|info| TokenView::new(info, now)).collect() }))
+    Ok(Json(TokenList { tokens: tokens.iter().map(|info| views::token_view(info, now)).collect() }))
 }
 
 /// Revoke a token

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::body::{body, job_id, json_body};
+use super::views;
 use super::views::{ErrorBody, JobView};
 use super::{ApiError, ApiState, TenantAuth};
 use crate::api::time::rfc3339;
@@ -67,7 +68,7 @@ pub(super) async fn send_signal(
     };
     let sent = state.host.engine.workflows().signal(&tenant, id, &name, body.to_vec(), key).await?;
     let replayed = if sent.repeated { "true" } else { "false" };
-    Ok((StatusCode::ACCEPTED, [("idempotent-replayed", replayed)], Json(JobView::new(&sent.record, None))))
+    Ok((StatusCode::ACCEPTED, [("idempotent-replayed", replayed)], Json(views::job_view(&sent.record, None))))
 }
 
 /// A cron schedule.

@@ -1,31 +1,8 @@
 //! The queues at a glance, and the bulk operations and alerts looked back on.
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
 use crate::api::time::rfc3339;
 use crate::engine::{Alert, Operation, QueueDepth};
-
-/// A tenant's open jobs of one kind and priority class, by where each waits.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct QueueDepthView {
-    /// The kind.
-    pub kind: String,
-    /// The priority class.
-    pub priority: String,
-    /// Ready to be claimed.
-    pub ready: u64,
-    /// Waiting for their time: a delay, a retry's backoff, a snooze.
-    pub delayed: u64,
-    /// Waiting for a lease key, a running limit or a breaker.
-    pub blocked: u64,
-    /// Waiting for children or a signal.
-    pub waiting: u64,
-    /// With a step running.
-    pub running: u64,
-    /// Paused.
-    pub paused: u64,
-}
+use spindle_views::{AlertView, OperationView, QueueDepthView};
 
 impl From<&QueueDepth> for QueueDepthView {
     fn from(d: &QueueDepth) -> Self {
@@ -40,75 +17,6 @@ impl From<&QueueDepth> for QueueDepthView {
             paused: d.paused,
         }
     }
-}
-
-/// Steps running at one moment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct RunningSample {
-    /// When they were counted.
-    pub at: String,
-    /// How many.
-    pub running: u64,
-}
-
-/// The tenant's queues.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct Queues {
-    /// Open jobs by kind and priority class.
-    pub depth: Vec<QueueDepthView>,
-    /// Steps running over the last hour, every 10 s, oldest first.
-    pub running_over_time: Vec<RunningSample>,
-}
-
-/// Which dead letters to retry (all of the tenant's without a field).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DeadLetterRetry {
-    /// Only this kind's.
-    #[serde(default)]
-    pub kind: Option<String>,
-    /// Only those that failed with this code.
-    #[serde(default)]
-    pub failure_code: Option<String>,
-    /// Only those that failed before this time (RFC 3339).
-    #[serde(default)]
-    pub failed_before: Option<String>,
-}
-
-/// How many dead letters a filter matches.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct DeadLetterCount {
-    /// How many, up to 10,000.
-    pub matching: u64,
-    /// Whether the count stopped at 10,000 (there may be more).
-    pub capped: bool,
-}
-
-/// A bulk operation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct OperationView {
-    /// Its id.
-    pub id: String,
-    /// What it does (`retry-dead-letters`).
-    pub action: String,
-    /// What it applies to.
-    #[schema(value_type = Object)]
-    pub filter: serde_json::Value,
-    /// `running`, `done` or `failed`.
-    pub state: String,
-    /// Jobs it matched so far.
-    pub matched: u64,
-    /// Jobs it acted on (for a retry: new jobs made).
-    pub retried: u64,
-    /// Jobs it could not act on (retried meanwhile by other means, say).
-    pub failed: u64,
-    /// Who asked.
-    pub actor: String,
-    /// When.
-    pub created_at: String,
-    /// When it ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<String>,
 }
 
 impl From<&Operation> for OperationView {
@@ -128,43 +36,6 @@ impl From<&Operation> for OperationView {
     }
 }
 
-/// An operation, as it starts.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct OperationStarted {
-    /// It.
-    pub operation: OperationView,
-}
-
-/// A tenant's operations, newest first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct OperationList {
-    /// Them.
-    pub operations: Vec<OperationView>,
-}
-
-/// An operational alert.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct AlertView {
-    /// When it was raised last.
-    pub at: String,
-    /// When it was first raised (alerts of one tenant, kind and code within a minute are one).
-    pub first_at: String,
-    /// What: `late-success` (a step succeeded after its job had failed), or a sandbox
-    /// fault's code (`sandbox.deadline`, `sandbox.panic`, …).
-    pub code: String,
-    /// The tenant.
-    pub tenant: String,
-    /// The kind.
-    pub kind: String,
-    /// The job that raised it last.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job: Option<String>,
-    /// What it said.
-    pub message: String,
-    /// How many times it was raised.
-    pub count: u64,
-}
-
 impl From<&Alert> for AlertView {
     fn from(a: &Alert) -> Self {
         Self {
@@ -178,11 +49,4 @@ impl From<&Alert> for AlertView {
             count: a.count,
         }
     }
-}
-
-/// The latest alerts, newest first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct AlertList {
-    /// Them.
-    pub alerts: Vec<AlertView>,
 }

@@ -1,39 +1,8 @@
 //! Tenants and their tokens as the API shows them (operator token).
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
 use crate::api::time::rfc3339;
 use crate::engine::Tenant;
-
-/// A tenant to create.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewTenant {
-    /// Its name: 1-64 characters of a-z, 0-9, '-', '_' or '.'.
-    pub name: String,
-}
-
-/// A tenant and a new token for it. The token is shown this once: only its hash is kept.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct TenantToken {
-    /// The tenant's name.
-    pub tenant: String,
-    /// The bearer token.
-    pub token: String,
-}
-
-/// A tenant.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct TenantView {
-    /// Its name.
-    pub name: String,
-    /// When it was created.
-    pub created_at: String,
-    /// How many seconds its finished jobs are kept; absent: the host's default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retention_secs: Option<u64>,
-}
+use spindle_views::TenantView;
 
 impl From<&Tenant> for TenantView {
     fn from(t: &Tenant) -> Self {
@@ -43,19 +12,4 @@ impl From<&Tenant> for TenantView {
             retention_secs: t.retention.map(|r| r.as_secs()),
         }
     }
-}
-
-/// How long a tenant's finished jobs are kept.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Retention {
-    /// Seconds, from 60 to ten years; `null`: the host's default (`--retention`).
-    pub retention_secs: Option<u64>,
-}
-
-/// Every tenant.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct TenantList {
-    /// The tenants.
-    pub tenants: Vec<TenantView>,
 }
