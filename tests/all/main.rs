@@ -27,6 +27,7 @@ macro_rules! on_both_backends {
 }
 
 mod capacity;
+mod clients;
 mod crash;
 mod deploys;
 mod e2e;

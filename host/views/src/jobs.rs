@@ -362,3 +362,16 @@ pub struct LeaseInvalidated {
     /// The job that held it, if any: it can no longer heartbeat or commit under it.
     pub held_by: Option<String>,
 }
+
+/// Whether `state` (as a view carries it) is final: a final job never changes state. A
+/// state this build does not know is not final.
+pub fn is_final_state(state: &str) -> bool {
+    spindle_core::JobState::parse(state).is_some_and(spindle_core::JobState::is_final)
+}
+
+impl JobView {
+    /// Whether the job is final (`succeeded`, `failed` or `cancelled`).
+    pub fn is_final(&self) -> bool {
+        is_final_state(&self.state)
+    }
+}

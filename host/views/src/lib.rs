@@ -26,6 +26,7 @@ pub use hosts::{Finalized, GateView, HostList, HostView, StorageHealth};
 pub use jobs::{
     Action, Actions, AttemptView, CancelBody, CancelRequestView, FailureView, HistoryEntryView, JobLive, JobPage,
     JobSummaryView, JobView, LeaseInvalidated, LogLineView, LogPage, SHOWN_BYTES, StepView, Submit, Withheld,
+    is_final_state,
 };
 pub use kinds::{
     BreakerStateView, DeployView, Deployed, DeploymentView, KindList, KindView, RetryView, Rollback, RolledBack,

@@ -10,7 +10,7 @@ use super::kinds::default_input;
 use super::print::{self, emit, exit_for, is_final, pending, state_line};
 use super::remote::Client;
 use super::{empty_body, percent_encode};
-use spindle::api::views::{CancelBody, JobPage, JobView, LogLineView, LogPage, Submit};
+use spindle::api::views::{CancelBody, JobPage, JobView, LogLineView, Submit};
 
 /// What `spindle submit` was given (the fields of `ClientCommand::Submit`).
 #[derive(Debug)]
@@ -106,23 +106,17 @@ pub(super) async fn logs(
     follow: bool,
     step: Option<String>,
 ) -> anyhow::Result<()> {
-    let step_query = step.as_deref().map(|s| format!("&step={}", percent_encode(s))).unwrap_or_default();
     if follow {
-        client
-            .events(&format!("/v1/jobs/{id}/logs?follow=true{step_query}"), |name, data| {
-                if name == "line" {
-                    let line: LogLineView = serde_json::from_str(data).context("a log line")?;
-                    if json {
-                        println!("{data}");
-                    } else {
-                        println!("{}", log_line(&line));
-                    }
-                }
-                Ok(name != "end")
-            })
-            .await?;
+        let mut lines = client.typed().follow_logs(id, step.as_deref()).await?;
+        while let Some(line) = lines.next().await? {
+            if json {
+                println!("{}", serde_json::to_string(&line)?);
+            } else {
+                println!("{}", log_line(&line));
+            }
+        }
     } else {
-        let page: LogPage = client.get(&format!("/v1/jobs/{id}/logs?follow=false{step_query}")).await?;
+        let page = client.typed().logs(id, step.as_deref()).await?;
         emit(json, &page, |p| {
             for line in &p.lines {
                 println!("{}", log_line(line));

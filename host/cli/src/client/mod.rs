@@ -297,9 +297,12 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
 
 /// Fails with the host's own words when it refused: `code (reason): message`.
 pub fn describe_error(error: &anyhow::Error) -> String {
-    match error.downcast_ref::<HostRefused>() {
-        Some(refused) => refused.to_string(),
-        None => format!("{error:#}"),
+    if let Some(refused) = error.downcast_ref::<HostRefused>() {
+        return refused.to_string();
+    }
+    match error.downcast_ref::<spindle_client::Error>() {
+        Some(spindle_client::Error::Refused(refused)) => refused.to_string(),
+        _ => format!("{error:#}"),
     }
 }
 

@@ -79,6 +79,8 @@ pub(super) struct Client {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// The typed client, for what it does whole (following a job's logs and events).
+    typed: spindle_client::Client,
 }
 
 impl Client {
@@ -86,7 +88,18 @@ impl Client {
     pub(super) fn new(server: &str, token: Option<String>) -> anyhow::Result<Self> {
         // Longer than the longest `wait` the host holds a request (300 s).
         let http = reqwest::Client::builder().timeout(Duration::from_secs(330)).build()?;
-        Ok(Self { http, base: server.trim_end_matches('/').to_owned(), token })
+        let mut typed = spindle_client::Client::builder(server).retry(spindle_client::Retry::NEVER);
+        if let Some(token) = &token {
+            typed = typed.token(token);
+        }
+        // The commands answer a refusal at once: the user decides whether to try again.
+        let typed = typed.build()?;
+        Ok(Self { http, base: server.trim_end_matches('/').to_owned(), token, typed })
+    }
+
+    /// The typed client of the same host, presenting the same token.
+    pub(super) fn typed(&self) -> &spindle_client::Client {
+        &self.typed
     }
 
     fn url(&self, path: &str) -> String {
@@ -148,53 +161,6 @@ impl Client {
     /// `PUT path` with a WebAssembly component.
     pub(super) async fn put_bytes<T: DeserializeOwned>(&self, path: &str, bytes: Vec<u8>) -> anyhow::Result<T> {
         self.send(self.http.put(self.url(path)).header("content-type", "text/plain").body(bytes)).await
-    }
-
-    /// `GET path` as server-sent events: calls `on_event(name, data)` for each until it
-    /// answers `false` or the host ends the stream.
-    pub(super) async fn events(
-        &self,
-        path: &str,
-        mut on_event: impl FnMut(&str, &str) -> anyhow::Result<bool>,
-    ) -> anyhow::Result<()> {
-        let request = self.http.get(self.url(path)).header("accept", "text/event-stream");
-        let request = match &self.token {
-            Some(token) => request.bearer_auth(token),
-            None => request,
-        };
-        let mut response = request.send().await.with_context(|| format!("cannot reach the host at {}", self.base))?;
-        let status = response.status();
-        if !status.is_success() {
-            let body = response.bytes().await.unwrap_or_default();
-            return Err(HostRefused::from_answer(status, &body).into());
-        }
-        let mut buffer = String::new();
-        let (mut name, mut data) = (String::new(), String::new());
-        while let Some(chunk) = response.chunk().await.context("reading the host's events")? {
-            buffer.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buffer.find('\n') {
-                let line: String = buffer.drain(..=end).collect();
-                let line = line.trim_end_matches(['\n', '\r']);
-                if line.is_empty() {
-                    if !data.is_empty() || !name.is_empty() {
-                        let event = if name.is_empty() { "message" } else { name.as_str() };
-                        if !on_event(event, &data)? {
-                            return Ok(());
-                        }
-                    }
-                    name.clear();
-                    data.clear();
-                } else if let Some(value) = line.strip_prefix("event:") {
-                    name = value.trim_start().to_owned();
-                } else if let Some(value) = line.strip_prefix("data:") {
-                    if !data.is_empty() {
-                        data.push('\n');
-                    }
-                    data.push_str(value.strip_prefix(' ').unwrap_or(value));
-                }
-            }
-        }
-        Ok(())
     }
 
     /// `PUT path` with a WebAssembly component: the success's status and JSON body.

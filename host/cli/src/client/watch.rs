@@ -70,14 +70,12 @@ pub(super) async fn watch(client: &Client, id: &str, json: bool) -> anyhow::Resu
 /// The job's events, one wake per batch of them.
 fn changes<'a>(client: &'a Client, id: &'a str) -> Changes<'a> {
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    let path = format!("/v1/jobs/{id}/events");
     let stream = Box::pin(async move {
-        client
-            .events(&path, |name, _| {
-                let _ = sender.send(());
-                Ok(name != "end")
-            })
-            .await
+        let mut events = client.typed().events(id).await?;
+        while events.next().await?.is_some() {
+            let _ = sender.send(());
+        }
+        Ok(())
     });
     Changes { stream, receiver, ended: None }
 }

@@ -1,0 +1,151 @@
+//! The typed clients (issue 41) against a real `spindle serve`: the Rust crate in this
+//! process, the Python and TypeScript packages in their own runtimes (installed by
+//! `cargo xtask test`), each through submit, get, wait, signal, cancel, list, logs and
+//! events, a refusal's code and violations, and a 429 tried again after `Retry-After`.
+
+use std::time::Duration;
+
+use serde_json::json;
+use spindle::store::Backend;
+use spindle_client::views::LimitsView;
+use spindle_client::{Client, Error, JobEvent, JobFilter, Retry, Submission};
+use spindle_tests::harness::Scratch;
+use spindle_tests::served::Served;
+
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// A host on a fresh SQLite file with tenant `acme` and the kinds the clients' tests use.
+async fn host() -> (Served, String, Scratch) {
+    let (store, url, scratch) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = Served::start(&url, &[]);
+    let token = host.tenant("acme");
+    for kind in ["scripted", "workflow", "typed-noop"] {
+        let path = spindle_tests::guest_path(kind);
+        let ran = host.cli(Some(&token), &["deploy", kind, path.to_str().unwrap()]);
+        assert_eq!(ran.code, 0, "deploy {kind}: {}", ran.stderr);
+    }
+    (host, token, scratch)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_submits_once_per_key_waits_lists_and_follows_a_job() {
+    let (host, token, _scratch) = host().await;
+    let client = Client::new(&host.url, &token).unwrap();
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let submission = Submission::new("scripted", json!({ "first": "more:3" }))
+        .idempotency_key("order-42")
+        .traceparent(traceparent)
+        .priority("critical");
+    let first = client.submit(&submission).await.unwrap();
+    assert!(first.created);
+    assert_eq!((first.job.kind.as_str(), first.job.priority.as_str()), ("scripted", "critical"));
+    let again = client.submit(&submission).await.unwrap();
+    assert!(!again.created, "the same key answers the first job");
+    assert_eq!(again.job.id, first.job.id);
+
+    let id = first.job.id.clone();
+    let mut events = client.events(&id).await.unwrap();
+    let mut lines = client.follow_logs(&id, None).await.unwrap();
+    let done = client.wait(&id, PATIENCE).await.unwrap();
+    assert!(done.is_final());
+    assert_eq!(done.state, "succeeded");
+
+    // The events, from the first entry, end once the job is final.
+    let mut history = Vec::new();
+    let mut last_state = None;
+    while let Some(event) = events.next().await.unwrap() {
+        match event {
+            JobEvent::History(entry) => history.push(entry.event),
+            JobEvent::Job(live) => last_state = Some(live.state),
+        }
+    }
+    assert_eq!(history.first().map(String::as_str), Some("submitted"));
+    assert!(history.iter().any(|event| event == "succeeded"), "{history:?}");
+    assert_eq!(last_state.as_deref(), Some("succeeded"));
+    // Followed lines are the lines kept, in order.
+    let mut followed = Vec::new();
+    while let Some(line) = lines.next().await.unwrap() {
+        followed.push(line);
+    }
+    let kept = client.logs(&id, None).await.unwrap();
+    assert!(!kept.lines.is_empty(), "the scripted kind logs as it goes");
+    assert_eq!(followed, kept.lines);
+
+    let whole = client.job(&id).await.unwrap();
+    assert_eq!(whole.idempotency_key.as_deref(), Some("order-42"));
+    assert!(whole.history.is_some_and(|h| !h.is_empty()));
+    let filter = JobFilter { kind: Some("scripted".into()), state: Some("succeeded".into()), ..JobFilter::default() };
+    let page = client.list(&filter).await.unwrap();
+    assert_eq!(page.jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), [id.as_str()]);
+    let none = client.list(&JobFilter { kind: Some("workflow".into()), ..JobFilter::default() }).await.unwrap();
+    assert!(none.jobs.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_signals_and_cancels_and_a_refused_command_says_why() {
+    let (host, token, _scratch) = host().await;
+    let client = Client::new(&host.url, &token).unwrap();
+    let waiting =
+        client.submit(&Submission::new("workflow", json!({ "signal": "shipped", "timeout_secs": 3600 }))).await;
+    let id = waiting.unwrap().job.id;
+    let sent = client.signal(&id, "shipped", &json!({ "carrier": "post" }), Some("ship-1")).await.unwrap();
+    assert_eq!(sent.id, id);
+    client.signal(&id, "shipped", &json!({ "carrier": "post" }), Some("ship-1")).await.unwrap();
+    let done = client.wait(&id, PATIENCE).await.unwrap();
+    assert_eq!(done.state, "succeeded");
+    let output = done.steps[0].output.clone().expect("the step's output");
+    assert_eq!(output["signals"], json!([{ "carrier": "post" }]), "one delivery for one key");
+
+    let stuck = client.submit(&Submission::new("scripted", json!({ "first": "wait-for-stop" }))).await.unwrap().job;
+    client.cancel(&stuck.id, "the customer changed their mind").await.unwrap();
+    let cancelled = client.wait(&stuck.id, PATIENCE).await.unwrap();
+    assert_eq!(cancelled.state, "cancelled");
+    match client.cancel(&stuck.id, "again").await {
+        Err(Error::Refused(refused)) => {
+            assert_eq!((refused.status, refused.code.as_str()), (409, "illegal-transition"));
+            assert_eq!(refused.state.as_deref(), Some("cancelled"));
+            assert!(refused.reason.is_some());
+        }
+        other => panic!("a final job refuses a cancel: {other:?}"),
+    }
+    match client.job("00000000-0000-0000-0000-000000000000").await {
+        Err(Error::Refused(refused)) => assert_eq!(refused.known(), Some(spindle_client::views::ErrorCode::NotFound)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_carries_violations_and_tries_a_quota_again_after_retry_after() {
+    let (host, token, _scratch) = host().await;
+    let client = Client::new(&host.url, &token).unwrap();
+    match client.submit(&Submission::new("typed-noop", json!({ "account": "" }))).await {
+        Err(Error::Refused(refused)) => {
+            assert_eq!((refused.status, refused.code.as_str()), (422, "invalid-input"));
+            assert!(refused.violations.iter().any(|v| v.pointer == "/account"), "{:?}", refused.violations);
+        }
+        other => panic!("a schema violation is refused: {other:?}"),
+    }
+    assert_eq!(
+        client.submit(&Submission::new("no-such-kind", json!({}))).await.unwrap_err().code(),
+        Some("unknown-kind")
+    );
+
+    // One submission a second: the second at once is refused 429 with `Retry-After`,
+    // which a client that does not retry sees, and one that does waits out.
+    let operator = Client::new(&host.url, &host.operator).unwrap();
+    let limits = LimitsView { rate_per_sec: Some(1), rate_burst: Some(1), ..LimitsView::default() };
+    let _: serde_json::Value =
+        operator.call(reqwest::Method::PUT, "/v1/tenants/acme/limits", Some(&limits)).await.unwrap();
+    let impatient = Client::builder(&host.url).token(&token).retry(Retry::NEVER).build().unwrap();
+    impatient.submit(&Submission::new("scripted", json!({}))).await.unwrap();
+    match impatient.submit(&Submission::new("scripted", json!({}))).await {
+        Err(Error::Refused(refused)) => {
+            assert_eq!((refused.status, refused.code.as_str()), (429, "quota-exceeded"));
+            assert!(refused.retry_after.is_some_and(|after| after >= Duration::from_secs(1)), "{refused:?}");
+        }
+        other => panic!("the rate refuses the second submission: {other:?}"),
+    }
+    let patient = client.submit(&Submission::new("scripted", json!({}))).await.unwrap();
+    assert!(patient.created, "tried again after Retry-After, and admitted");
+}
