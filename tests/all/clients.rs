@@ -3,6 +3,8 @@
 //! `cargo xtask test`), each through submit, get, wait, signal, cancel, list, logs and
 //! events, a refusal's code and violations, and a 429 tried again after `Retry-After`.
 
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
@@ -148,4 +150,39 @@ async fn the_rust_client_carries_violations_and_tries_a_quota_again_after_retry_
     }
     let patient = client.submit(&Submission::new("scripted", json!({}))).await.unwrap();
     assert!(patient.created, "tried again after Retry-After, and admitted");
+}
+
+/// The toolchain `cargo xtask test` installs for a client's tests, under `target/toolchains`.
+fn client_toolchain(relative: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| spindle_tests::workspace_root().join("target"), PathBuf::from);
+    let path = target.join("toolchains").join(relative);
+    assert!(path.exists(), "{} is missing: `cargo xtask test` installs it", path.display());
+    path
+}
+
+/// Runs a client's own test suite against `host`, with its address and tokens in the
+/// environment; fails with the suite's output unless it passed with nothing skipped.
+fn run_suite(mut command: Command, host: &Served, token: &str, what: &str) -> String {
+    let output = command
+        .env("SPINDLE_URL", &host.url)
+        .env("SPINDLE_TOKEN", token)
+        .env("SPINDLE_OPERATOR_TOKEN", &host.operator)
+        .output()
+        .unwrap_or_else(|e| panic!("running {what}: {e}"));
+    let shown = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{what} failed:\n{shown}");
+    shown
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_clients_pass_their_suite_against_a_real_host() {
+    let (host, token, _scratch) = host().await;
+    let python = client_toolchain("clients-python/bin/python");
+    let mut command = Command::new(python);
+    command
+        .args(["-m", "unittest", "discover", "-s", "tests", "-v"])
+        .current_dir(spindle_tests::workspace_root().join("clients/python"));
+    let shown = run_suite(command, &host, &token, "the Python client's tests");
+    assert!(shown.contains("Ran 6 tests") && !shown.contains("skipped"), "every test ran:\n{shown}");
 }

@@ -51,6 +51,9 @@ enum Command {
         #[command(subcommand)]
         command: crate::guest::GuestCommand,
     },
+    /// Print the API's OpenAPI 3.1 document (what `/v1/openapi.json` serves), from which
+    /// the TypeScript and Python clients' types are generated.
+    Openapi,
     /// Compiles the component on stdin for the sandbox `SPINDLE_COMPILE_CONFIG`
     /// describes, writing the artifact to stdout: what a host runs to compile a deploy in
     /// a process its compile timeout can kill.
@@ -58,6 +61,13 @@ enum Command {
     CompileComponent,
     #[command(flatten)]
     Client(ClientCommand),
+}
+
+/// The document, pretty, with a final newline (what the clients' generators read).
+fn print_openapi() -> anyhow::Result<()> {
+    let document = spindle::api::openapi_document();
+    println!("{}", serde_json::to_string_pretty(&document)?);
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -69,6 +79,7 @@ fn main() -> ExitCode {
     let local = match &cli.command {
         Command::Guest { command } => Some(crate::guest::run(command.clone())),
         Command::New(args) => Some(crate::guest::new_project(args.clone())),
+        Command::Openapi => Some(print_openapi()),
         _ => None,
     };
     if let Some(result) = local {
@@ -114,7 +125,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => spindle_bench::demo::run(args).await.map(|()| 0),
             Command::Bench(args) => spindle_bench::command::run(args).await.map(|()| 0),
             Command::Client(command) => crate::client::run(cli.client, command).await,
-            Command::CompileComponent | Command::Guest { .. } | Command::New(_) => Ok(0),
+            Command::CompileComponent | Command::Guest { .. } | Command::New(_) | Command::Openapi => Ok(0),
         }
     });
     match result {

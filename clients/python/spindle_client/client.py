@@ -1,0 +1,170 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Iterator, Optional
+
+import httpx
+
+from . import _core
+from ._core import Event, Retry, Submitted
+from .errors import TransportError
+from .types import JobPage, JobView, LogLineView, LogPage
+
+
+class Client:
+    """A client of one host presenting one token: ``Client("http://127.0.0.1:8080", token)``.
+    Use it as a context manager, or ``close()`` it."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: Optional[str] = None,
+        *,
+        retry: Retry = Retry(),
+        timeout: float = 330.0,
+        transport: Optional[httpx.BaseTransport] = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.retry = retry
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def submit(
+        self,
+        kind: str,
+        input: Any = None,
+        *,
+        idempotency_key: Optional[str] = None,
+        traceparent: Optional[str] = None,
+        priority: Optional[str] = None,
+        run_at: Optional[str] = None,
+        delay_secs: Optional[float] = None,
+        lease_keys: Iterable[str] = (),
+    ) -> Submitted:
+        """Submits a job. ``created`` is False when ``idempotency_key`` named a job submitted
+        before (through this API or PostgreSQL's ``spindle.submit``), which is answered instead."""
+        request = _core.submission(
+            kind, input, idempotency_key, traceparent, priority, run_at, delay_secs, lease_keys
+        )
+        status, job = self._call(request)
+        return Submitted(job=job, created=status == 201)
+
+    def job(self, job_id: str) -> JobView:
+        """The job, with its steps and history."""
+        return self._call(_core.Request("GET", f"/v1/jobs/{_core.segment(job_id)}"))[1]
+
+    def wait(self, job_id: str, timeout: float = 60.0) -> JobView:
+        """The job once it is final, or as it is when ``timeout`` seconds have passed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = min(max(deadline - time.monotonic(), 0.0), _core.LONGEST_HELD_WAIT)
+            path = f"/v1/jobs/{_core.segment(job_id)}/wait"
+            job = self._call(_core.Request("GET", path, params={"timeout": left}))[1]
+            if job["state"] in ("succeeded", "failed", "cancelled") or time.monotonic() >= deadline:
+                return job
+
+    def signal(self, job_id: str, name: str, body: Any = None, *, idempotency_key: Optional[str] = None) -> JobView:
+        """Sends the signal ``name`` with a JSON body; one delivery per ``idempotency_key``."""
+        return self._call(_core.signal(job_id, name, body, idempotency_key))[1]
+
+    def cancel(self, job_id: str, reason: str) -> JobView:
+        """Cancels the job, saying why; a running step is asked to stop."""
+        path = f"/v1/jobs/{_core.segment(job_id)}/cancel"
+        return self._call(_core.Request("POST", path, body=_core.encode({"reason": reason})))[1]
+
+    def list(
+        self,
+        *,
+        state: Optional[str] = None,
+        kind: Optional[str] = None,
+        parent: Optional[str] = None,
+        priority: Optional[str] = None,
+        q: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[int] = None,
+    ) -> JobPage:
+        """A page of the tenant's jobs, newest first; pass ``next_cursor`` as ``cursor``."""
+        request = _core.listing(
+            state=state, kind=kind, parent=parent, priority=priority, q=q, limit=limit, cursor=cursor
+        )
+        return self._call(request)[1]
+
+    def logs(self, job_id: str, step: Optional[str] = None) -> LogPage:
+        """The job's log lines so far (only ``step``'s, when given)."""
+        return self._call(_core.logs(job_id, step, follow=False))[1]
+
+    def follow_logs(self, job_id: str, step: Optional[str] = None) -> Iterator[LogLineView]:
+        """Each log line as it is written, from the first, until the job is final."""
+        for name, data in self._stream(_core.logs(job_id, step, follow=True)):
+            if name == "line":
+                yield _core.decode(200, data.encode("utf-8"))
+            elif name == "end":
+                return
+
+    def events(self, job_id: str) -> Iterator[Event]:
+        """The job's events as they happen, from its first history entry, until it is final."""
+        for name, data in self._stream(_core.Request("GET", f"/v1/jobs/{_core.segment(job_id)}/events")):
+            if name == "end":
+                return
+            event = _core.job_event(name, data)
+            if event is not None:
+                yield event
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """Any other call of the API (``path`` from ``/v1/…``), with a JSON body when given."""
+        encoded = None if body is None else _core.encode(body)
+        return self._call(_core.Request(method, path, body=encoded))[1]
+
+    def _send(self, request: _core.Request, stream: bool) -> httpx.Response:
+        headers = dict(request.headers or {})
+        if request.body is not None:
+            headers["content-type"] = "application/json"
+        if stream:
+            headers["accept"] = "text/event-stream"
+        attempt = 1
+        while True:
+            built = self._http.build_request(
+                request.method, request.path, params=request.params, content=request.body, headers=headers
+            )
+            try:
+                response = self._http.send(built, stream=stream)
+            except httpx.HTTPError as error:
+                raise TransportError(f"cannot reach the host at {self.base_url}: {error}") from error
+            if response.is_success:
+                return response
+            content = response.read()
+            response.close()
+            error = _core.failure(response.status_code, content, response.headers)
+            delay = self.retry.delay(attempt, response.status_code, _core.retry_after(response.headers))
+            if delay is None:
+                raise error
+            time.sleep(delay)
+            attempt += 1
+
+    def _call(self, request: _core.Request) -> Any:
+        response = self._send(request, stream=False)
+        return response.status_code, _core.decode(response.status_code, response.content)
+
+    def _stream(self, request: _core.Request) -> Iterator[tuple]:
+        response = self._send(request, stream=True)
+        reader = _core.EventReader()
+        try:
+            for line in response.iter_lines():
+                event = reader.line(line)
+                if event is not None:
+                    yield event
+        except httpx.HTTPError as error:
+            raise TransportError(f"the host's events broke off: {error}") from error
+        finally:
+            response.close()
