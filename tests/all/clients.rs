@@ -186,3 +186,39 @@ async fn the_python_clients_pass_their_suite_against_a_real_host() {
     let shown = run_suite(command, &host, &token, "the Python client's tests");
     assert!(shown.contains("Ran 6 tests") && !shown.contains("skipped"), "every test ran:\n{shown}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_types_are_generated_from_the_servers_document() {
+    let package = spindle_tests::workspace_root().join("clients/typescript");
+    let generator = package.join("node_modules/.bin/openapi-typescript");
+    assert!(generator.exists(), "{} is missing: `cargo xtask test` installs it", generator.display());
+    let scratch = Scratch::new();
+    let document = scratch.path.join("openapi.json");
+    let printed = Command::new(spindle_tests::spindle_bin()).arg("openapi").output().expect("spindle openapi");
+    assert!(printed.status.success());
+    std::fs::write(&document, &printed.stdout).unwrap();
+    let generated = scratch.path.join("schema.ts");
+    let ran = Command::new(&generator).arg(&document).arg("-o").arg(&generated).current_dir(&package).output().unwrap();
+    assert!(ran.status.success(), "openapi-typescript: {}", String::from_utf8_lossy(&ran.stderr));
+    let committed = std::fs::read_to_string(package.join("src/schema.ts")).unwrap();
+    assert!(
+        std::fs::read_to_string(&generated).unwrap() == committed,
+        "clients/typescript/src/schema.ts is not what the server's document generates: run \
+         `spindle openapi > openapi.json && npm run generate` in clients/typescript"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_client_passes_its_suite_against_a_real_host() {
+    let (host, token, _scratch) = host().await;
+    let package = spindle_tests::workspace_root().join("clients/typescript");
+    let tsc = package.join("node_modules/.bin/tsc");
+    assert!(tsc.exists(), "{} is missing: `cargo xtask test` installs it", tsc.display());
+    // Compiled under `strict`: a type the client uses that the schema lost fails here.
+    let compiled = Command::new(&tsc).args(["-p", "."]).current_dir(&package).output().unwrap();
+    assert!(compiled.status.success(), "tsc: {}", String::from_utf8_lossy(&compiled.stdout));
+    let mut command = Command::new("node");
+    command.args(["--test", "dist/test/"]).current_dir(&package);
+    let shown = run_suite(command, &host, &token, "the TypeScript client's tests");
+    assert!(shown.contains("# pass 4") && shown.contains("# skipped 0"), "every test ran:\n{shown}");
+}

