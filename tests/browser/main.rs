@@ -506,3 +506,41 @@ async fn a_tenants_own_text_cannot_reorder_the_page_fake_a_notice_or_retry_in_on
     }
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_sql_submission_shows_its_code_and_violations_on_its_page() {
+    use spindle::sqlx::{self, PgPool};
+    let database = spindle_tests::postgres::fresh_database().await;
+    let host = Served::start(&database, &[]);
+    let token = host.tenant("acme");
+    let path = spindle_tests::guest_path("typed-noop");
+    assert_eq!(host.cli(Some(&token), &["deploy", "typed-noop", path.to_str().unwrap()]).code, 0);
+    let admin = PgPool::connect(&database).await.unwrap();
+    let role = format!("app_browser_{}", std::process::id());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE ROLE {role} LOGIN"))).execute(&admin).await.unwrap();
+    assert_eq!(host.cli(Some(&host.operator), &["tenant", "grant-sql", "acme", "--role", &role]).code, 0);
+    let app = PgPool::connect(&database.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1)).await;
+    let app = app.expect("connect as the application's role");
+    // The application's transaction commits a submission its kind's schema refuses.
+    let mut tx = app.begin().await.unwrap();
+    let id: String = sqlx::query_scalar("SELECT spindle.submit('typed-noop', '{\"account\": \"\"}'::jsonb)::text")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let browser = Browser::start("sql-submission").await;
+    browser.sign_in(&host.url, &token).await;
+    browser.goto(&format!("{}/#/jobs/{id}", host.url)).await;
+    // Queued or already refused when the page opens: it shows the refusal once a host made it.
+    browser.until_text("submission-state", "refused").await;
+    let refusal = browser.text_of("submission-refusal").await.unwrap();
+    assert!(refusal.contains("invalid-input"), "{refusal}");
+    assert!(browser.text_of("violation").await.is_some(), "each violation is a row");
+    assert!(refusal.contains("/account"), "the violation's pointer: {refusal}");
+    assert!(browser.text_of("job-state").await.is_none(), "no job is shown: none was made");
+    browser.shot("refused").await;
+    browser.close().await;
+    drop(app);
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP OWNED BY {role}; DROP ROLE {role}"))).execute(&admin).await.ok();
+}

@@ -297,8 +297,56 @@ export async function renderJob(view, ctx, id) {
     }, local.signal);
   }
 
-  await fetchJob();
+  try {
+    await fetchJob();
+  } catch (e) {
+    // An id `spindle.submit` answered: the API answers its refusal (or 404 while it is
+    // queued) for the job; the submission itself says which, and why.
+    const submission = e instanceof ApiError
+      ? await get(`/v1/submissions/${enc(id)}`, { signal }).catch(() => null) : null;
+    if (!submission) throw e;
+    renderSubmission(view, ctx, submission);
+    return;
+  }
   if (isFinal(st.job.state)) { st.live = 'final'; paintHead(); } else follow();
+}
+
+/**
+ * A submission made inside an application's own PostgreSQL transaction that made no job:
+ * refused (its code, message and violations; nothing else was written) or still queued
+ * (read again every 2 s until a host admits it, then its job).
+ */
+function renderSubmission(view, ctx, submission) {
+  ctx.title(`Submission ${shortId(submission.id)}`);
+  const violations = submission.violations || [];
+  replace(view,
+    h('section', { class: 'card', 'data-test': 'submission', 'data-state': submission.state },
+      h('h2', {}, 'Submission from ', mono('spindle.submit'), ' ', badge(submission.state, { 'data-test': 'submission-state' })),
+      h('dl', { class: 'facts' }, [
+        ['Kind', h('bdi', {}, submission.kind)],
+        ['Submitted by role', mono(submission.submitted_by)],
+        ['Submitted', timeEl(submission.submitted_at)],
+      ].map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))),
+      submission.state === 'refused'
+        ? h('div', { class: 'failure', 'data-test': 'submission-refusal' },
+          h('p', {}, mono(submission.code || ''), ': ', h('bdi', {}, submission.message || '')),
+          h('p', { class: 'muted' }, 'Refused when a host admitted it: no job was made and nothing else was written.'),
+          violations.length
+            ? table(['Where in the input', 'What is wrong'], violations.map((v) => h('tr', { 'data-test': 'violation' },
+              h('td', {}, mono(v.pointer || '(the input)')), h('td', {}, h('bdi', {}, v.message)))))
+            : null)
+        : h('p', { class: 'muted' }, 'Committed by its application; waiting for a host to admit it.')));
+  if (submission.state === 'queued') {
+    const local = new AbortController();
+    ctx.signal.addEventListener('abort', () => local.abort(), { once: true });
+    every(2000, async () => {
+      const now = await get(`/v1/submissions/${enc(submission.id)}`, { signal: local.signal });
+      if (now.state === 'queued') return;
+      local.abort();
+      if (now.job) location.hash = `#/jobs/${enc(now.job)}`;
+      else renderSubmission(view, ctx, now);
+    }, local.signal);
+  }
 }
 
 /** A history entry's identity: its `id` when it has one, else all of it. */
