@@ -162,6 +162,8 @@ fn test(root: &Path, extra: &[String]) -> anyhow::Result<()> {
         "spindle-cli",
         "spindle-bench",
         "spindle-core",
+        "spindle-views",
+        "spindle-client",
         "spindle-runtime",
         "spindle-guest-tools",
         "spindle-tests",
