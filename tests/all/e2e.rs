@@ -233,7 +233,7 @@ async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
             assert_ne!(body["error"]["message"], "no such route", "{method} {path} is not routed");
         }
     }
-    assert_eq!(described, 54, "the document describes every route");
+    assert_eq!(described, 55, "the document describes every route");
     let metrics = http.get(url("/metrics")).bearer_auth(&host.operator).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("spindle_step_duration_seconds_count") && metrics.contains("spindle_jobs"), "{metrics}");
 }
@@ -383,9 +383,25 @@ async fn a_workflow_and_a_schedule_through_the_cli(backend: Backend) {
     assert_eq!(job["kind"], "nightly-report");
     assert_eq!(job["priority"], "scheduled");
     assert!(job["idempotency_key"].as_str().unwrap().starts_with("schedule:nightly:"));
+    let list = host.cli(token, &["schedule", "list", "--json"]).json();
+    assert_eq!(list["schedules"][0]["upcoming"].as_array().unwrap().len(), 5, "its next five times: {list}");
     assert_eq!(host.cli(token, &["schedule", "pause", "nightly"]).code, 0);
     let list = host.cli(token, &["schedule", "list", "--json"]).json();
     assert_eq!(list["schedules"][0]["paused"], true);
+    assert_eq!(list["schedules"][0]["upcoming"], serde_json::json!([]), "a paused schedule has no next times");
+    // Fired by hand while paused: one job now, recorded as its last firing; still paused.
+    let fired_before = list["schedules"][0]["fired"].as_i64().unwrap();
+    let triggered = host.cli(token, &["schedule", "trigger", "nightly", "--json"]);
+    assert_eq!(triggered.code, 0, "{}", triggered.stderr);
+    let triggered = triggered.json();
+    let by_hand = triggered["id"].as_str().unwrap().to_owned();
+    assert!(triggered["idempotency_key"].as_str().unwrap().starts_with("schedule:nightly:"));
+    assert_eq!(host.cli(token, &["wait", &by_hand]).code, 0);
+    let list = host.cli(token, &["schedule", "list", "--json"]).json();
+    let nightly = &list["schedules"][0];
+    assert_eq!((nightly["paused"].as_bool(), nightly["last_job"].as_str()), (Some(true), Some(by_hand.as_str())));
+    assert_eq!(nightly["fired"].as_i64(), Some(fired_before + 1));
+    assert_ne!(host.cli(token, &["schedule", "trigger", "no-such-schedule"]).code, 0);
     assert_eq!(host.cli(token, &["schedule", "delete", "nightly"]).code, 0);
     let list = host.cli(token, &["schedule", "list", "--json"]).json();
     assert_eq!(list["schedules"].as_array().unwrap().len(), 0);

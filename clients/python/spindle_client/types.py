@@ -735,6 +735,10 @@ class ScheduleView(_ScheduleViewRequired, total=False):
     """When it last fired."""
     last_job: Optional[str]
     """The job its last firing submitted."""
+    upcoming: List[str]
+    """Its next times, from `next_fire_at` (at most five; none while it is paused:
+    resumed, it fires from its first time after then).
+    """
 
 
 class SecretList(TypedDict):

@@ -636,6 +636,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/schedules/{name}/trigger": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fire a schedule now
+         * @description Submits the job a firing at this second submits — the schedule's kind and input, at
+         *     priority `scheduled`, with the firing's idempotency key `schedule:NAME:MICROS` — and
+         *     records it as the schedule's last firing, active or paused, whatever its overlap rule.
+         *     Its next cron time does not move.
+         */
+        post: operations["trigger_schedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/secrets": {
         parameters: {
             query?: never;
@@ -1901,6 +1924,11 @@ export interface components {
             paused: boolean;
             /** @description The time zone it is read in. */
             timezone: string;
+            /**
+             * @description Its next times, from `next_fire_at` (at most five; none while it is paused:
+             *     resumed, it fires from its first time after then).
+             */
+            upcoming?: string[];
         };
         /** @description The tenant's secrets. */
         SecretList: {
@@ -4338,6 +4366,74 @@ export interface operations {
             };
             /** @description `not-found` */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    trigger_schedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job it submitted */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobView"];
+                };
+            };
+            /** @description `unauthorised` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not-found`, or `unknown-kind`: its kind is gone */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid-input`: its input no longer follows the kind's schema */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `quota-exceeded` */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -103,7 +103,9 @@ fn a_deleted_or_paused_schedule_refuses_what_it_cannot_do() {
     for f in SCHEDULE_FORBIDDEN {
         assert!(!is_allowed(SCHEDULE_TRANSITIONS, f.from, f.to), "{:?} → {:?} is both", f.from, f.to);
     }
-    for event in [ScheduleEvent::Resume, ScheduleEvent::Pause, ScheduleEvent::Pass { last_open: false }] {
+    for event in
+        [ScheduleEvent::Resume, ScheduleEvent::Pause, ScheduleEvent::Pass { last_open: false }, ScheduleEvent::Trigger]
+    {
         assert_eq!(transition(&deleted, &p, event, secs(DAY + 10)), Err(ScheduleRefusal::Deleted), "{event:?}");
     }
     let paused = transition(&active, &p, ScheduleEvent::Pause, secs(DAY)).unwrap().schedule;
@@ -269,4 +271,25 @@ fn bad_expressions_and_zones_are_refused_by_name() {
     assert!(!plan("0 9,17 * * *", "UTC").is_fixed_time());
     // 2026-12-06 09:00 in Paris (UTC+1) is 08:00Z.
     assert_eq!(paris.next_after(secs(DAY)), Some(secs(DAY + 8 * 3600)));
+}
+
+/// Fired by hand: once, at the whole second of now, active or paused, whatever the
+/// overlap rule says of an open job; the cron's next time and the state stay.
+#[test]
+fn a_trigger_fires_now_once_and_moves_nothing_else() {
+    let p = plan("0 0 1 1 *", "UTC");
+    let now = secs(DAY).plus(Duration::from_millis(1_234));
+    let active = schedule(&p, CatchUp::None, Overlap::Skip, secs(DAY));
+    let fired = transition(&active, &p, ScheduleEvent::Trigger, now).unwrap();
+    assert_eq!(fired.fire, vec![secs(DAY + 1)], "its whole second");
+    assert_eq!((fired.schedule.clone(), fired.skipped), (active.clone(), 0), "nothing else moves");
+    let paused = transition(&active, &p, ScheduleEvent::Pause, now).unwrap().schedule;
+    let by_hand = transition(&paused, &p, ScheduleEvent::Trigger, now).unwrap();
+    assert_eq!(
+        (by_hand.schedule.state, by_hand.fire.len()),
+        (ScheduleState::Paused, 1),
+        "paused, it fires and stays paused"
+    );
+    // Its key is the time's, as a pass's: a trigger in the second a pass fires makes one job.
+    assert_eq!(firing_key("nightly", fired.fire[0]), firing_key("nightly", secs(DAY + 1)));
 }

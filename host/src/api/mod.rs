@@ -148,6 +148,7 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(workflows::create_schedule, workflows::list_schedules))
         .routes(routes!(workflows::get_schedule, workflows::delete_schedule))
         .routes(routes!(workflows::pause_schedule))
+        .routes(routes!(workflows::trigger_schedule))
         .routes(routes!(workflows::resume_schedule))
         .routes(routes!(leases::invalidate_lease))
 }

@@ -163,6 +163,7 @@ mod tests {
         ("delete", "/v1/schedules/{name}"),
         ("post", "/v1/schedules/{name}/pause"),
         ("post", "/v1/schedules/{name}/resume"),
+        ("post", "/v1/schedules/{name}/trigger"),
         ("get", "/v1/dead-letters"),
         ("get", "/v1/dead-letters/count"),
         ("post", "/v1/dead-letters/retry"),

@@ -92,6 +92,10 @@ pub struct ScheduleView {
     pub paused: bool,
     /// When it fires next.
     pub next_fire_at: String,
+    /// Its next times, from `next_fire_at` (at most five; none while it is paused:
+    /// resumed, it fires from its first time after then).
+    #[serde(default)]
+    pub upcoming: Vec<String>,
     /// When it last fired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_fired_at: Option<String>,
@@ -102,9 +106,21 @@ pub struct ScheduleView {
     pub fired: i64,
 }
 
+/// How many of a schedule's next times its view lists.
+const UPCOMING: usize = 5;
+
 impl From<&ScheduleRow> for ScheduleView {
     fn from(s: &ScheduleRow) -> Self {
+        let active = s.machine.state == spindle_core::schedule::ScheduleState::Active;
+        let upcoming = match spindle_core::schedule::CronPlan::parse(&s.cron, &s.timezone) {
+            Ok(plan) if active => std::iter::successors(Some(s.machine.next_fire_at), |t| plan.next_after(*t))
+                .take(UPCOMING)
+                .map(rfc3339)
+                .collect(),
+            _ => Vec::new(),
+        };
         Self {
+            upcoming,
             name: s.name.clone(),
             kind: s.kind.clone(),
             cron: s.cron.clone(),
@@ -274,6 +290,35 @@ pub(super) async fn pause_schedule(
 ) -> Result<Json<ScheduleView>, ApiError> {
     let row = state.host.engine.workflows().pause_schedule(&tenant, &name).await?;
     Ok(Json(ScheduleView::from(&row)))
+}
+
+/// Fire a schedule now
+///
+/// Submits the job a firing at this second submits — the schedule's kind and input, at
+/// priority `scheduled`, with the firing's idempotency key `schedule:NAME:MICROS` — and
+/// records it as the schedule's last firing, active or paused, whatever its overlap rule.
+/// Its next cron time does not move.
+#[utoipa::path(
+    post,
+    path = "/v1/schedules/{name}/trigger",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 201, description = "The job it submitted", body = JobView),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 404, description = "`not-found`, or `unknown-kind`: its kind is gone", body = ErrorBody),
+        (status = 422, description = "`invalid-input`: its input no longer follows the kind's schema", body = ErrorBody),
+        (status = 429, description = "`quota-exceeded`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn trigger_schedule(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+) -> Result<(StatusCode, Json<JobView>), ApiError> {
+    let (job, _) = state.host.engine.workflows().trigger_schedule(&tenant, &name).await?;
+    Ok((StatusCode::CREATED, Json(views::job_view(&job, None))))
 }
 
 /// Resume a schedule

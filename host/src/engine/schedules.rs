@@ -233,6 +233,49 @@ impl super::Workflows<'_> {
         self.change_schedule(tenant, name, ScheduleEvent::Resume).await
     }
 
+    /// Fires a schedule by hand, now (its whole second), active or paused: submits the
+    /// job a firing at that time submits (same idempotency key, so a trigger in the second
+    /// a pass fires makes one job) and records the firing. Its next cron time does not
+    /// move. Answers the job's record and the schedule as written.
+    ///
+    /// Like a pass, the job goes in before the schedule's write; a write that lost a race
+    /// reads the schedule again and fires the same time, which finds the same job.
+    pub async fn trigger_schedule(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+    ) -> Result<(crate::engine::JobRecord, ScheduleRow), EngineError> {
+        self.may_write().await?;
+        let now = self.now();
+        for _ in 0..=self.config.conflict_retries {
+            let row = self.workflows().schedule(tenant, name).await?;
+            let plan = CronPlan::parse(&row.cron, &row.timezone).map_err(|e| EngineError::Invalid(e.to_string()))?;
+            let fired = transition(&row.machine, &plan, ScheduleEvent::Trigger, now).map_err(schedule_refused)?;
+            let mut machine = fired.schedule;
+            let mut job = None;
+            for at in fired.fire {
+                let request = SubmitRequest {
+                    kind: row.kind.clone(),
+                    input: row.input.clone(),
+                    priority: Priority::Scheduled,
+                    run_at: None,
+                    idempotency_key: Some(firing_key(&row.name, at)),
+                    lease_keys: Vec::new(),
+                    traceparent: None,
+                };
+                let inserted = self.submission().submit(tenant, request).await?;
+                machine.record_firing(at, inserted.record().job.id);
+                job = Some(inserted.record().clone());
+            }
+            let job = job.ok_or_else(|| EngineError::Invalid("the trigger fired nothing".into()))?;
+            let written = ScheduleRow { machine, ..row.clone() };
+            if self.store.update_schedule(&written, &row.machine).await? {
+                return Ok((job, written));
+            }
+        }
+        Err(EngineError::Contention)
+    }
+
     /// Deletes a schedule; the jobs it fired are untouched.
     pub async fn delete_schedule(&self, tenant: &TenantId, name: &str) -> Result<(), EngineError> {
         self.change_schedule(tenant, name, ScheduleEvent::Delete).await.map(drop)

@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::print::{self, emit};
 use super::remote::Client;
 use super::{empty_body, percent_encode};
+use spindle::api::views::JobView;
 use spindle::api::{ScheduleList, ScheduleView};
 
 /// Schedule management.
@@ -46,6 +47,12 @@ pub enum ScheduleCommand {
         /// Its name.
         name: String,
     },
+    /// Fire a schedule now, once (active or paused; its next time does not move): prints
+    /// the job it submitted.
+    Trigger {
+        /// Its name.
+        name: String,
+    },
     /// Delete a schedule (jobs it fired are untouched).
     Delete {
         /// Its name.
@@ -78,6 +85,11 @@ pub(super) async fn run(client: &Client, json: bool, command: ScheduleCommand) -
             let s: ScheduleView =
                 client.post(&format!("/v1/schedules/{}/resume", percent_encode(&name)), &empty_body()).await?;
             emit(json, &s, |s| println!("schedule {} resumed, next at {}", s.name, s.next_fire_at));
+        }
+        ScheduleCommand::Trigger { name } => {
+            let job: JobView =
+                client.post(&format!("/v1/schedules/{}/trigger", percent_encode(&name)), &empty_body()).await?;
+            emit(json, &job, |j| println!("schedule {name} fired {} ({})", j.id, j.state));
         }
         ScheduleCommand::Delete { name } => {
             client.delete(&format!("/v1/schedules/{}", percent_encode(&name))).await?;

@@ -83,7 +83,7 @@ pub const SCHEDULE_TRANSITIONS: &[Allowed<ScheduleState>] = {
         Allowed {
             from: Some(Active),
             to: Active,
-            trigger: "a pass fires the due times; next from the last one",
+            trigger: "a pass fires the due times, next from the last one; or fired by hand, now",
             seed: "issue 37 schedules",
         },
         Allowed {
@@ -290,6 +290,9 @@ pub enum ScheduleEvent {
     Resume,
     /// A tenant deleted it.
     Delete,
+    /// A tenant fired it by hand: once, now (its whole second), whatever its rules and
+    /// whether it is paused; its next cron time does not move.
+    Trigger,
 }
 
 /// Why a schedule refused an event.
@@ -382,6 +385,10 @@ pub fn transition(
         ScheduleEvent::Delete => {
             next.state = enter(schedule.state, ScheduleState::Deleted)?;
             (Vec::new(), 0)
+        }
+        ScheduleEvent::Trigger => {
+            next.state = enter(schedule.state, schedule.state)?;
+            (vec![whole_second_floor(now)], 0)
         }
     };
     Ok(ScheduleTransition { schedule: next, fire, skipped })
