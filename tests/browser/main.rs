@@ -544,3 +544,95 @@ async fn a_refused_sql_submission_shows_its_code_and_violations_on_its_page() {
     drop(app);
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP OWNED BY {role}; DROP ROLE {role}"))).execute(&admin).await.ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_is_created_fired_paused_and_resumed_from_its_page_and_filters_apply_as_they_change() {
+    let (host, _data) = host().await;
+    let token = host.tenant("acme");
+    let path = spindle_tests::guest_path("noop");
+    assert_eq!(host.cli(Some(&token), &["deploy", "noop", path.to_str().unwrap()]).code, 0);
+    let browser = Browser::start("schedules").await;
+    browser.sign_in(&host.url, &token).await;
+    browser.find("nav-schedules").await.click().await.unwrap();
+    browser.find("schedules-empty").await;
+
+    // The API's own validation answers the form: a bad expression is refused, nothing made.
+    browser.find("schedule-name").await.send_keys("nightly").await.unwrap();
+    browser.find("schedule-kind").await.select_by_value("noop").await.unwrap();
+    browser.find("schedule-cron").await.send_keys("61 3 * * *").await.unwrap();
+    browser.find("schedule-create").await.click().await.unwrap();
+    browser
+        .until("the refusal", || async {
+            let result = browser.text_of("schedule-result").await?;
+            result.contains("invalid-request").then_some(())
+        })
+        .await;
+    browser.shot("refused").await;
+    let cron = browser.find("schedule-cron").await;
+    cron.clear().await.unwrap();
+    cron.send_keys("0 3 * * *").await.unwrap();
+    browser.find("schedule-timezone").await.clear().await.unwrap();
+    browser.find("schedule-timezone").await.send_keys("Europe/Paris").await.unwrap();
+    browser.find("schedule-create").await.click().await.unwrap();
+
+    // Its page: five next times, never fired; fired now by hand, its job among its firings.
+    browser.until_text("schedule-cron-shown", "0 3 * * *").await;
+    browser
+        .until("its next five times", || async {
+            let times = browser.client.find_all(Locator::Css("[data-test=\"upcoming\"] li")).await.ok()?;
+            (times.len() == 5).then_some(())
+        })
+        .await;
+    browser.until_text("schedule-fired", "0").await;
+    browser.shot("schedule").await;
+    browser.find("schedule-trigger").await.click().await.unwrap();
+    let job = browser.find("triggered-job").await;
+    let id = job.attr("href").await.unwrap().unwrap().trim_start_matches("#/jobs/").to_owned();
+    browser.until_text("schedule-fired", "1").await;
+    browser.find("firing-row").await;
+    let view = wait(&host, &token, &id);
+    assert_eq!((view["kind"].as_str(), view["priority"].as_str()), (Some("noop"), Some("scheduled")));
+    assert!(view["idempotency_key"].as_str().unwrap().starts_with("schedule:nightly:"));
+    browser.shot("fired").await;
+
+    // Paused, it has no next times; resumed, it has them again.
+    browser.find("schedule-pause").await.click().await.unwrap();
+    browser.until_text("schedule-state", "paused").await;
+    assert!(browser.client.find(Locator::Css("[data-test=\"upcoming\"]")).await.is_err(), "paused: no next times");
+    let listed = host.cli(Some(&token), &["schedule", "list", "--json"]).json();
+    assert_eq!(listed["schedules"][0]["paused"], true, "paused through the API the page uses");
+    browser.shot("paused").await;
+    browser.find("schedule-resume").await.click().await.unwrap();
+    browser.until_text("schedule-state", "active").await;
+    browser.find("upcoming").await;
+
+    // The jobs list applies a filter as it changes, and the address holds it.
+    let keyed = host.cli(Some(&token), &["submit", "noop", "--key", "invoice-7", "--json"]);
+    assert_eq!(keyed.code, 0, "{}", keyed.stderr);
+    let keyed = keyed.json()["id"].as_str().unwrap().to_owned();
+    browser.find("nav-jobs").await.click().await.unwrap();
+    browser.find("jobs-table").await;
+    browser.find("filter-q").await.send_keys("invoice-").await.unwrap();
+    browser
+        .until("the keyed job alone, with no Apply pressed", || async {
+            let rows = browser.client.find_all(Locator::Css("[data-test=\"job-row\"]")).await.ok()?;
+            let [only] = rows.as_slice() else { return None };
+            (only.attr("data-id").await.ok()??.as_str() == keyed).then_some(())
+        })
+        .await;
+    let address = browser.client.current_url().await.unwrap();
+    assert!(address.fragment().unwrap_or_default().contains("q=invoice-"), "{address}");
+    // The address, opened anew, shows the same list.
+    browser.goto(address.as_str()).await;
+    browser.goto(&format!("{}/#/kinds", host.url)).await;
+    browser.goto(address.as_str()).await;
+    browser
+        .until("the same list from the shared address", || async {
+            let rows = browser.client.find_all(Locator::Css("[data-test=\"job-row\"]")).await.ok()?;
+            let [only] = rows.as_slice() else { return None };
+            (only.attr("data-id").await.ok()??.as_str() == keyed).then_some(())
+        })
+        .await;
+    browser.shot("filtered-as-typed").await;
+    browser.close().await;
+}

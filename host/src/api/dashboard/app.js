@@ -1,5 +1,6 @@
 // The dashboard's shell: sign-in, the navigation, the error banner and hash routing.
-// Routes: #/jobs, #/jobs/<id>, #/kinds, #/kinds/<kind>, #/queues, #/operator.
+// Routes: #/jobs, #/jobs/<id>, #/kinds, #/kinds/<kind>, #/schedules, #/schedules/<name>,
+// #/queues, #/operator.
 
 import { session, detectRole, onUnauthorised, ApiError } from './api.js';
 import { h, replace, onError, describeError, tickTimes } from './ui.js';
@@ -7,6 +8,7 @@ import { renderJobs } from './jobs.js';
 import { renderJob } from './job.js';
 import { renderKinds, renderKind } from './kinds.js';
 import { renderQueues } from './queues.js';
+import { renderSchedules, renderSchedule } from './schedules.js';
 import { renderOperator } from './operator.js';
 
 const root = document.getElementById('app');
@@ -48,7 +50,7 @@ function hashOf(path, params = {}) {
   return `#${path}${text ? `?${text}` : ''}`;
 }
 
-const TENANT_PAGES = new Set(['jobs', 'kinds', 'queues']);
+const TENANT_PAGES = new Set(['jobs', 'kinds', 'schedules', 'queues']);
 
 function defaultPage() { return session.role === 'operator' ? '#/operator' : '#/jobs'; }
 
@@ -77,6 +79,12 @@ function route() {
       const next = hashOf(path, params);
       if (next === location.hash) route(); else location.hash = next;
     },
+    /** Puts `params` in the address (to share, or to come back to) without leaving the page. */
+    keep: (path, params) => {
+      const next = hashOf(path, params);
+      if (next !== location.hash) history.replaceState(null, '', next);
+      lastPage = next;
+    },
     title: (text) => { document.title = `${text} · Spindle`; },
   };
   const [page, arg, ...rest] = parts;
@@ -88,6 +96,8 @@ function route() {
   else if (page === 'jobs' && !rest.length) done = renderJob(view, ctx, arg);
   else if (page === 'kinds' && arg === undefined) done = renderKinds(view, ctx);
   else if (page === 'kinds' && !rest.length) done = renderKind(view, ctx, arg);
+  else if (page === 'schedules' && arg === undefined) done = renderSchedules(view, ctx);
+  else if (page === 'schedules' && !rest.length) done = renderSchedule(view, ctx, arg);
   else if (page === 'queues' && arg === undefined) done = renderQueues(view, ctx);
   else if (page === 'operator' && arg === undefined) done = renderOperator(view, ctx);
   else done = notFound(view, ctx);
@@ -131,7 +141,7 @@ function ensureShell(page) {
     const role = session.role;
     const links = role === 'operator'
       ? [navLink('operator', 'Operator', 'nav-operator')]
-      : [navLink('jobs', 'Jobs', 'nav-jobs'), navLink('kinds', 'Kinds', 'nav-kinds'), navLink('queues', 'Queues', 'nav-queues')];
+      : [navLink('jobs', 'Jobs', 'nav-jobs'), navLink('kinds', 'Kinds', 'nav-kinds'), navLink('schedules', 'Schedules', 'nav-schedules'), navLink('queues', 'Queues', 'nav-queues')];
     const who = role === 'operator' ? 'operator' : `tenant ${session.tenant || ''}`.trim();
     const nav = h('nav', { class: 'sidebar', 'aria-label': 'Main' }, h('ul', {}, links.map((a) => h('li', {}, a))));
     const main = h('main', { id: 'main', tabindex: -1 });

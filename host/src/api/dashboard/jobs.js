@@ -1,5 +1,6 @@
 // #/jobs: the tenant's jobs, newest first, filtered by what the hash holds
-// (#/jobs?state=failed&kind=greet), a page at a time by cursor, the first page live.
+// (#/jobs?state=failed&kind=greet), a page at a time by cursor, the first page live. A
+// filter applies as it changes (text after a pause in typing), and the address follows.
 
 import { get, qs, kinds } from './api.js';
 import {
@@ -12,6 +13,8 @@ export const PRIORITIES = ['critical', 'scheduled', 'normal', 'background'];
 const PAGE = 50;
 const LIVE_KEY = 'spindle.live';
 const FILTERS = ['state', 'kind', 'priority', 'created_after', 'created_before', 'q', 'parent'];
+/** How long typing must pause before the text filter applies. */
+const TYPING_PAUSE_MS = 300;
 
 /** One row of a jobs table (also used for children and dead letters). */
 export function jobRow(job, test = 'job-row') {
@@ -44,13 +47,34 @@ export async function renderJobs(view, ctx) {
     for (const k of list.kinds || []) if (k.kind !== f.kind) kind.append(h('option', { value: k.kind }, k.kind));
   }, reportError);
 
+  /** The filters as the controls hold them. */
+  const chosen = () => ({
+    state: state.value, kind: kind.value, priority: priority.value,
+    created_after: fromLocalInput(after.value), created_before: fromLocalInput(before.value),
+    q: text.value.trim(), parent: f.parent,
+  });
+  /** Applies the controls' filters in place: the first page again, the address kept. */
+  function applyNow() {
+    const next = chosen();
+    if (FILTERS.every((k) => next[k] === f[k])) return;
+    // A later page starts over from the first, live, as a new address would.
+    if (cursor) return ctx.go('/jobs', next);
+    Object.assign(f, next);
+    ctx.keep('/jobs', f);
+    load().catch(reportError);
+  }
+  let typing = null;
+  for (const control of [state, kind, priority, after, before]) control.addEventListener('change', applyNow);
+  text.addEventListener('input', () => {
+    clearTimeout(typing);
+    typing = setTimeout(applyNow, TYPING_PAUSE_MS);
+  });
+  signal.addEventListener('abort', () => clearTimeout(typing), { once: true });
+
   const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter jobs', onsubmit: (e) => {
     e.preventDefault();
-    ctx.go('/jobs', {
-      state: state.value, kind: kind.value, priority: priority.value,
-      created_after: fromLocalInput(after.value), created_before: fromLocalInput(before.value),
-      q: text.value.trim(), parent: f.parent,
-    });
+    clearTimeout(typing);
+    ctx.go('/jobs', chosen());
   } },
   field('State', state), field('Kind', kind), field('Priority', priority),
   field('Created after', after), field('Created before', before), field('Id or key', text),

@@ -4,7 +4,7 @@
 import { get, post, request, enc, forgetKinds } from './api.js';
 import {
   h, replace, badge, timeEl, mono, table, empty, reportError, jsonBlock, fmtBytes, fmtDuration, fmtNum,
-  field, section, shortId, shortDigest, describeError,
+  field, section, shortId, shortDigest, describeError, resultBox,
 } from './ui.js';
 
 const KIND_NAME = /^[a-z0-9._-]{1,64}$/;
@@ -170,21 +170,6 @@ function deploymentDetails(d, version, open) {
     h('dl', { class: 'facts compact' }, items.map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))));
   el.addEventListener('toggle', () => (el.open ? open.add(key) : open.delete(key)));
   return el;
-}
-
-/**
- * A card's result line, hidden until `say(state, ...content)` shows it; `data-state`
- * carries the state for the browser tests.
- */
-function resultBox(test) {
-  const result = h('div', { class: 'deploy-result', 'data-test': test, 'aria-live': 'polite', hidden: true });
-  const say = (state, ...text) => {
-    result.hidden = false;
-    result.dataset.state = state;
-    result.className = `deploy-result ${state}`;
-    replace(result, ...text);
-  };
-  return [result, say];
 }
 
 // ---- submitting a job ---------------------------------------------------------------------

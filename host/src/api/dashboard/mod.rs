@@ -19,6 +19,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("job.js", "text/javascript; charset=utf-8", include_str!("job.js")),
     ("kinds.js", "text/javascript; charset=utf-8", include_str!("kinds.js")),
     ("queues.js", "text/javascript; charset=utf-8", include_str!("queues.js")),
+    ("schedules.js", "text/javascript; charset=utf-8", include_str!("schedules.js")),
     ("operator.js", "text/javascript; charset=utf-8", include_str!("operator.js")),
 ];
 

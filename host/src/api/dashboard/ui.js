@@ -277,3 +277,18 @@ export function select(options, value, attrs = {}) {
 export function section(title, attrs, ...children) {
   return h('section', { class: 'card', ...attrs }, title ? h('h2', {}, title) : null, children);
 }
+
+/**
+ * A card's result line, hidden until `say(state, ...content)` shows it; `data-state`
+ * carries the state for the browser tests.
+ */
+export function resultBox(test) {
+  const result = h('div', { class: 'deploy-result', 'data-test': test, 'aria-live': 'polite', hidden: true });
+  const say = (state, ...text) => {
+    result.hidden = false;
+    result.dataset.state = state;
+    result.className = `deploy-result ${state}`;
+    replace(result, ...text);
+  };
+  return [result, say];
+}
