@@ -636,3 +636,61 @@ async fn a_schedule_is_created_fired_paused_and_resumed_from_its_page_and_filter
     browser.shot("filtered-as-typed").await;
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_shows_its_tree_and_waits_and_a_signal_is_sent_from_its_page() {
+    let (host, _data) = host().await;
+    let token = host.tenant("acme");
+    let path = spindle_tests::guest_path("workflow");
+    assert_eq!(host.cli(Some(&token), &["deploy", "workflow", path.to_str().unwrap()]).code, 0);
+    // A parent waiting for its one child, which waits for the signal `go`.
+    let child_input = json!({ "signal": "go", "timeout_secs": 3600 });
+    let parent =
+        submit(&host, &token, "workflow", &json!({ "children": [{ "kind": "workflow", "input": child_input }] }));
+    let browser = Browser::start("workflow").await;
+    browser.sign_in(&host.url, &token).await;
+    browser.goto(&format!("{}/#/jobs/{parent}", host.url)).await;
+    browser
+        .until("the parent waiting for its child", || async {
+            browser.text_of("wait-children").await.filter(|t| t.contains("all 1 final")).map(|_| ())
+        })
+        .await;
+    let child_row = browser.find("child-row").await;
+    let child = child_row.attr("data-id").await.unwrap().unwrap();
+    // The tree opens a level: the child has none of its own.
+    browser.find("tree-toggle").await.click().await.unwrap();
+    browser
+        .until("the child's own children, none", || async {
+            let toggle = browser.find("tree-toggle").await;
+            (toggle.attr("aria-expanded").await.ok()??.as_str() == "true").then_some(())
+        })
+        .await;
+    browser.shot("parent").await;
+
+    // The child waits for `go`; a signal it does not await is pending.
+    let sent = host.cli(Some(&token), &["signal", &child, "later", "--data", "{}"]);
+    assert_eq!(sent.code, 0, "{}", sent.stderr);
+    browser.goto(&format!("{}/#/jobs/{child}", host.url)).await;
+    browser.find("parent-link").await;
+    browser
+        .until("the awaited signal", || async { browser.text_of("wait-signal").await.filter(|t| t.contains("go")) })
+        .await;
+    browser
+        .until("the pending signal", || async {
+            browser.text_of("signal-pending").await.filter(|t| t.contains("later"))
+        })
+        .await;
+    browser.shot("child-waiting").await;
+    // Sent from the page (its name filled in from the wait): the child ends, then the parent.
+    assert_eq!(browser.find("signal-name").await.prop("value").await.unwrap().as_deref(), Some("go"));
+    browser.find("signal-body").await.clear().await.unwrap();
+    browser.find("signal-body").await.send_keys(r#"{"from": "the dashboard"}"#).await.unwrap();
+    browser.find("signal-send").await.click().await.unwrap();
+    browser.until_text("job-state", "succeeded").await;
+    browser.find("signal-received").await;
+    browser.shot("child-signalled").await;
+    let child_view = wait(&host, &token, &child);
+    assert_eq!(child_view["steps"][0]["output"]["signal"], json!({ "from": "the dashboard" }));
+    assert_eq!(wait(&host, &token, &parent)["state"], "succeeded");
+    browser.close().await;
+}

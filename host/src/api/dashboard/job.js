@@ -5,6 +5,7 @@ import { get, post, stream, enc, ApiError } from './api.js';
 import {
   h, replace, badge, progressBar, timeEl, jobLink, mono, table, empty, reportError, jsonBlock,
   collapsible, fmtDuration, fmtBytes, parseTime, isFinal, shortId, sleep, select, every,
+  field, describeError, resultBox,
 } from './ui.js';
 import { jobRow, JOB_HEADERS } from './jobs.js';
 
@@ -56,13 +57,14 @@ export async function renderJob(view, ctx, id) {
   const failure = h('div');
   const timelineBox = h('div');
   const related = h('div');
+  const workflowBox = h('div');
   const dataBox = h('div');
   const logsBox = h('section', { class: 'card', 'data-test': 'logs', 'aria-labelledby': 'logs-h' });
   const historyBox = h('div');
   const outboundBox = h('div');
   const dialog = cancelDialog();
 
-  replace(view, head, actions, failure, timelineBox, related, dataBox, logsBox, historyBox, outboundBox, dialog.el);
+  replace(view, head, actions, failure, workflowBox, timelineBox, related, dataBox, logsBox, historyBox, outboundBox, dialog.el);
 
   async function fetchJob() {
     st.job = await get(`/v1/jobs/${enc(id)}`, { signal });
@@ -91,6 +93,7 @@ export async function renderJob(view, ctx, id) {
     paintActions();
     replace(failure, job.failure ? failureCard(job.failure) : null);
     replace(timelineBox, timeline(job, open));
+    paintWorkflow();
     paintRelated();
     replace(dataBox, dataCard(job, open));
     replace(historyBox, historyCard(job.history || [], open));
@@ -200,6 +203,54 @@ export async function renderJob(view, ctx, id) {
     return { el, show: () => { invalid.hidden = true; el.showModal(); reason.focus(); } };
   }
 
+  /**
+   * What the job waits for (a join of its children, or a signal and until when), the
+   * signals it received and those pending, and a form to send one: shown for a job in a
+   * workflow (waiting, with children, a parent or signals).
+   */
+  const signalName = h('input', { type: 'text', name: 'signal', 'data-test': 'signal-name', required: true, spellcheck: 'false', pattern: '[A-Za-z0-9._:\\-]{1,128}' });
+  const signalBody = h('textarea', { name: 'body', 'data-test': 'signal-body', rows: 2, spellcheck: 'false', class: 'mono' }, '{}');
+  const [signalResult, saySignal] = resultBox('signal-result');
+  const signalForm = h('form', { class: 'submit-form', 'data-test': 'signal-form', onsubmit: async (e) => {
+    e.preventDefault();
+    let body;
+    try { body = JSON.parse(signalBody.value || 'null'); } catch (err) { return saySignal('failed', `The body is not JSON: ${err.message}`); }
+    try {
+      await post(`/v1/jobs/${enc(id)}/signals/${enc(signalName.value.trim())}`, body, { signal });
+      saySignal('ready', 'Sent ', mono(signalName.value.trim()), '.');
+      await fetchJob();
+    } catch (err) {
+      if (err.name !== 'AbortError') saySignal('failed', 'Refused: ', describeError(err));
+    }
+  } },
+  field('Signal', signalName), field('Body (JSON)', signalBody),
+  h('div', { class: 'filter-buttons' }, h('button', { type: 'submit', class: 'button', 'data-test': 'signal-send' }, 'Send signal')));
+
+  function paintWorkflow() {
+    const job = st.job;
+    const w = job.waiting_for;
+    const received = (job.history || []).filter((e) => e.event === 'signal_received');
+    const pending = Object.entries(job.pending_signals || {});
+    if (!w && !received.length && !pending.length && !job.children && !job.parent) return replace(workflowBox);
+    if (w && w.for === 'signal' && !signalName.value) signalName.value = w.name;
+    const rows = [
+      ['Waits for', w ? waitDescription(w) : h('span', { class: 'muted' }, 'nothing now')],
+      ['Signals received', received.length
+        ? h('ul', { class: 'plain' }, received.map((e) => h('li', { 'data-test': 'signal-received' }, mono(e.name), ' ', timeEl(e.at))))
+        : h('span', { class: 'muted' }, 'none')],
+      ['Pending signals', pending.length
+        ? pending.map(([n, c]) => mono(`${n} ×${c}`, { class: 'mono chip', 'data-test': 'signal-pending' }))
+        : h('span', { class: 'muted' }, 'none')],
+    ];
+    replace(workflowBox, h('section', { class: 'card', 'data-test': 'workflow', 'aria-labelledby': 'workflow-h' },
+      h('h2', { id: 'workflow-h' }, 'Workflow'),
+      h('dl', { class: 'facts' }, rows.map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))),
+      isFinal(job.state) ? null : h('div', {}, signalForm, signalResult)));
+  }
+
+  /** The children's tree: which rows are open, kept across refreshes. */
+  const tree = { signal, opened: new Set() };
+
   function paintRelated() {
     const job = st.job;
     if (!job.children) return replace(related);
@@ -208,7 +259,7 @@ export async function renderJob(view, ctx, id) {
       st.childrenAt = now;
       const url = new URL(job.children, location.origin);
       url.searchParams.set('limit', '100');
-      get(url.pathname + url.search, { signal }).then((page) => { st.children = page; paintChildren(); }, reportError);
+      get(url.pathname + url.search, { signal }).then((page) => { st.children = page; paintChildren(); }).catch(reportError);
     }
     paintChildren();
   }
@@ -218,7 +269,7 @@ export async function renderJob(view, ctx, id) {
     const page = st.children;
     const body = !page ? h('p', { class: 'muted' }, 'Loading children…')
       : !page.jobs.length ? empty('No children yet.')
-        : table(JOB_HEADERS, page.jobs.map((j) => jobRow(j, 'child-row')));
+        : table(['', ...JOB_HEADERS], page.jobs.map((j) => treeRow(j, 0, tree)));
     replace(related, h('section', { class: 'card', 'data-test': 'children' },
       h('h2', {}, 'Children', page ? h('span', { class: 'count' }, page.next_cursor !== null ? `${page.jobs.length}+` : String(page.jobs.length)) : null),
       body,
@@ -352,6 +403,61 @@ function renderSubmission(view, ctx, submission) {
 /** A history entry's identity: its `id` when it has one, else all of it. */
 function entryKey(e) {
   return e.id !== undefined ? `id:${e.id}` : JSON.stringify(e);
+}
+
+/** A join or a signal wait, in words. */
+function waitDescription(w) {
+  if (w.for === 'children') {
+    const join = w.join || {};
+    const target = join.join === 'count' ? `${join.n} of ${w.total}` : join.join === 'any' ? `any 1 of ${w.total}` : `all ${w.total}`;
+    return h('span', { 'data-test': 'wait-children' }, `its children: ${target} final (${w.settled} so far); then ${w.leftover === 'keep' ? 'the open ones are kept' : 'the open ones are cancelled'}`);
+  }
+  if (w.for === 'signal') {
+    const until = typeof w.deadline === 'number' ? new Date(w.deadline / 1000).toISOString() : null;
+    return h('span', { 'data-test': 'wait-signal' }, 'the signal ', mono(w.name), until ? [' until ', timeEl(until, { both: true })] : null);
+  }
+  return waitingText(w);
+}
+
+/**
+ * A child's row with a button that opens its own children beneath it, indented: the
+ * workflow as a tree, each level read when it is opened (`?parent=ID`). `opened` keeps
+ * which are open across the list's refreshes.
+ */
+function treeRow(job, depth, ctx) {
+  const row = jobRow(job, depth ? 'grandchild-row' : 'child-row');
+  row.dataset.depth = String(depth);
+  const toggle = h('button', { type: 'button', class: 'button subtle small', 'data-test': 'tree-toggle', 'aria-expanded': 'false', title: 'Its children' }, '▸');
+  /** The rows of its children, shown beneath it (each closes its own when this closes). */
+  let children = [];
+  const close = () => {
+    for (const r of children) { if (r.closeTree) r.closeTree(); r.remove(); }
+    children = [];
+  };
+  row.closeTree = close;
+  async function open() {
+    const page = await get(`/v1/jobs?parent=${enc(job.id)}&limit=100`, { signal: ctx.signal });
+    close();
+    children = page.jobs.length
+      ? page.jobs.map((j) => treeRow(j, depth + 1, ctx))
+      : [h('tr', { class: 'sub' }, indent(h('td', { colspan: 8, class: 'muted small' }, 'no children'), depth + 2))];
+    row.after(...children);
+  }
+  toggle.addEventListener('click', () => {
+    const opening = toggle.getAttribute('aria-expanded') !== 'true';
+    toggle.setAttribute('aria-expanded', String(opening));
+    toggle.textContent = opening ? '▾' : '▸';
+    if (opening) { ctx.opened.add(job.id); open().catch(reportError); } else { ctx.opened.delete(job.id); close(); }
+  });
+  row.prepend(indent(h('td', {}, toggle), depth));
+  if (ctx.opened.has(job.id)) queueMicrotask(() => toggle.click());
+  return row;
+}
+
+/** `cell`, indented for its depth in the tree. */
+function indent(cell, depth) {
+  cell.style.paddingLeft = `${depth * 1.2}rem`;
+  return cell;
 }
 
 function waitingText(w) {
