@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 /// The crate that ships the package, as this crate's manifest pins it.
-const CRATE: &str = "wit-bindgen-go-0.63.0";
+const CRATE: &str = "wit-bindgen-go-0.60.0";
 
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
