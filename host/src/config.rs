@@ -105,6 +105,10 @@ pub struct ServeArgs {
     /// rolling upgrade: docs/operations.md). It still serves the API.
     #[arg(long, env = "SPINDLE_DRAIN")]
     pub drain: bool,
+    /// Let the operator token read tenants' jobs, logs and kinds (never act on them), each
+    /// read written to the tenant's audit trail (default: off).
+    #[arg(long, env = "SPINDLE_OPERATOR_READS_TENANTS")]
+    pub operator_reads_tenants: bool,
     /// Behave as the build that introduced storage format N did: read and write format N
     /// and older only. For rehearsing an upgrade (and its tests) with one binary; a host
     /// so pinned refuses to claim or write on a database past N.
@@ -141,6 +145,7 @@ struct FileConfig {
     max_client_connections: Option<usize>,
     kinds: Option<Vec<String>>,
     tenants: Option<Vec<String>>,
+    operator_reads_tenants: Option<bool>,
     /// The operator's outbound HTTP policy and limits (`[outbound]`).
     outbound: Option<spindle_runtime::outbound::OutboundConfig>,
 }
@@ -217,6 +222,7 @@ impl ServeConfig {
             host.sandbox.step_timeout = parse_duration(&text)?;
         }
         host.engine.draining = args.drain;
+        host.engine.operator_reads_tenants = args.operator_reads_tenants || file.operator_reads_tenants == Some(true);
         if let Some(format) = args.storage_format {
             host.engine.formats = spindle_core::upgrade::Formats::pinned(format)?;
         }

@@ -26,6 +26,7 @@ macro_rules! on_both_backends {
     };
 }
 
+mod bulk;
 mod capacity;
 mod clients;
 mod crash;

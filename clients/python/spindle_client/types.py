@@ -372,6 +372,46 @@ class HostView(TypedDict):
     """The newest storage format it writes."""
 
 
+class _JobBulkRequired(TypedDict):
+    action: str
+    """`cancel` or `retry` (failed or cancelled jobs, each as a new linked job)."""
+
+
+class JobBulk(_JobBulkRequired, total=False):
+    """`POST /v1/jobs/bulk`: what to do to which jobs."""
+    filter: JobSelectionBody
+    """Which jobs."""
+    through: Optional[int]
+    """The `through` of the count that was confirmed: jobs submitted after it are left
+    alone. Without it, every job matching when the operation reaches it.
+    """
+
+
+class _JobCountRequired(TypedDict):
+    capped: bool
+    """Whether the count stopped at 10,000 (there may be more)."""
+    matching: int
+    """How many, up to 10,000."""
+
+
+class JobCount(_JobCountRequired, total=False):
+    """How many jobs a filter matches, before a bulk action."""
+    through: Optional[int]
+    """The newest matching job's place in the order of submission: pass it to
+    `POST /v1/jobs/bulk` so that the action takes the jobs counted, not later ones.
+    """
+
+
+class JobCounts(TypedDict):
+    """`GET /v1/jobs/counts`: the tenant's jobs per state and per kind."""
+    cap: int
+    """Most rows one state's count reads: past it the count says `capped` (at least)."""
+    kinds: List[KindCounts]
+    """Per kind, every kind with jobs."""
+    states: List[StateCount]
+    """Per state, every state (0 included), of the kind asked for when one was."""
+
+
 class JobLive(TypedDict):
     """A job's state and progress, as its events stream them."""
     progress: int
@@ -389,6 +429,26 @@ class JobPage(_JobPageRequired, total=False):
     """A page of jobs, newest first."""
     next_cursor: Optional[int]
     """Pass as `cursor` for the next page; `null` on the last one."""
+
+
+class JobSelectionBody(TypedDict, total=False):
+    """Which jobs a bulk cancel or retry takes: the job listing's filters (blank fields match
+    everything).
+    """
+    created_after: Optional[str]
+    """Only jobs submitted at or after this time (RFC 3339)."""
+    created_before: Optional[str]
+    """Only jobs submitted before this time (RFC 3339)."""
+    kind: Optional[str]
+    """Only jobs of this kind."""
+    parent: Optional[str]
+    """Only children of this job."""
+    priority: Optional[str]
+    """Only jobs of this priority class."""
+    q: Optional[str]
+    """The job with this id, or the jobs whose idempotency key starts with this."""
+    state: Optional[str]
+    """Only jobs in this state."""
 
 
 class _JobSummaryViewRequired(TypedDict):
@@ -420,6 +480,16 @@ class JobSummaryView(_JobSummaryViewRequired, total=False):
 
 JobView = TypedDict("JobView", {"actions": "Optional[Actions]", "cancel_requested": "Optional[CancelRequestView]", "children": "Optional[str]", "claimed": "bool", "created_at": "str", "failure": "Optional[FailureView]", "history": "Optional[List[HistoryEntryView]]", "id": "str", "idempotency_key": "Optional[str]", "input": "Any", "input_withheld": "Optional[Withheld]", "kind": "str", "kind_version": "int", "lease_keys": "List[str]", "logs_capped": "Optional[bool]", "outbound": "Optional[List[CallView]]", "parent": "Optional[str]", "pass": "int", "pause_requested": "bool", "pending_signals": "Dict[str, int]", "predecessor": "Optional[str]", "priority": "str", "progress": "int", "restart_requested": "bool", "run_at": "str", "settled_at": "Optional[str]", "started_at": "Optional[str]", "state": "str", "steps": "List[StepView]", "successor": "Optional[str]", "waiting_for": "Any"}, total=False)
 """A job, whole."""
+
+
+class KindCounts(TypedDict):
+    """One kind's jobs by state."""
+    kind: str
+    """The kind."""
+    states: List[StateCount]
+    """Its counts, for each state it has jobs in (from the rows each state's count read:
+    a sample where that state's count is capped).
+    """
 
 
 class _KindListRequired(TypedDict):
@@ -607,7 +677,9 @@ class OperationStarted(TypedDict):
 
 class _OperationViewRequired(TypedDict):
     action: str
-    """What it does (`retry-dead-letters`)."""
+    """What it does: `retry-dead-letters`, `cancel-jobs`, `retry-jobs`, or `operator-read` (an
+    operator read the tenant's jobs; `filter` says what).
+    """
     actor: str
     """Who asked."""
     created_at: str
@@ -621,13 +693,15 @@ class _OperationViewRequired(TypedDict):
     matched: int
     """Jobs it matched so far."""
     retried: int
-    """Jobs it acted on (for a retry: new jobs made)."""
+    """The same as `done` (its name from when retries were the only bulk action)."""
     state: str
     """`running`, `done` or `failed`."""
 
 
 class OperationView(_OperationViewRequired, total=False):
     """A bulk operation."""
+    done: int
+    """Jobs it acted on (for a retry: new jobs made; for a cancel: jobs cancelled)."""
     finished_at: Optional[str]
     """When it ended."""
 
@@ -786,6 +860,16 @@ class SqlRoleGranted(TypedDict):
     """The database role."""
     tenant: str
     """The tenant."""
+
+
+class StateCount(TypedDict):
+    """Jobs of one state: how many."""
+    capped: bool
+    """Whether the count stopped at the cap."""
+    count: int
+    """How many, read up to `cap` (then at least this many)."""
+    state: str
+    """The state."""
 
 
 class _StepSpecViewRequired(TypedDict):

@@ -168,6 +168,75 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel or retry every job a filter matches
+         * @description Every job of the tenant the listing's filters match (up to `through`, the newest one
+         *     the confirmed count saw) is cancelled, or retried as a new linked job, in the
+         *     background, each through its own command; the answer is the operation, whose progress
+         *     `GET /v1/operations/{id}` follows and which stays in the tenant's audit trail. A job the
+         *     action does not apply to (a final job to cancel, a running one to retry) is counted
+         *     as failed and left as it is.
+         */
+        post: operations["bulk"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/count": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Count the jobs a bulk action would take
+         * @description How many of the tenant's jobs the listing's filters match now, counted up to 10,000
+         *     (`capped` says the count stopped there), and `through`, which `POST /v1/jobs/bulk`
+         *     takes so that the action is done to the jobs counted and not to later ones.
+         */
+        get: operations["count"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/counts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's jobs per state and per kind
+         * @description Each state's count reads at most `cap` jobs (100,000), so the answer costs the same at a
+         *     million jobs as at a thousand; a state with more says `capped` (at least this many),
+         *     and the per-kind figures of a capped state come from the jobs it read.
+         */
+        get: operations["counts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}": {
         parameters: {
             query?: never;
@@ -1386,6 +1455,47 @@ export interface components {
              */
             writes: number;
         };
+        /** @description `POST /v1/jobs/bulk`: what to do to which jobs. */
+        JobBulk: {
+            /** @description `cancel` or `retry` (failed or cancelled jobs, each as a new linked job). */
+            action: string;
+            /** @description Which jobs. */
+            filter?: components["schemas"]["JobSelectionBody"];
+            /**
+             * Format: int64
+             * @description The `through` of the count that was confirmed: jobs submitted after it are left
+             *     alone. Without it, every job matching when the operation reaches it.
+             */
+            through?: number | null;
+        };
+        /** @description How many jobs a filter matches, before a bulk action. */
+        JobCount: {
+            /** @description Whether the count stopped at 10,000 (there may be more). */
+            capped: boolean;
+            /**
+             * Format: int64
+             * @description How many, up to 10,000.
+             */
+            matching: number;
+            /**
+             * Format: int64
+             * @description The newest matching job's place in the order of submission: pass it to
+             *     `POST /v1/jobs/bulk` so that the action takes the jobs counted, not later ones.
+             */
+            through?: number | null;
+        };
+        /** @description `GET /v1/jobs/counts`: the tenant's jobs per state and per kind. */
+        JobCounts: {
+            /**
+             * Format: int64
+             * @description Most rows one state's count reads: past it the count says `capped` (at least).
+             */
+            cap: number;
+            /** @description Per kind, every kind with jobs. */
+            kinds: components["schemas"]["KindCounts"][];
+            /** @description Per state, every state (0 included), of the kind asked for when one was. */
+            states: components["schemas"]["StateCount"][];
+        };
         /** @description A job's state and progress, as its events stream them. */
         JobLive: {
             /**
@@ -1405,6 +1515,26 @@ export interface components {
              * @description Pass as `cursor` for the next page; `null` on the last one.
              */
             next_cursor?: number | null;
+        };
+        /**
+         * @description Which jobs a bulk cancel or retry takes: the job listing's filters (blank fields match
+         *     everything).
+         */
+        JobSelectionBody: {
+            /** @description Only jobs submitted at or after this time (RFC 3339). */
+            created_after?: string | null;
+            /** @description Only jobs submitted before this time (RFC 3339). */
+            created_before?: string | null;
+            /** @description Only jobs of this kind. */
+            kind?: string | null;
+            /** @description Only children of this job. */
+            parent?: string | null;
+            /** @description Only jobs of this priority class. */
+            priority?: string | null;
+            /** @description The job with this id, or the jobs whose idempotency key starts with this. */
+            q?: string | null;
+            /** @description Only jobs in this state. */
+            state?: string | null;
         };
         /** @description A job in a list. */
         JobSummaryView: {
@@ -1527,6 +1657,16 @@ export interface components {
              *     of the woken step is accepted.
              */
             waiting_for?: unknown;
+        };
+        /** @description One kind's jobs by state. */
+        KindCounts: {
+            /** @description The kind. */
+            kind: string;
+            /**
+             * @description Its counts, for each state it has jobs in (from the rows each state's count read:
+             *     a sample where that state's count is capped).
+             */
+            states: components["schemas"]["StateCount"][];
         };
         /** @description The tenant's kinds. */
         KindList: {
@@ -1760,12 +1900,20 @@ export interface components {
         };
         /** @description A bulk operation. */
         OperationView: {
-            /** @description What it does (`retry-dead-letters`). */
+            /**
+             * @description What it does: `retry-dead-letters`, `cancel-jobs`, `retry-jobs`, or `operator-read` (an
+             *     operator read the tenant's jobs; `filter` says what).
+             */
             action: string;
             /** @description Who asked. */
             actor: string;
             /** @description When. */
             created_at: string;
+            /**
+             * Format: int64
+             * @description Jobs it acted on (for a retry: new jobs made; for a cancel: jobs cancelled).
+             */
+            done?: number;
             /**
              * Format: int64
              * @description Jobs it could not act on (retried meanwhile by other means, say).
@@ -1784,7 +1932,7 @@ export interface components {
             matched: number;
             /**
              * Format: int64
-             * @description Jobs it acted on (for a retry: new jobs made).
+             * @description The same as `done` (its name from when retries were the only bulk action).
              */
             retried: number;
             /** @description `running`, `done` or `failed`. */
@@ -1970,6 +2118,18 @@ export interface components {
             role: string;
             /** @description The tenant. */
             tenant: string;
+        };
+        /** @description Jobs of one state: how many. */
+        StateCount: {
+            /** @description Whether the count stopped at the cap. */
+            capped: boolean;
+            /**
+             * Format: int64
+             * @description How many, read up to `cap` (then at least this many).
+             */
+            count: number;
+            /** @description The state. */
+            state: string;
         };
         /** @description One declared step. */
         StepSpecView: {
@@ -2715,6 +2875,184 @@ export interface operations {
             };
             /** @description `quota-exceeded`: the tenant's jobs queued or submission rate is at its limit (`reason` says which); nothing was queued; try again after `Retry-After` seconds */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    bulk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobBulk"];
+            };
+        };
+        responses: {
+            /** @description The operation, started */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationStarted"];
+                };
+            };
+            /** @description `invalid-request`: an unknown action, state or a malformed body */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorised` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: not a tenant token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    count: {
+        parameters: {
+            query?: {
+                /** @description Only jobs in this state. */
+                state?: string;
+                /** @description Only jobs of this kind. */
+                kind?: string;
+                /** @description Only children of this job. */
+                parent?: string;
+                /** @description Only jobs of this priority class. */
+                priority?: string;
+                /** @description Only jobs submitted at or after this time (RFC 3339). */
+                created_after?: string;
+                /** @description Only jobs submitted before this time (RFC 3339). */
+                created_before?: string;
+                /** @description The job with this id, or the jobs whose idempotency key starts with this. */
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description How many match */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobCount"];
+                };
+            };
+            /** @description `invalid-request`: an unknown state or a malformed query */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorised` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: not a tenant token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    counts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Counts per state and kind */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobCounts"];
+                };
+            };
+            /** @description `unauthorised` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: not a tenant token */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -61,6 +61,10 @@ pub struct ClaimLatency {
     /// Listing: a search by job id, milliseconds.
     #[serde(default)]
     pub list_id_ms: Option<Summary>,
+    /// The counts per state and kind beside the list's filters (`GET /v1/jobs/counts`),
+    /// milliseconds.
+    #[serde(default)]
+    pub counts_ms: Option<Summary>,
 }
 
 /// Reads of each listing measured.
@@ -96,6 +100,24 @@ async fn listing(
         out.push(Summary::of(&mut samples).context("no samples")?);
     }
     out.try_into().map_err(|_| anyhow::anyhow!("four listings"))
+}
+
+/// The counts beside the list, at one depth: [`LIST_READS`] reads of what
+/// `GET /v1/jobs/counts` asks the store for.
+async fn counting(
+    engine: &std::sync::Arc<spindle::engine::Engine>,
+    tenant: &spindle::store::TenantId,
+    queued: u64,
+) -> anyhow::Result<Summary> {
+    let mut samples = Vec::with_capacity(LIST_READS);
+    for _ in 0..LIST_READS {
+        let t = Instant::now();
+        let counts = engine.operations().job_counts(tenant).await?;
+        samples.push(t.elapsed().as_secs_f64() * 1000.0);
+        let pending: u64 = counts.iter().filter(|(s, ..)| *s == spindle_core::JobState::Pending).map(|(.., n)| n).sum();
+        ensure!(pending == queued.min(spindle::engine::STATE_COUNT_CAP), "counted {pending} pending of {queued}");
+    }
+    Summary::of(&mut samples).context("no samples")
 }
 
 /// Measures at each depth in the settings.
@@ -135,9 +157,10 @@ async fn at_depth(ctx: &Context, queued: u64) -> anyhow::Result<ClaimLatency> {
 
     let task = ctx.progress.task(format!("list: at {queued} jobs"), None);
     let [first, state, deep, by_id] = listing(&engine, &ctx.tenant, queued, &template).await?;
+    let counts = counting(&engine, &ctx.tenant, queued).await?;
     task.finish(&format!(
-        "first page p50 {:.2} ms, by state {:.2} ms, deep page {:.2} ms, by id {:.2} ms",
-        first.p50, state.p50, deep.p50, by_id.p50
+        "first page p50 {:.2} ms, by state {:.2} ms, deep page {:.2} ms, by id {:.2} ms; counts {:.2} ms",
+        first.p50, state.p50, deep.p50, by_id.p50, counts.p50
     ));
 
     let task = ctx.progress.task(format!("claim: at {queued} queued"), Some((SINGLE_CLAIMS + BATCH_CLAIMS) as u64));
@@ -173,6 +196,7 @@ async fn at_depth(ctx: &Context, queued: u64) -> anyhow::Result<ClaimLatency> {
         list_state_ms: Some(state),
         list_deep_ms: Some(deep),
         list_id_ms: Some(by_id),
+        counts_ms: Some(counts),
     })
 }
 

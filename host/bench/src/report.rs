@@ -478,11 +478,12 @@ impl Report {
                     t.row(
                         &format!("{} jobs", c.queued),
                         &format!(
-                            "first {}; pending {}; deep {}; by id {}",
+                            "first {}; pending {}; deep {}; by id {}; counts {}",
                             cell(&c.list_first_ms),
                             cell(&c.list_state_ms),
                             cell(&c.list_deep_ms),
-                            cell(&c.list_id_ms)
+                            cell(&c.list_id_ms),
+                            cell(&c.counts_ms)
                         ),
                     );
                 }
@@ -695,6 +696,7 @@ mod tests {
                 list_state_ms: None,
                 list_deep_ms: None,
                 list_id_ms: None,
+                counts_ms: None,
             },
             ClaimLatency {
                 queued: 1_000_000,
@@ -705,6 +707,7 @@ mod tests {
                 list_state_ms: None,
                 list_deep_ms: None,
                 list_id_ms: None,
+                counts_ms: None,
             },
         ];
         r.sandbox = vec![SandboxOverhead { pooling: true, call_us: summary(4.0, 8.0) }];

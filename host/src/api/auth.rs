@@ -64,3 +64,42 @@ impl FromRequestParts<ApiState> for CallerAuth {
         TokenScope::of(tenant, role).map(Self).ok_or_else(|| ApiError::forbidden("this tenant token names no tenant"))
     }
 }
+
+/// The header in which an operator names the tenant whose jobs it reads.
+pub const READ_TENANT_HEADER: &str = "spindle-tenant";
+
+/// A read of a tenant's jobs, logs or kinds: by that tenant's token, or by the operator
+/// token naming the tenant in [`READ_TENANT_HEADER`] where the host allows operators to
+/// read tenants' jobs — each such read written to the tenant's audit trail before it is
+/// served. Actions never take this: they stay the tenant's.
+#[derive(Debug)]
+pub struct ReaderAuth {
+    /// Whose jobs.
+    pub tenant: TenantId,
+    /// Whether the operator reads them (the answer then offers no actions).
+    pub operator: bool,
+}
+
+impl FromRequestParts<ApiState> for ReaderAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
+        match authenticate(parts, state).await? {
+            (Some(tenant), Role::Tenant) => Ok(Self { tenant, operator: false }),
+            (_, Role::Operator) => {
+                let named = parts.headers.get(READ_TENANT_HEADER).and_then(|v| v.to_str().ok()).map(str::trim);
+                let Some(name) = named.filter(|n| !n.is_empty()) else {
+                    return Err(ApiError::forbidden(
+                        "this needs a tenant token; the operator reads a tenant's jobs by naming it in the \
+                         Spindle-Tenant header, where the host allows it (operator_reads_tenants)",
+                    ));
+                };
+                let tenant = TenantId(name.to_owned());
+                let what = format!("{} {}", parts.method, parts.uri.path());
+                state.host.engine.tenancy().operator_reads(&tenant, &what, "operator").await?;
+                Ok(Self { tenant, operator: true })
+            }
+            _ => Err(ApiError::forbidden("this needs a tenant token")),
+        }
+    }
+}

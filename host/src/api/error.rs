@@ -133,6 +133,7 @@ impl From<EngineError> for ApiError {
             EngineError::NotFound => Self::not_found(),
             EngineError::PayloadTooLarge { .. } => Self::new(ErrorCode::PayloadTooLarge, e.to_string()),
             EngineError::Invalid(message) => Self::invalid(message),
+            EngineError::Forbidden(message) => Self::forbidden(message),
             EngineError::InvalidInput { ref kind, index, ref violations } => {
                 let at = index.map(|i| format!(" (submission {i})")).unwrap_or_default();
                 let message = format!(

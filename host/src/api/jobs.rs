@@ -9,16 +9,16 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
+use spindle_core::JobId;
 use spindle_core::policy::priority::Priority;
-use spindle_core::{JobId, JobState};
 use tracing::Instrument as _;
 use utoipa::IntoParams;
 
 use super::body::{ApiQuery, job_id, json_body};
 use super::time;
 use super::views;
-use super::views::{Action, Actions, ErrorBody, JobPage, JobSummaryView, JobView, Submit};
-use super::{ApiError, ApiState, TenantAuth};
+use super::views::{Action, Actions, ErrorBody, JobPage, JobSelectionBody, JobSummaryView, JobView, Submit};
+use super::{ApiError, ApiState, ReaderAuth, TenantAuth};
 use crate::engine::SubmitRequest;
 use crate::engine::{Inserted, JobFilter, TenantId};
 
@@ -128,7 +128,7 @@ fn submit_span(tenant: &TenantId, kind: &str, traceparent: Option<&str>) -> trac
 )]
 pub(super) async fn get_job(
     State(state): State<ApiState>,
-    TenantAuth(tenant): TenantAuth,
+    ReaderAuth { tenant, operator }: ReaderAuth,
     Path(id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
     let id = job_id(&id)?;
@@ -145,7 +145,7 @@ pub(super) async fn get_job(
     let logs = state.host.engine.operations().job_logs(&tenant, id, None, i64::MAX, 1).await?;
     let mut view = views::job_view(&record, Some(&history));
     view.outbound = Some(calls.iter().map(Into::into).collect());
-    view.actions = Some(actions(&state.host.engine.operations().actions(&record)));
+    view.actions = Some(if operator { read_only() } else { actions(&state.host.engine.operations().actions(&record)) });
     view.logs_capped = Some(logs.dropped > 0);
     Ok(Json(view))
 }
@@ -178,6 +178,15 @@ async fn submitted_job(state: &ApiState, tenant: &TenantId, id: &str) -> Result<
 }
 
 /// The checks as the API shows them.
+/// What an operator reading a tenant's job may do to it: nothing.
+fn read_only() -> Actions {
+    let refused = || Action {
+        allowed: false,
+        reason: Some("the operator reads a tenant's jobs; actions are the tenant's".into()),
+    };
+    Actions { cancel: refused(), pause: refused(), resume: refused(), restart: refused(), retry: refused() }
+}
+
 fn actions(checks: &crate::engine::CommandChecks) -> Actions {
     let action = |check: &Result<(), String>| Action { allowed: check.is_ok(), reason: check.clone().err() };
     Actions {
@@ -272,38 +281,18 @@ pub(super) struct ListQuery {
 }
 
 async fn list(state: &ApiState, tenant: &TenantId, query: ListQuery, dead: bool) -> Result<Json<JobPage>, ApiError> {
-    let job_state = match query.state.as_deref() {
-        None => None,
-        Some(s) => Some(JobState::parse(s).ok_or_else(|| ApiError::invalid(format!("unknown state {s:?}")))?),
-    };
-    let parent = match query.parent.as_deref() {
-        None => None,
-        Some(id) => Some(id.parse::<JobId>().map_err(|_| ApiError::invalid(format!("parent {id:?} is not a job id")))?),
-    };
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
-    let priority = match query.priority.as_deref() {
-        None => None,
-        Some(p) => Some(Priority::parse(p).ok_or_else(|| ApiError::invalid(format!("unknown priority {p:?}")))?),
-    };
-    let time = |field: &str, text: Option<&str>| match text {
-        None => Ok(None),
-        Some(text) => time::parse_rfc3339(text)
-            .map(Some)
-            .ok_or_else(|| ApiError::invalid(format!("{field}: an RFC 3339 date-time such as 2026-11-30T12:00:00Z"))),
-    };
-    let text = query.q.map(|q| q.trim().to_owned()).filter(|q| !q.is_empty());
-    let filter = JobFilter {
-        state: job_state,
-        kind: query.kind.filter(|k| !k.is_empty()),
-        parent,
-        dead_letters: dead,
-        before_seq: query.cursor,
-        priority,
-        created_after: time("created_after", query.created_after.as_deref())?,
-        created_before: time("created_before", query.created_before.as_deref())?,
-        text,
-        limit,
-    };
+    let cursor = query.cursor;
+    let selection = super::bulk::selection(JobSelectionBody {
+        state: query.state,
+        kind: query.kind,
+        parent: query.parent,
+        priority: query.priority,
+        created_after: query.created_after,
+        created_before: query.created_before,
+        q: query.q,
+    })?;
+    let filter = JobFilter { dead_letters: dead, ..selection.filter(cursor, limit) };
     let records = state.host.engine.operations().list_jobs(tenant, &filter).await?;
     let next_cursor = if records.len() == usize::try_from(limit).unwrap_or(usize::MAX) {
         records.last().map(|r| r.seq)
@@ -329,7 +318,7 @@ async fn list(state: &ApiState, tenant: &TenantId, query: ListQuery, dead: bool)
 )]
 pub(super) async fn list_jobs(
     State(state): State<ApiState>,
-    TenantAuth(tenant): TenantAuth,
+    ReaderAuth { tenant, .. }: ReaderAuth,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<JobPage>, ApiError> {
     list(&state, &tenant, query, false).await

@@ -16,7 +16,7 @@ use super::views;
 use super::views::{
     DeployView, Deployed, DeploymentView, ErrorBody, KindList, KindView, Rollback, RolledBack, VersionView,
 };
-use super::{ApiError, ApiState, ErrorCode, TenantAuth};
+use super::{ApiError, ApiState, ErrorCode, ReaderAuth, TenantAuth};
 use crate::capabilities::Deployment;
 
 /// What a deployment allows, declares and sets, beside the component.
@@ -205,7 +205,7 @@ pub(super) async fn get_deploy(
 )]
 pub(super) async fn list_kinds(
     State(state): State<ApiState>,
-    TenantAuth(tenant): TenantAuth,
+    ReaderAuth { tenant, .. }: ReaderAuth,
 ) -> Result<Json<KindList>, ApiError> {
     let kinds = state.host.registry.kinds(&tenant).await?;
     let now = state.host.engine.now();
@@ -238,7 +238,7 @@ pub(super) async fn list_kinds(
 )]
 pub(super) async fn get_kind(
     State(state): State<ApiState>,
-    TenantAuth(tenant): TenantAuth,
+    ReaderAuth { tenant, .. }: ReaderAuth,
     Path(kind): Path<String>,
 ) -> Result<Json<KindView>, ApiError> {
     let kinds = state.host.registry.kinds(&tenant).await?;

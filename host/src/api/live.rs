@@ -20,7 +20,7 @@ use utoipa::IntoParams;
 
 use super::body::{ApiQuery, job_id};
 use super::views::{ErrorBody, HistoryEntryView, JobLive, LogLineView, LogPage};
-use super::{ApiError, ApiState, TenantAuth};
+use super::{ApiError, ApiState, ReaderAuth};
 use crate::engine::TenantId;
 
 /// Longest a follower waits between two reads of the store.
@@ -64,7 +64,7 @@ pub(super) struct LogQuery {
 )]
 pub(super) async fn logs(
     State(state): State<ApiState>,
-    TenantAuth(tenant): TenantAuth,
+    ReaderAuth { tenant, .. }: ReaderAuth,
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<LogQuery>,
 ) -> Result<Response, ApiError> {
@@ -201,7 +201,7 @@ fn json_event(name: &str, value: &impl serde::Serialize) -> Event {
 )]
 pub(super) async fn events(
     State(state): State<ApiState>,
-    TenantAuth(tenant): TenantAuth,
+    ReaderAuth { tenant, .. }: ReaderAuth,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = job_id(&id)?;

@@ -11,6 +11,7 @@
 mod alerts;
 mod auth;
 mod body;
+mod bulk;
 mod capacity;
 mod control;
 mod dashboard;
@@ -46,7 +47,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
-pub use auth::{CallerAuth, OperatorAuth, TenantAuth};
+pub use auth::{CallerAuth, OperatorAuth, ReaderAuth, TenantAuth};
 pub use error::{API_CODES, ApiError, ErrorCode};
 pub use openapi::{Document, openapi_document};
 
@@ -124,6 +125,9 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(kinds::get_deploy))
         .routes(routes!(kinds::rollback))
         .routes(routes!(jobs::submit, jobs::list_jobs))
+        .routes(routes!(bulk::counts))
+        .routes(routes!(bulk::count))
+        .routes(routes!(bulk::bulk))
         .routes(routes!(jobs::get_job))
         .routes(routes!(jobs::wait_job))
         .routes(routes!(live::logs))

@@ -126,8 +126,8 @@ pub(super) async fn count_dead_letters(
     let request =
         DeadLetterRetry { kind: query.kind, failure_code: query.failure_code, failed_before: query.failed_before };
     let filter = dead_letter_filter(request)?;
-    let (matching, capped) = state.host.engine.operations().count_dead_letters(&tenant, &filter).await?;
-    Ok(Json(DeadLetterCount { matching, capped }))
+    let count = state.host.engine.operations().count_dead_letters(&tenant, &filter).await?;
+    Ok(Json(DeadLetterCount { matching: count.matching, capped: count.capped }))
 }
 
 /// Which dead letters to count: the fields of a retry's filter.

@@ -36,6 +36,9 @@ pub struct EngineConfig {
     pub formats: spindle_core::upgrade::Formats,
     /// Whether the host finishes what it holds and claims nothing new (`--drain`).
     pub draining: bool,
+    /// Whether an operator token may read tenants' jobs, logs and kinds (default: no).
+    /// Each such read is written to the tenant's audit trail; actions stay the tenant's.
+    pub operator_reads_tenants: bool,
 }
 
 impl Default for EngineConfig {
@@ -53,6 +56,7 @@ impl Default for EngineConfig {
             log_caps: crate::store::LogCaps::default(),
             formats: spindle_core::upgrade::Formats::this_build(),
             draining: false,
+            operator_reads_tenants: false,
         }
     }
 }

@@ -39,6 +39,10 @@ pub enum EngineError {
     /// The request is malformed (a lease key, a priority).
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// The caller may not do this (an operator reading tenants' jobs where the host does
+    /// not allow it).
+    #[error("{0}")]
+    Forbidden(String),
     /// The event does not apply to the job in its current state.
     #[error("{refusal} (the job is {state})")]
     Refused {

@@ -29,6 +29,7 @@ mod operations;
 mod outbound;
 pub mod plan;
 mod queries;
+mod read_audit;
 mod recovery;
 mod rooms;
 mod samples;
@@ -70,8 +71,9 @@ pub use deriver::HostDeriver;
 pub use error::EngineError;
 pub use execute::{Executed, NextFilter, Outcome};
 use group_commit::{GroupCommit, StoreCommitter};
-pub use operations::DeadLetterFilter;
+pub use operations::{BulkAction, BulkCount, DeadLetterFilter, JobSelection};
 pub use plan::{Plan, plan};
+pub use queries::STATE_COUNT_CAP;
 pub use rooms::{CapacityRoom, Execution, Operations, Submission, Tenancy, Workflows};
 pub use samples::SAMPLE_EVERY;
 pub use schedules::{MAX_SCHEDULE_NAME, ScheduleRequest};
@@ -106,6 +108,8 @@ pub struct Engine {
     samples: samples::Samples,
     /// The storage format this host writes, as its last announcement was answered.
     gate: Arc<crate::upgrade::Gate>,
+    /// Operators' reads of tenants' jobs, as last written to their audit trails.
+    read_audit: read_audit::ReadAudit,
 }
 
 /// A job changed state (sent after the change committed).
@@ -152,6 +156,7 @@ impl Engine {
             ceilings: capacity::CeilingCache::default(),
             samples: samples::Samples::default(),
             gate,
+            read_audit: read_audit::ReadAudit::default(),
         }
     }
 

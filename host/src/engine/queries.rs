@@ -2,7 +2,7 @@
 //! door to the store, so a read answers for the tenant it is asked for (another
 //! tenant's job is not found) and every caller goes through the same checks.
 
-use spindle_core::{JobId, Timestamp};
+use spindle_core::{JobId, JobState, Timestamp};
 
 use super::{Engine, EngineError};
 use crate::store::{
@@ -88,6 +88,9 @@ impl super::Tenancy<'_> {
     }
 }
 
+/// Most rows one state's count reads; past it the count says "at least".
+pub const STATE_COUNT_CAP: u64 = 100_000;
+
 impl super::Operations<'_> {
     /// The outbound requests a tenant's job's steps made, as recorded.
     pub async fn job_calls(&self, tenant: &TenantId, id: JobId) -> Result<Vec<RecordedCall>, EngineError> {
@@ -107,6 +110,12 @@ impl super::Operations<'_> {
     ) -> Result<JobLogs, EngineError> {
         self.job(tenant, id).await?;
         Ok(self.store.job_logs(id, step, after_seq, limit).await?)
+    }
+
+    /// A tenant's jobs by state and kind, each state counted up to [`STATE_COUNT_CAP`]
+    /// rows: the counts beside the dashboard's filters, cheap however many jobs are kept.
+    pub async fn job_counts(&self, tenant: &TenantId) -> Result<Vec<(JobState, String, u64)>, EngineError> {
+        Ok(self.store.count_jobs(tenant, STATE_COUNT_CAP).await?)
     }
 
     /// The latest operational alerts (operators'), newest first.

@@ -7,8 +7,8 @@
 //! | [`Execution`] | steps claimed, run and settled; lapsed claims rescued; due jobs promoted; the outbox | `execute`, `supervisor`, `group_commit`, `recovery`, `hooks` |
 //! | [`Workflows`] | signals, the relay that counts children, cron schedules | `workflow`, `schedules` |
 //! | [`CapacityRoom`] | tenants' limits, usage, queue depths, fault breakers, steps running over time | `capacity`, `meter`, `samples`, `breakers` |
-//! | [`Tenancy`] | tenants, tokens, retention, secrets, outbound rules | `tenancy`, `outbound` |
-//! | [`Operations`] | a job's reads and run control, lists, dead-letter retries, alerts | `commands`, `queries`, `operations` |
+//! | [`Tenancy`] | tenants, tokens, retention, secrets, outbound rules, operators' audited reads | `tenancy`, `outbound`, `read_audit` |
+//! | [`Operations`] | a job's reads and run control, lists and counts, bulk operations, alerts | `commands`, `queries`, `operations` |
 //!
 //! The [`Engine`] keeps what every room shares (the store, the registry, the clock, the
 //! settings, the deriver, the signals of change) and the machinery the rooms call into

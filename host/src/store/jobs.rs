@@ -78,6 +78,9 @@ pub trait JobStore: Send + Sync {
     async fn append_history(&self, id: JobId, events: &[HistoryEvent], now: Timestamp) -> Result<(), StoreError>;
     /// A tenant's jobs, newest first.
     async fn list_jobs(&self, tenant: &TenantId, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError>;
+    /// A tenant's jobs by state and kind, each state's rows read up to `cap` (so a count
+    /// costs at most `cap` index entries per state, however many jobs there are).
+    async fn count_jobs(&self, tenant: &TenantId, cap: u64) -> Result<Vec<(JobState, String, u64)>, StoreError>;
     /// Jobs by tenant, kind and state, for metrics.
     async fn depths(&self) -> Result<Vec<Depth>, StoreError>;
     /// A tenant's open jobs by kind and priority class, by where each waits.
@@ -620,6 +623,32 @@ impl JobStore for SqlStore {
         }
         tx.commit().await?;
         Ok(ids.len() as u64)
+    }
+
+    async fn count_jobs(&self, tenant: &TenantId, cap: u64) -> Result<Vec<(JobState, String, u64)>, StoreError> {
+        // One arm per state, each a bounded scan of the `(tenant_id, state, seq)` index.
+        let arms: Vec<String> = <JobState as DiagramState>::all()
+            .iter()
+            .enumerate()
+            .map(|(i, state)| {
+                let state = state.as_str();
+                format!(
+                    "SELECT '{state}' AS state, kind, COUNT(*) AS n FROM \
+                     (SELECT kind FROM jobs WHERE tenant_id = $1 AND state = '{state}' LIMIT {cap}) AS c{i} GROUP BY kind"
+                )
+            })
+            .collect();
+        let rows = self
+            .db
+            .fetch(&arms.join(" UNION ALL "), vec![Value::from(tenant.0.as_str())], &[Ty::Text, Ty::Text, Ty::Int])
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let state = r.text(0, "jobs.state")?;
+                let state = JobState::parse(&state).ok_or_else(|| corrupt(format!("job state {state:?}")))?;
+                Ok((state, r.text(1, "jobs.kind")?, r.num(2, "jobs.count (by state)")?))
+            })
+            .collect()
     }
 
     async fn queue_depth(&self, tenant: &TenantId) -> Result<Vec<QueueDepth>, StoreError> {

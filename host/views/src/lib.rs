@@ -34,8 +34,8 @@ pub use kinds::{
 };
 pub use outbound::{CallView, SecretList, SecretView, TenantOutbound};
 pub use queues::{
-    AlertList, AlertView, DeadLetterCount, DeadLetterRetry, OperationList, OperationStarted, OperationView,
-    QueueDepthView, Queues, RunningSample,
+    AlertList, AlertView, DeadLetterCount, DeadLetterRetry, JobBulk, JobCount, JobCounts, JobSelectionBody, KindCounts,
+    OperationList, OperationStarted, OperationView, QueueDepthView, Queues, RunningSample, StateCount,
 };
 pub use submissions::{SqlRoleGranted, SubmissionView};
 pub use tenants::{NewTenant, Retention, TenantList, TenantToken, TenantView};

@@ -66,12 +66,99 @@ pub struct DeadLetterCount {
     pub capped: bool,
 }
 
+/// Which jobs a bulk cancel or retry takes: the job listing's filters (blank fields match
+/// everything).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobSelectionBody {
+    /// Only jobs in this state.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Only jobs of this kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Only children of this job.
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// Only jobs of this priority class.
+    #[serde(default)]
+    pub priority: Option<String>,
+    /// Only jobs submitted at or after this time (RFC 3339).
+    #[serde(default)]
+    pub created_after: Option<String>,
+    /// Only jobs submitted before this time (RFC 3339).
+    #[serde(default)]
+    pub created_before: Option<String>,
+    /// The job with this id, or the jobs whose idempotency key starts with this.
+    #[serde(default)]
+    pub q: Option<String>,
+}
+
+/// `POST /v1/jobs/bulk`: what to do to which jobs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobBulk {
+    /// `cancel` or `retry` (failed or cancelled jobs, each as a new linked job).
+    pub action: String,
+    /// Which jobs.
+    #[serde(default)]
+    pub filter: JobSelectionBody,
+    /// The `through` of the count that was confirmed: jobs submitted after it are left
+    /// alone. Without it, every job matching when the operation reaches it.
+    #[serde(default)]
+    pub through: Option<i64>,
+}
+
+/// How many jobs a filter matches, before a bulk action.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobCount {
+    /// How many, up to 10,000.
+    pub matching: u64,
+    /// Whether the count stopped at 10,000 (there may be more).
+    pub capped: bool,
+    /// The newest matching job's place in the order of submission: pass it to
+    /// `POST /v1/jobs/bulk` so that the action takes the jobs counted, not later ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub through: Option<i64>,
+}
+
+/// Jobs of one state: how many.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct StateCount {
+    /// The state.
+    pub state: String,
+    /// How many, read up to `cap` (then at least this many).
+    pub count: u64,
+    /// Whether the count stopped at the cap.
+    pub capped: bool,
+}
+
+/// One kind's jobs by state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KindCounts {
+    /// The kind.
+    pub kind: String,
+    /// Its counts, for each state it has jobs in (from the rows each state's count read:
+    /// a sample where that state's count is capped).
+    pub states: Vec<StateCount>,
+}
+
+/// `GET /v1/jobs/counts`: the tenant's jobs per state and per kind.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobCounts {
+    /// Per state, every state (0 included), of the kind asked for when one was.
+    pub states: Vec<StateCount>,
+    /// Per kind, every kind with jobs.
+    pub kinds: Vec<KindCounts>,
+    /// Most rows one state's count reads: past it the count says `capped` (at least).
+    pub cap: u64,
+}
+
 /// A bulk operation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct OperationView {
     /// Its id.
     pub id: String,
-    /// What it does (`retry-dead-letters`).
+    /// What it does: `retry-dead-letters`, `cancel-jobs`, `retry-jobs`, or `operator-read` (an
+    /// operator read the tenant's jobs; `filter` says what).
     pub action: String,
     /// What it applies to.
     #[schema(value_type = Object)]
@@ -80,7 +167,10 @@ pub struct OperationView {
     pub state: String,
     /// Jobs it matched so far.
     pub matched: u64,
-    /// Jobs it acted on (for a retry: new jobs made).
+    /// Jobs it acted on (for a retry: new jobs made; for a cancel: jobs cancelled).
+    #[serde(default)]
+    pub done: u64,
+    /// The same as `done` (its name from when retries were the only bulk action).
     pub retried: u64,
     /// Jobs it could not act on (retried meanwhile by other means, say).
     pub failed: u64,

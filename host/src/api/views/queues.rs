@@ -27,6 +27,7 @@ impl From<&Operation> for OperationView {
             filter: serde_json::from_str(&o.filter).unwrap_or(serde_json::Value::Null),
             state: o.state.clone(),
             matched: o.matched,
+            done: o.done,
             retried: o.done,
             failed: o.failed,
             actor: o.actor.clone(),

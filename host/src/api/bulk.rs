@@ -1,0 +1,242 @@
+//! Jobs in number: the tenant's jobs counted per state and kind (beside the dashboard's
+//! filters, bounded however many jobs are kept), and a cancel or retry of every job a
+//! listing's filter matches — counted first, so its user confirms a number, then carried
+//! out in the background as an audited operation like the dead-letter retry.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use spindle_core::policy::priority::Priority;
+use spindle_core::table::DiagramState;
+use spindle_core::{JobId, JobState};
+use utoipa::IntoParams;
+
+use super::body::{ApiQuery, json_body};
+use super::time::parse_rfc3339;
+use super::views::{
+    ErrorBody, JobBulk, JobCount, JobCounts, JobSelectionBody, KindCounts, OperationStarted, OperationView, StateCount,
+};
+use super::{ApiError, ApiState, ReaderAuth, TenantAuth};
+use crate::engine::{BulkAction, JobSelection, STATE_COUNT_CAP};
+
+/// The listing filters a request names, parsed; blank fields match everything.
+pub(super) fn selection(body: JobSelectionBody) -> Result<JobSelection, ApiError> {
+    let blank = |v: Option<String>| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    let time = |field: &str, text: Option<String>| match blank(text) {
+        None => Ok(None),
+        Some(text) => parse_rfc3339(&text)
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid(format!("{field}: an RFC 3339 date-time such as 2026-11-30T12:00:00Z"))),
+    };
+    let state = match blank(body.state) {
+        None => None,
+        Some(s) => Some(JobState::parse(&s).ok_or_else(|| ApiError::invalid(format!("unknown state {s:?}")))?),
+    };
+    let parent = match blank(body.parent) {
+        None => None,
+        Some(id) => Some(id.parse::<JobId>().map_err(|_| ApiError::invalid(format!("parent {id:?} is not a job id")))?),
+    };
+    let priority = match blank(body.priority) {
+        None => None,
+        Some(p) => Some(Priority::parse(&p).ok_or_else(|| ApiError::invalid(format!("unknown priority {p:?}")))?),
+    };
+    Ok(JobSelection {
+        state,
+        kind: blank(body.kind),
+        parent,
+        priority,
+        created_after: time("created_after", body.created_after)?,
+        created_before: time("created_before", body.created_before)?,
+        text: blank(body.q),
+        through: None,
+    })
+}
+
+/// Which jobs: the job listing's filters.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct SelectionQuery {
+    /// Only jobs in this state.
+    state: Option<String>,
+    /// Only jobs of this kind.
+    kind: Option<String>,
+    /// Only children of this job.
+    parent: Option<String>,
+    /// Only jobs of this priority class.
+    priority: Option<String>,
+    /// Only jobs submitted at or after this time (RFC 3339).
+    created_after: Option<String>,
+    /// Only jobs submitted before this time (RFC 3339).
+    created_before: Option<String>,
+    /// The job with this id, or the jobs whose idempotency key starts with this.
+    q: Option<String>,
+}
+
+impl From<SelectionQuery> for JobSelectionBody {
+    fn from(q: SelectionQuery) -> Self {
+        Self {
+            state: q.state,
+            kind: q.kind,
+            parent: q.parent,
+            priority: q.priority,
+            created_after: q.created_after,
+            created_before: q.created_before,
+            q: q.q,
+        }
+    }
+}
+
+/// The tenant's jobs per state and per kind
+///
+/// Each state's count reads at most `cap` jobs (100,000), so the answer costs the same at a
+/// million jobs as at a thousand; a state with more says `capped` (at least this many),
+/// and the per-kind figures of a capped state come from the jobs it read.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/counts",
+    tag = "jobs",
+    responses(
+        (status = 200, description = "Counts per state and kind", body = JobCounts),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn counts(
+    State(state): State<ApiState>,
+    ReaderAuth { tenant, .. }: ReaderAuth,
+) -> Result<Json<JobCounts>, ApiError> {
+    let rows = state.host.engine.operations().job_counts(&tenant).await?;
+    Ok(Json(job_counts(&rows, STATE_COUNT_CAP)))
+}
+
+/// The counts' body from `(state, kind, count)` rows, each state read up to `cap`.
+fn job_counts(rows: &[(JobState, String, u64)], cap: u64) -> JobCounts {
+    let count =
+        |state: JobState, n: u64, capped: bool| StateCount { state: state.as_str().to_owned(), count: n, capped };
+    let states = <JobState as DiagramState>::all()
+        .iter()
+        .map(|&s| {
+            let n: u64 = rows.iter().filter(|(state, ..)| *state == s).map(|(.., n)| n).sum();
+            count(s, n, n >= cap)
+        })
+        .collect::<Vec<_>>();
+    let mut kinds: Vec<KindCounts> = Vec::new();
+    for (s, kind, n) in rows {
+        let capped = states.iter().any(|c| c.state == s.as_str() && c.capped);
+        match kinds.iter_mut().find(|k| &k.kind == kind) {
+            Some(k) => k.states.push(count(*s, *n, capped)),
+            None => kinds.push(KindCounts { kind: kind.clone(), states: vec![count(*s, *n, capped)] }),
+        }
+    }
+    kinds.sort_by(|a, b| a.kind.cmp(&b.kind));
+    JobCounts { states, kinds, cap }
+}
+
+/// Count the jobs a bulk action would take
+///
+/// How many of the tenant's jobs the listing's filters match now, counted up to 10,000
+/// (`capped` says the count stopped there), and `through`, which `POST /v1/jobs/bulk`
+/// takes so that the action is done to the jobs counted and not to later ones.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/count",
+    tag = "jobs",
+    params(SelectionQuery),
+    responses(
+        (status = 200, description = "How many match", body = JobCount),
+        (status = 400, description = "`invalid-request`: an unknown state or a malformed query", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn count(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    ApiQuery(query): ApiQuery<SelectionQuery>,
+) -> Result<Json<JobCount>, ApiError> {
+    let selection = selection(query.into())?;
+    let count = state.host.engine.operations().count_jobs(&tenant, &selection).await?;
+    Ok(Json(JobCount { matching: count.matching, capped: count.capped, through: count.through }))
+}
+
+/// Cancel or retry every job a filter matches
+///
+/// Every job of the tenant the listing's filters match (up to `through`, the newest one
+/// the confirmed count saw) is cancelled, or retried as a new linked job, in the
+/// background, each through its own command; the answer is the operation, whose progress
+/// `GET /v1/operations/{id}` follows and which stays in the tenant's audit trail. A job the
+/// action does not apply to (a final job to cancel, a running one to retry) is counted
+/// as failed and left as it is.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/bulk",
+    tag = "jobs",
+    request_body = JobBulk,
+    responses(
+        (status = 202, description = "The operation, started", body = OperationStarted),
+        (status = 400, description = "`invalid-request`: an unknown action, state or a malformed body", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn bulk(
+    State(state): State<ApiState>,
+    TenantAuth(tenant): TenantAuth,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<OperationStarted>), ApiError> {
+    let request: JobBulk = json_body(bytes)?;
+    let action = match request.action.as_str() {
+        "cancel" => BulkAction::Cancel,
+        "retry" => BulkAction::Retry,
+        other => return Err(ApiError::invalid(format!("action {other:?}: cancel or retry"))),
+    };
+    let selection = JobSelection { through: request.through, ..selection(request.filter)? };
+    let operation =
+        state.host.engine.operations().act_on_jobs(&tenant, action, selection, &format!("api:{tenant}")).await?;
+    Ok((StatusCode::ACCEPTED, Json(OperationStarted { operation: OperationView::from(&operation) })))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_is_counted_and_a_state_at_the_cap_says_so_for_its_kinds_too() {
+        let rows = vec![
+            (JobState::Succeeded, "email".to_owned(), 7),
+            (JobState::Succeeded, "thumb".to_owned(), 3),
+            (JobState::Pending, "email".to_owned(), 2),
+        ];
+        let counts = job_counts(&rows, 10);
+        assert_eq!(counts.states.len(), <JobState as DiagramState>::all().len(), "every state, 0 included");
+        let of = |s: &str| counts.states.iter().find(|c| c.state == s).cloned().unwrap();
+        assert_eq!((of("succeeded").count, of("succeeded").capped), (10, true));
+        assert_eq!((of("pending").count, of("pending").capped), (2, false));
+        assert_eq!((of("failed").count, of("failed").capped), (0, false));
+        let email = counts.kinds.iter().find(|k| k.kind == "email").unwrap();
+        assert!(email.states.iter().any(|c| c.state == "succeeded" && c.count == 7 && c.capped));
+        assert!(email.states.iter().any(|c| c.state == "pending" && c.count == 2 && !c.capped));
+        assert_eq!(counts.kinds.iter().map(|k| k.kind.as_str()).collect::<Vec<_>>(), ["email", "thumb"]);
+    }
+
+    #[test]
+    fn blank_filters_match_everything_and_bad_ones_are_refused() {
+        let all = selection(JobSelectionBody { state: Some(" ".into()), q: Some("".into()), ..Default::default() });
+        assert_eq!(all.ok(), Some(JobSelection::default()));
+        for bad in [
+            JobSelectionBody { state: Some("done".into()), ..Default::default() },
+            JobSelectionBody { priority: Some("urgent".into()), ..Default::default() },
+            JobSelectionBody { parent: Some("x".into()), ..Default::default() },
+            JobSelectionBody { created_after: Some("yesterday".into()), ..Default::default() },
+        ] {
+            assert!(selection(bad.clone()).is_err(), "{bad:?}");
+        }
+    }
+}
