@@ -132,6 +132,23 @@ impl Browser {
         .await;
     }
 
+    /// The count the jobs page shows for `state` (`all` for every state), if shown now.
+    async fn count(&self, state: &str) -> Option<u64> {
+        let css = format!("[data-test=\"count-{state}\"]");
+        let element = self.client.find(Locator::Css(&css)).await.ok()?;
+        element.attr("data-count").await.ok()??.parse().ok()
+    }
+
+    /// The `data-id`s of the rows marked `test` now.
+    async fn row_ids(&self, test: &str) -> Option<Vec<String>> {
+        let css = format!("[data-test=\"{test}\"]");
+        let mut ids = Vec::new();
+        for row in self.client.find_all(Locator::Css(&css)).await.ok()? {
+            ids.push(row.attr("data-id").await.ok()??);
+        }
+        Some(ids)
+    }
+
     async fn goto(&self, url: &str) {
         self.client.goto(url).await.unwrap_or_else(|e| panic!("goto {url}: {e}"));
     }
@@ -162,6 +179,19 @@ async fn host() -> (Served, Scratch) {
 fn submit(host: &Served, token: &str, kind: &str, input: &Value) -> String {
     let ran = host.cli(Some(token), &["submit", kind, "--input", &input.to_string(), "--json"]);
     assert_eq!(ran.code, 0, "submit {kind}: {}", ran.stderr);
+    ran.json()["id"].as_str().unwrap().to_owned()
+}
+
+/// Job `id` as the API shows it now.
+async fn job(host: &Served, token: &str, id: &str) -> Value {
+    let answer = reqwest::Client::new().get(format!("{}/v1/jobs/{id}", host.url)).bearer_auth(token).send().await;
+    answer.unwrap().json().await.unwrap()
+}
+
+/// Submits a job of `kind` with idempotency key `key`, due in an hour; answers its id.
+fn submit_later(host: &Served, token: &str, kind: &str, key: &str) -> String {
+    let ran = host.cli(Some(token), &["submit", kind, "--key", key, "--delay", "3600", "--json"]);
+    assert_eq!(ran.code, 0, "submit {key}: {}", ran.stderr);
     ran.json()["id"].as_str().unwrap().to_owned()
 }
 
@@ -692,5 +722,176 @@ async fn a_workflow_shows_its_tree_and_waits_and_a_signal_is_sent_from_its_page(
     let child_view = wait(&host, &token, &child);
     assert_eq!(child_view["steps"][0]["output"]["signal"], json!({ "from": "the dashboard" }));
     assert_eq!(wait(&host, &token, &parent)["state"], "succeeded");
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_follow_the_jobs_and_a_bulk_cancel_asks_with_the_count_and_cancels_exactly_those() {
+    let (host, _data) = host().await;
+    let token = host.tenant("acme");
+    for kind in ["noop", "workflow"] {
+        let path = spindle_tests::guest_path(kind);
+        assert_eq!(host.cli(Some(&token), &["deploy", kind, path.to_str().unwrap()]).code, 0);
+    }
+    // `workflow` jobs may be cancelled.
+    let batch =
+        [submit_later(&host, &token, "workflow", "batch-1"), submit_later(&host, &token, "workflow", "batch-2")];
+    let other = submit_later(&host, &token, "workflow", "other-1");
+    let browser = Browser::start("bulk").await;
+    browser.sign_in(&host.url, &token).await;
+    browser.find("jobs-table").await;
+    browser.until("three pending", || async { (browser.count("pending").await? == 3).then_some(()) }).await;
+    assert_eq!(browser.count("succeeded").await, Some(0));
+
+    // A job runs to its end: the counts follow, live, with nothing pressed.
+    let ran = submit(&host, &token, "noop", &json!({}));
+    assert_eq!(wait(&host, &token, &ran)["state"], "succeeded");
+    browser.until("one succeeded", || async { (browser.count("succeeded").await? == 1).then_some(()) }).await;
+    assert_eq!((browser.count("pending").await, browser.count("all").await), (Some(3), Some(4)));
+    browser.find("kind-counts").await;
+    browser.shot("counts").await;
+
+    // The batch, filtered as typed; the bulk cancel asks first, with the count.
+    browser.find("filter-q").await.send_keys("batch-").await.unwrap();
+    browser
+        .until("the batch alone", || async {
+            let mut ids = browser.row_ids("job-row").await?;
+            ids.sort();
+            let mut want = batch.to_vec();
+            want.sort();
+            (ids == want).then_some(())
+        })
+        .await;
+    browser.find("jobs-bulk-cancel").await.click().await.unwrap();
+    browser
+        .until("the count, asked", || async {
+            browser.text_of("jobs-bulk-count").await.filter(|t| t.starts_with("2 jobs matching q batch-")).map(|_| ())
+        })
+        .await;
+    browser.shot("jobs-bulk-confirm").await;
+    // One submitted after the count matches the filter too, and is left alone.
+    let late = submit_later(&host, &token, "workflow", "batch-3");
+    browser.find("jobs-bulk-confirm").await.click().await.unwrap();
+    browser
+        .until("the operation done", || async {
+            let note = browser.find("jobs-bulk-result").await;
+            (note.attr("data-state").await.ok()??.as_str() == "done").then_some(())
+        })
+        .await;
+    let said = browser.text_of("jobs-bulk-result").await.unwrap();
+    assert!(said.contains("2 cancelled, 0 skipped of 2"), "{said}");
+    browser.shot("bulk-done").await;
+    for id in &batch {
+        assert_eq!(job(&host, &token, id).await["state"], "cancelled", "{id}");
+    }
+    for id in [&other, &late] {
+        assert_eq!(job(&host, &token, id).await["state"], "pending", "{id}: not in the confirmed count");
+    }
+    browser.until("two cancelled", || async { (browser.count("cancelled").await? == 2).then_some(()) }).await;
+
+    // The operation stays in the tenant's audit trail.
+    browser.find("nav-queues").await.click().await.unwrap();
+    let row = browser.find("operation-row").await;
+    assert_eq!(row.attr("data-action").await.unwrap().as_deref(), Some("cancel-jobs"));
+    assert_eq!(row.attr("data-state").await.unwrap().as_deref(), Some("done"));
+    browser.shot("operations").await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_reads_a_tenants_job_read_only_and_the_tenant_sees_the_read_in_its_audit_trail() {
+    let (store, url, _data) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = Served::start(&url, &["--operator-reads-tenants"]);
+    let token = host.tenant("acme");
+    let path = spindle_tests::guest_path("noop");
+    assert_eq!(host.cli(Some(&token), &["deploy", "noop", path.to_str().unwrap()]).code, 0);
+    let id = submit(&host, &token, "noop", &json!({}));
+    assert_eq!(wait(&host, &token, &id)["state"], "succeeded");
+
+    let browser = Browser::start("operator-read").await;
+    browser.sign_in(&host.url, &host.operator).await;
+    browser.find("tenant-read").await.click().await.unwrap();
+    browser.find("reading-notice").await;
+    browser
+        .until("acme's job, listed", || async { browser.row_ids("job-row").await?.contains(&id).then_some(()) })
+        .await;
+    assert!(browser.client.find(Locator::Css("[data-test=\"jobs-bulk-cancel\"]")).await.is_err(), "no bulk actions");
+    browser.shot("tenant-jobs").await;
+    browser.goto(&format!("{}/#/jobs/{id}", host.url)).await;
+    browser.until_text("job-state", "succeeded").await;
+    let retry = browser.find("action-retry").await;
+    assert_eq!(retry.attr("disabled").await.unwrap().as_deref(), Some("true"), "actions stay the tenant's");
+    let why = browser.text_of("action-retry-reason").await.unwrap();
+    assert!(why.contains("actions are the tenant's"), "{why}");
+    browser.shot("tenant-job").await;
+    browser.find("stop-reading").await.click().await.unwrap();
+    browser.find("tenants").await;
+
+    // The tenant, in its own trail: who read what.
+    browser.find("signout").await.click().await.unwrap();
+    browser.sign_in(&host.url, &token).await;
+    browser.find("nav-queues").await.click().await.unwrap();
+    browser
+        .until("the operator's read of the job", || async {
+            let rows = browser.client.find_all(Locator::Css("[data-test=\"operation-row\"]")).await.ok()?;
+            for row in rows {
+                let text = row.text().await.ok()?;
+                if row.attr("data-action").await.ok()?? == "operator-read" && text.contains(&id) {
+                    return text.contains("operator").then_some(());
+                }
+            }
+            None
+        })
+        .await;
+    browser.shot("tenant-audit").await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_outbound_requests_have_their_own_card_with_each_denial_and_its_layer() {
+    use spindle_tests::http::{Reply, TestServer};
+    let server = TestServer::start(|_, _| Reply::Answer(200, b"{}".to_vec())).await;
+    let (store, url, data) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let config = data.path.join("spindle.toml");
+    std::fs::write(&config, "[outbound]\nallow = [\"* http://127.0.0.1:*\"]\nallow_cidrs = [\"127.0.0.0/8\"]\n")
+        .unwrap();
+    let host = Served::start(&url, &["--config", config.to_str().unwrap()]);
+    let token = host.tenant("acme");
+    let ran = host.cli(Some(&host.operator), &["tenant", "outbound", "acme", "--allow", "* http://127.0.0.1:*"]);
+    assert_eq!(ran.code, 0, "tenant outbound: {}", ran.stderr);
+    let guest = spindle_tests::guest_path("outbound");
+    let rule = format!("POST http://127.0.0.1:{}/hook/*", server.addr.port());
+    let ran = host.cli(Some(&token), &["deploy", "outbound", guest.to_str().unwrap(), "--allow", &rule]);
+    assert_eq!(ran.code, 0, "deploy: {}", ran.stderr);
+    let requests = json!({ "requests": [
+        { "method": "POST", "url": server.url("/hook/a"), "body": "{}" },
+        { "method": "POST", "url": server.url("/admin"), "body": "{}" },
+    ] });
+    let id = submit(&host, &token, "outbound", &requests);
+    assert_eq!(wait(&host, &token, &id)["state"], "succeeded");
+
+    let browser = Browser::start("outbound").await;
+    browser.sign_in(&host.url, &token).await;
+    browser.goto(&format!("{}/#/jobs/{id}", host.url)).await;
+    browser.until_text("job-state", "succeeded").await;
+    let card = browser.find("outbound").await;
+    if card.prop("open").await.unwrap().as_deref() != Some("true") {
+        card.find(Locator::Css("summary")).await.unwrap().click().await.unwrap();
+    }
+    browser
+        .until("both requests, one answered and one denied with its layer", || async {
+            let rows = browser.client.find_all(Locator::Css("[data-test=\"outbound-row\"]")).await.ok()?;
+            let mut texts = Vec::new();
+            for row in rows {
+                texts.push(row.text().await.ok()?);
+            }
+            let answered = texts.iter().any(|t| t.contains("/hook/a") && t.contains("200"));
+            let denied = texts.iter().any(|t| t.contains("/admin") && t.contains("denied: kind-policy"));
+            (texts.len() == 2 && answered && denied).then_some(())
+        })
+        .await;
+    browser.shot("outbound").await;
     browser.close().await;
 }

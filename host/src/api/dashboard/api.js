@@ -5,18 +5,26 @@
 const TOKEN = 'spindle.token';
 const ROLE = 'spindle.role';
 const TENANT = 'spindle.tenant';
+/** The tenant whose jobs the operator reads (where the host allows it), if any. */
+const READING = 'spindle.reading';
 
 export const session = {
   get token() { return sessionStorage.getItem(TOKEN); },
   get role() { return sessionStorage.getItem(ROLE); },
   get tenant() { return sessionStorage.getItem(TENANT); },
+  get reading() { return this.role === 'operator' ? sessionStorage.getItem(READING) : null; },
+  /** The operator starts (a tenant's name) or stops (null) reading a tenant's jobs. */
+  read(tenant) {
+    if (tenant) sessionStorage.setItem(READING, tenant); else sessionStorage.removeItem(READING);
+    kindsCache = null;
+  },
   set(token, role, tenant) {
     sessionStorage.setItem(TOKEN, token);
     sessionStorage.setItem(ROLE, role);
     if (tenant) sessionStorage.setItem(TENANT, tenant); else sessionStorage.removeItem(TENANT);
   },
   clear() {
-    for (const key of [TOKEN, ROLE, TENANT]) sessionStorage.removeItem(key);
+    for (const key of [TOKEN, ROLE, TENANT, READING]) sessionStorage.removeItem(key);
     kindsCache = null;
   },
 };
@@ -54,6 +62,9 @@ async function errorOf(res) {
 function headers(token, extra) {
   const out = { Accept: 'application/json', ...extra };
   if (token) out.Authorization = `Bearer ${token}`;
+  // The operator reading a tenant's jobs names it; the host writes each read to that
+  // tenant's audit trail.
+  if (token && token === session.token && session.reading) out['Spindle-Tenant'] = session.reading;
   return out;
 }
 

@@ -86,11 +86,13 @@ function route() {
       lastPage = next;
     },
     title: (text) => { document.title = `${text} · Spindle`; },
+    readTenant,
   };
   const [page, arg, ...rest] = parts;
   const role = session.role;
   let done;
-  if (TENANT_PAGES.has(page) && role !== 'tenant') done = needs(view, ctx, 'a tenant token', 'The operator token manages tenants; a tenant\'s jobs, kinds and queues need that tenant\'s token.');
+  const reads = role === 'operator' && session.reading && page === 'jobs';
+  if (TENANT_PAGES.has(page) && role !== 'tenant' && !reads) done = needs(view, ctx, 'a tenant token', 'The operator token manages tenants; a tenant\'s jobs, kinds and queues need that tenant\'s token.');
   else if (page === 'operator' && role !== 'operator') done = needs(view, ctx, 'the operator token', 'This page lists every tenant, their limits and the host\'s alerts.');
   else if (page === 'jobs' && arg === undefined) done = renderJobs(view, ctx);
   else if (page === 'jobs' && !rest.length) done = renderJob(view, ctx, arg);
@@ -139,14 +141,19 @@ function navLink(page, label, test) {
 function ensureShell(page) {
   if (!shell) {
     const role = session.role;
+    const reading = session.reading;
     const links = role === 'operator'
-      ? [navLink('operator', 'Operator', 'nav-operator')]
+      ? [navLink('operator', 'Operator', 'nav-operator'), reading ? navLink('jobs', `Jobs of ${reading}`, 'nav-jobs') : null].filter(Boolean)
       : [navLink('jobs', 'Jobs', 'nav-jobs'), navLink('kinds', 'Kinds', 'nav-kinds'), navLink('schedules', 'Schedules', 'nav-schedules'), navLink('queues', 'Queues', 'nav-queues')];
-    const who = role === 'operator' ? 'operator' : `tenant ${session.tenant || ''}`.trim();
+    const who = role === 'operator' ? (reading ? `operator, reading ${reading}` : 'operator') : `tenant ${session.tenant || ''}`.trim();
     const nav = h('nav', { class: 'sidebar', 'aria-label': 'Main' }, h('ul', {}, links.map((a) => h('li', {}, a))));
     const main = h('main', { id: 'main', tabindex: -1 });
     const view = h('div', { class: 'view' });
-    replace(main, banner, view);
+    // Reading a tenant's jobs says so on every page, with the way out.
+    const notice = reading ? h('div', { class: 'reading', role: 'status', 'data-test': 'reading-notice' },
+      h('span', {}, 'Reading tenant ', h('strong', {}, reading), '\'s jobs as the operator: read-only, and each read is written to ', h('strong', {}, reading), '\'s audit trail.'),
+      h('button', { type: 'button', class: 'button small', 'data-test': 'stop-reading', onclick: () => stopReading() }, 'Stop reading')) : null;
+    replace(main, banner, notice, view);
     replace(root,
       h('header', { class: 'topbar' },
         h('button', { type: 'button', class: 'skip', onclick: () => main.focus() }, 'Skip to content'),
@@ -163,6 +170,17 @@ function ensureShell(page) {
   lastPage = location.hash;
   return shell;
 }
+
+/** The operator reads `tenant`'s jobs (null: stops): the shell is built anew for it. */
+function readTenant(tenant) {
+  session.read(tenant);
+  shell = null;
+  lastPage = null;
+  const next = tenant ? '#/jobs' : '#/operator';
+  if (next === location.hash) route(); else location.hash = next;
+}
+
+function stopReading() { readTenant(null); }
 
 function signOut() {
   if (current) current.controller.abort();

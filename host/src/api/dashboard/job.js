@@ -1,7 +1,7 @@
 // #/jobs/<id>: one job whole — header, run control, failure, step timeline, data, logs,
 // history, outbound requests — kept live by GET /v1/jobs/{id}/events while it is not final.
 
-import { get, post, stream, enc, ApiError } from './api.js';
+import { get, post, stream, enc, ApiError, session } from './api.js';
 import {
   h, replace, badge, progressBar, timeEl, jobLink, mono, table, empty, reportError, jsonBlock,
   collapsible, fmtDuration, fmtBytes, parseTime, isFinal, shortId, sleep, select, every,
@@ -245,7 +245,7 @@ export async function renderJob(view, ctx, id) {
     replace(workflowBox, h('section', { class: 'card', 'data-test': 'workflow', 'aria-labelledby': 'workflow-h' },
       h('h2', { id: 'workflow-h' }, 'Workflow'),
       h('dl', { class: 'facts' }, rows.map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))),
-      isFinal(job.state) ? null : h('div', {}, signalForm, signalResult)));
+      isFinal(job.state) || session.reading ? null : h('div', {}, signalForm, signalResult)));
   }
 
   /** The children's tree: which rows are open, kept across refreshes. */

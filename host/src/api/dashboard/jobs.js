@@ -1,11 +1,14 @@
 // #/jobs: the tenant's jobs, newest first, filtered by what the hash holds
 // (#/jobs?state=failed&kind=greet), a page at a time by cursor, the first page live. A
 // filter applies as it changes (text after a pause in typing), and the address follows.
+// Above the list, the jobs per state (of the chosen kind) and per kind, live too; below
+// the filters, a bulk cancel or retry of what they match.
 
-import { get, qs, kinds } from './api.js';
+import { get, qs, kinds, session } from './api.js';
+import { bulkBar } from './bulk.js';
 import {
   h, replace, badge, progressBar, timeEl, jobLink, mono, table, empty, every, reportError,
-  field, select, toLocalInput, fromLocalInput, shortId,
+  field, select, toLocalInput, fromLocalInput, shortId, fmtNum,
 } from './ui.js';
 
 export const STATES = ['pending', 'running', 'paused', 'waiting', 'succeeded', 'failed', 'cancelled'];
@@ -96,6 +99,32 @@ export async function renderJobs(view, ctx) {
   let nextCursor = null;
   next.addEventListener('click', () => { if (nextCursor !== null) ctx.go('/jobs', { ...f, cursor: nextCursor }); });
 
+  // ---- counts: per state (of the kind chosen) and per kind ----
+  const countsBar = h('nav', { class: 'counts', 'aria-label': 'Jobs per state', 'data-test': 'state-counts' });
+  const kindCounts = h('div', { 'data-test': 'kind-counts' });
+  const number = (c) => `${fmtNum(c.count)}${c.capped ? '+' : ''}`;
+  function paintCounts(counts) {
+    const mine = f.kind ? (counts.kinds || []).find((k) => k.kind === f.kind)?.states || [] : counts.states || [];
+    const of = (st) => mine.find((c) => c.state === st) || { state: st, count: 0, capped: false };
+    const all = { count: mine.reduce((n, c) => n + c.count, 0), capped: mine.some((c) => c.capped) };
+    const chip = (st, c, label) => h('a', {
+      class: ['state-count', f.state === st ? 'current' : null], href: `#/jobs${qs({ ...f, state: st })}`,
+      'data-test': `count-${st || 'all'}`, 'data-count': c.count, 'aria-current': f.state === st ? 'true' : null,
+      title: c.capped ? `at least ${fmtNum(c.count)}: the count stops at ${fmtNum(counts.cap)} a state` : null,
+    }, h('span', { class: 'count-label' }, label), h('span', { class: 'count-n' }, number(c)));
+    replace(countsBar, chip('', all, f.kind ? `all ${f.kind}` : 'all'), STATES.map((st) => chip(st, of(st), st)));
+    const open = ['pending', 'running', 'paused', 'waiting'];
+    const sum = (k, states) => {
+      const cs = k.states.filter((c) => states.includes(c.state));
+      return { count: cs.reduce((n, c) => n + c.count, 0), capped: cs.some((c) => c.capped) };
+    };
+    const rows = (counts.kinds || []).map((k) => h('tr', { 'data-test': 'kind-count-row', 'data-kind': k.kind },
+      h('td', {}, h('a', { href: `#/jobs${qs({ ...f, kind: k.kind })}`, class: 'mono' }, k.kind)),
+      [open, ['succeeded'], ['failed'], ['cancelled']].map((states) => h('td', { class: 'num' }, number(sum(k, states))))));
+    replace(kindCounts, rows.length ? h('details', { class: 'kind-counts' }, h('summary', {}, `By kind (${rows.length})`),
+      table(['Kind', 'Open', 'Succeeded', 'Failed', 'Cancelled'], rows, { class: 'compact' })) : null);
+  }
+
   const chips = [];
   if (f.parent) chips.push(h('a', { class: 'chip', href: `#/jobs${qs({ ...f, parent: '' })}`, title: 'Show all jobs, not only these children' }, `children of ${shortId(f.parent)} ×`));
 
@@ -105,6 +134,14 @@ export async function renderJobs(view, ctx) {
       h('label', { class: 'toggle', for: 'live', title: cursor ? 'Live refresh is for the first page' : 'Refresh the first page every 5 s' }, liveBox, ' Live'),
       updated),
     form,
+    // The operator reading a tenant's jobs reads only: bulk actions stay the tenant's.
+    session.reading ? null : bulkBar({
+      filter: () => Object.fromEntries(FILTERS.map((k) => [k, f[k]]).filter(([, v]) => v)),
+      describe: () => FILTERS.filter((k) => f[k]).map((k) => `${k.replace('_', ' ')} ${k === 'parent' ? shortId(f[k]) : f[k]}`).join(', '),
+      reload: () => load(),
+      signal,
+    }),
+    countsBar, kindCounts,
     chips.length ? h('p', {}, chips) : null,
     h('div', { class: 'card flush' }, h('div', { class: 'table-wrap' }, tableEl), status,
       h('div', { class: 'pager' },
@@ -112,7 +149,11 @@ export async function renderJobs(view, ctx) {
         next)));
 
   async function load() {
-    const page = await get(`/v1/jobs${qs({ ...f, limit: PAGE, cursor })}`, { signal });
+    const [page, counts] = await Promise.all([
+      get(`/v1/jobs${qs({ ...f, limit: PAGE, cursor })}`, { signal }),
+      get('/v1/jobs/counts', { signal }),
+    ]);
+    paintCounts(counts);
     let jobs = page.jobs || [];
     replace(tbody, jobs.map((j) => jobRow(j)));
     nextCursor = page.next_cursor ?? null;

@@ -16,6 +16,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("api.js", "text/javascript; charset=utf-8", include_str!("api.js")),
     ("ui.js", "text/javascript; charset=utf-8", include_str!("ui.js")),
     ("jobs.js", "text/javascript; charset=utf-8", include_str!("jobs.js")),
+    ("bulk.js", "text/javascript; charset=utf-8", include_str!("bulk.js")),
     ("job.js", "text/javascript; charset=utf-8", include_str!("job.js")),
     ("kinds.js", "text/javascript; charset=utf-8", include_str!("kinds.js")),
     ("queues.js", "text/javascript; charset=utf-8", include_str!("queues.js")),

@@ -36,6 +36,8 @@ function totals(cap) {
 }
 
 export async function renderOperator(view, ctx) {
+  // Whose jobs to read, where the host lets the operator read them (each read audited).
+  const readJobs = (name) => h('button', { type: 'button', class: 'button small', 'data-test': 'tenant-read', onclick: () => ctx.readTenant(name) }, 'Read jobs');
   ctx.title('Operator');
   const { signal } = ctx;
   const tenantsBox = h('div');
@@ -81,7 +83,7 @@ export async function renderOperator(view, ctx) {
           : [h('td', { class: 'num', 'data-test': 'tenant-queued' }, fmtNum(tot.queued)), h('td', { class: 'num', 'data-test': 'tenant-running' }, fmtNum(tot.running)),
             h('td', { class: 'num' }, fmtNum(tot.steps)), h('td', { class: ['num', tot.faults ? 'warn-text' : null] }, fmtNum(tot.faults)),
             h('td', { class: 'small' }, set.length ? set.map(([k, label, f]) => h('span', { class: 'chip' }, `${label} ${f(limits[k])}`)) : h('span', { class: 'muted' }, 'no limits'))],
-        h('td', {}, toggle)), detail);
+        h('td', {}, toggle, ' ', readJobs(t.name))), detail);
     }
     replace(tenantsBox, section('Tenants', { 'data-test': 'tenants' },
       tenants.length ? table(['Tenant', 'Created', 'Retention', 'Queued', 'Running', 'Steps', 'Faults', 'Limits', ''], rows, { 'data-test': 'tenants-table' })

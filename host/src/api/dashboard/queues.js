@@ -40,11 +40,11 @@ export async function renderQueues(view, ctx) {
   function paintOps() {
     replace(opsBox, section('Operations', { 'data-test': 'operations-section' },
       h('p', { class: 'muted small' }, 'Bulk actions and who asked for them, newest first.'),
-      ops.length ? table(['Operation', 'Action', 'Filter', 'State', 'Matched', 'Retried', 'Failed', 'By', 'Started', 'Finished'],
-        ops.map((o) => h('tr', { 'data-test': 'operation-row', 'data-id': o.id, 'data-state': o.state },
+      ops.length ? table(['Operation', 'Action', 'Filter', 'State', 'Matched', 'Done', 'Failed', 'By', 'Started', 'Finished'],
+        ops.map((o) => h('tr', { 'data-test': 'operation-row', 'data-id': o.id, 'data-state': o.state, 'data-action': o.action },
           h('td', {}, mono(shortId(o.id), { title: o.id })), h('td', {}, mono(o.action)),
           h('td', {}, filterText(o.filter)), h('td', {}, badge(o.state)),
-          h('td', { class: 'num' }, fmtNum(o.matched)), h('td', { class: 'num' }, fmtNum(o.retried)),
+          h('td', { class: 'num' }, fmtNum(o.matched)), h('td', { class: 'num' }, fmtNum(o.done ?? o.retried)),
           h('td', { class: ['num', o.failed ? 'warn-text' : null] }, fmtNum(o.failed)),
           h('td', {}, mono(o.actor || '—')), h('td', {}, timeEl(o.created_at)), h('td', {}, timeEl(o.finished_at)))),
       { 'data-test': 'operations' }) : empty('No operations yet.', { 'data-test': 'operations' })));
