@@ -332,6 +332,16 @@ impl Registry {
         now: Timestamp,
     ) -> Result<(KindVersion, KindSpec), RegistryError> {
         let (tenant, kind) = (&record.tenant, record.kind.as_str());
+        let deployment_json = serde_json::to_string(deployment).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        // The current version's bytes deployed the same way again are that version: no
+        // compile, no new version, nothing more held in memory.
+        if let Some(current) = self.store.current_kind(tenant, kind).await?
+            && current.digest == record.digest
+            && current.deployment == deployment_json
+        {
+            let spec: KindSpec = serde_json::from_str(&current.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            return Ok((current, spec));
+        }
         let loaded = Arc::new(self.runtime.load(bytes).await?);
         if loaded.spec.name != kind {
             return Err(
@@ -340,7 +350,6 @@ impl Registry {
         }
         let spec_json = serde_json::to_string(&loaded.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.store.put_component(&loaded.digest, bytes, now).await?;
-        let deployment_json = serde_json::to_string(deployment).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let version =
             self.store.add_kind_version(tenant, kind, &loaded.digest, &spec_json, &deployment_json, now).await?;
         self.store.set_kind_limit(tenant, kind, deployment.max_running).await?;

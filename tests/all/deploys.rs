@@ -110,10 +110,36 @@ async fn a_describe_that_traps_answers_its_message_and_what_the_guest_printed() 
 }
 
 on_both_backends!(
+    the_current_versions_bytes_deployed_again_the_same_way_are_that_version,
     a_kind_is_deployed_only_under_the_name_it_describes,
     a_failed_attempt_keeps_the_guests_last_stderr_lines,
     a_submission_pins_the_version_another_host_made_current
 );
+
+/// A redeploy of an unchanged build answers the current version: nothing compiles, no
+/// version is added. Other bytes, another deployment, or an older version's bytes while a
+/// newer one is current each make a new version.
+async fn the_current_versions_bytes_deployed_again_the_same_way_are_that_version(backend: Backend) {
+    use spindle::capabilities::Deployment;
+    let h = Harness::new(backend).await;
+    let now = spindle::clock::Clock::now(&spindle::clock::SystemClock);
+    let versions = || async { h.registry.versions(&h.tenant, "noop").await.unwrap().len() };
+    let (v1, _) = h.registry.deploy(&h.tenant, "noop", &guest("noop"), now).await.unwrap();
+    let before = versions().await;
+    let (again, spec) = h.registry.deploy(&h.tenant, "noop", &guest("noop"), now).await.unwrap();
+    assert_eq!((again.version, again.digest.as_str(), spec.name.as_str()), (v1.version, v1.digest.as_str(), "noop"));
+    assert_eq!(versions().await, before, "no version added");
+    let records = h.registry.deploy_records(&h.tenant, "noop").await.unwrap();
+    assert!(records.iter().all(|r| r.version == Some(v1.version)), "each deploy says the version it answered");
+
+    let allowing = Deployment::parse(&["GET https://api.example.com/*".into()], &[], &[], false).unwrap();
+    let (v2, _) = h.registry.deploy_with(&h.tenant, "noop", &guest("noop"), &allowing, now).await.unwrap();
+    assert_eq!(v2.version, v1.version + 1, "another deployment is another version");
+    let (v2_again, _) = h.registry.deploy_with(&h.tenant, "noop", &guest("noop"), &allowing, now).await.unwrap();
+    assert_eq!(v2_again.version, v2.version);
+    let (v3, _) = h.registry.deploy(&h.tenant, "noop", &guest("noop"), now).await.unwrap();
+    assert_eq!(v3.version, v2.version + 1, "v1's bytes and deployment while v2 is current: a new version");
+}
 
 async fn a_kind_is_deployed_only_under_the_name_it_describes(backend: Backend) {
     let h = Harness::new(backend).await;
@@ -142,7 +168,10 @@ async fn a_submission_pins_the_version_another_host_made_current(backend: Backen
     pinned(&h, &engine, 1).await;
     let other = spindle::registry::Registry::new(h.store.clone(), h.runtime.clone());
     let now = spindle::clock::Clock::now(&spindle::clock::SystemClock);
-    let (deployed, _) = other.deploy(&h.tenant, "noop", &guest("noop"), now).await.expect("the other host deploys");
+    // A setting makes it another version (the same bytes deployed the same way would be v1).
+    let setting = spindle::capabilities::Deployment::parse(&[], &[], &["v=2".into()], false).unwrap();
+    let (deployed, _) =
+        other.deploy_with(&h.tenant, "noop", &guest("noop"), &setting, now).await.expect("the other host deploys");
     assert_eq!(deployed.version, 2);
     pinned(&h, &engine, 2).await;
     other.set_current(&h.tenant, "noop", 1, now).await.expect("the other host rolls back");
