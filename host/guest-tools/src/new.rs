@@ -146,14 +146,28 @@ fn rename(language: ProjectLanguage, source: &str, example_name: &str, kind: &st
     match language {
         ProjectLanguage::Python => named.replace("from greet import", &format!("from {module} import")),
         ProjectLanguage::Js => named.replace("'../greet.js'", &format!("'../{module}.js'")),
-        // The package is named after the example: `package greet`, `greet.Input`.
-        ProjectLanguage::Go => replace_word(&named, "greet", module),
+        // The package is named after the example (`package greet`, `greet.Input`, a
+        // stack's `greet.compose(`); prose that says "greet" stays as it is.
+        ProjectLanguage::Go => go_package(&named, module),
         ProjectLanguage::Rust | ProjectLanguage::C => named,
     }
 }
 
-/// `text` with every whole-word `word` (not a part of `greeting`) made `with`.
-fn replace_word(text: &str, word: &str, with: &str) -> String {
+/// Go source with the example's package name made `module`: its clause and doc
+/// comment, and every name it qualifies (`greet.Input`), never the word in prose.
+fn go_package(text: &str, module: &str) -> String {
+    let clause = text
+        .replace("package greet\n", &format!("package {module}\n"))
+        .replace("// Package greet ", &format!("// Package {module} "));
+    replace_word_if(&clause, "greet", module, |after| {
+        let mut chars = after.chars();
+        chars.next() == Some('.') && chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+    })
+}
+
+/// `text` with every whole-word `word` (not a part of `greeting`) made `with` where
+/// `followed` accepts what comes after it.
+fn replace_word_if(text: &str, word: &str, with: &str, followed: impl Fn(&str) -> bool) -> String {
     let is_word = |c: char| c.is_alphanumeric() || c == '_';
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -161,7 +175,7 @@ fn replace_word(text: &str, word: &str, with: &str) -> String {
         let before = rest[..at].chars().next_back();
         let after = rest[at + word.len()..].chars().next();
         out.push_str(&rest[..at]);
-        if before.is_some_and(is_word) || after.is_some_and(is_word) {
+        if before.is_some_and(is_word) || after.is_some_and(is_word) || !followed(&rest[at + word.len()..]) {
             out.push_str(word);
         } else {
             out.push_str(with);
@@ -235,8 +249,19 @@ mod tests {
     #[test]
     fn whole_words_are_renamed_and_parts_are_not() {
         assert_eq!(
-            replace_word("package greet // the greeting: greet.Input", "greet", "hello"),
+            replace_word_if("package greet // the greeting: greet.Input", "greet", "hello", |_| true),
             "package hello // the greeting: hello.Input"
+        );
+    }
+
+    #[test]
+    fn a_go_project_renames_its_package_and_qualified_names_but_not_prose() {
+        let source = "// Package greet is the greet kind.\npackage greet\n\n\"description\": \"Who to greet, and more.\",\n\
+                      want := \"does not fit greet.Input\" // greet.compose(\n";
+        assert_eq!(
+            go_package(source, "hello_go"),
+            "// Package hello_go is the greet kind.\npackage hello_go\n\n\"description\": \"Who to greet, and more.\",\n\
+             want := \"does not fit hello_go.Input\" // hello_go.compose(\n"
         );
     }
 
