@@ -462,6 +462,10 @@ async fn a_rerun_after_a_kill_sends_the_same_idempotency_keys(backend: Backend) 
     assert_ne!(keys[0], keys[1]);
     assert_eq!((&seen[0].body, &seen[1].body), (&seen[2].body, &seen[3].body), "the same bodies");
     assert!(seen.iter().all(|s| s.header("x-signature-key") == Some(VALUE)), "the server got the value");
+    for s in &seen {
+        let length = s.body.len().to_string();
+        assert_eq!(s.header("content-length"), Some(length.as_str()), "a body of known size says so, never chunked");
+    }
 
     let view: Value = http
         .get(format!("{}/v1/jobs/{id}", second.url))

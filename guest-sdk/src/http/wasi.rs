@@ -65,6 +65,15 @@ fn outgoing_request(request: &Request, target: &Target) -> Result<OutgoingReques
             HttpError::InvalidRequest(format!("header `{name}` {problem}"))
         })?;
     }
+    // The body's size is known: say it, so that a server that does not read chunked
+    // bodies gets it whole (the host sets it anew where it puts secrets in the body).
+    if !request.body.is_empty() && !request.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+    {
+        let length = request.body.len().to_string();
+        headers.append("content-length", length.as_bytes()).map_err(|_| {
+            HttpError::InvalidRequest("the host does not let the request say its content-length".into())
+        })?;
+    }
     let outgoing = OutgoingRequest::new(headers);
     let invalid = |what: &str| HttpError::InvalidRequest(format!("{what} of {:?} is not valid", request.url));
     outgoing.set_method(&request.method).map_err(|()| invalid("the method"))?;
