@@ -481,19 +481,25 @@ impl WasiHttpHooks for Outbound {
         };
         let entry = Arc::new(Entry { call: Mutex::new(call), started: Instant::now() });
         self.entries.push(entry.clone());
-        let deny = |entry: &Entry, why: &str| -> SendFuture {
+        let cap = self.shared.config.limits.max_request_body_bytes;
+        let deny = |entry: &Entry, why: &str, body: WasiBody| -> SendFuture {
             entry.deny(why);
             entry.finish(Err(&Error::HttpRequestDenied));
+            // The denial is answered at once; the body the guest may still be writing is
+            // taken and dropped beside it, so that its writes succeed and the guest meets
+            // the denial as the response's error (a JavaScript runtime whose body stream
+            // closed under it failed the whole step instead).
+            tokio::spawn(drain(body, cap));
             Box::new(std::future::ready(Err(Error::HttpRequestDenied)))
         };
         let Some(target) = target else {
-            return deny(&entry, Denial::Malformed.as_str());
+            return deny(&entry, Denial::Malformed.as_str(), request.into_body());
         };
         if seq > self.shared.config.limits.max_requests_per_call {
-            return deny(&entry, "request-limit");
+            return deny(&entry, "request-limit", request.into_body());
         }
         if let Err(denial) = self.policy().check(&target) {
-            return deny(&entry, denial.as_str());
+            return deny(&entry, denial.as_str(), request.into_body());
         }
         // Allowed: secrets go in place, in headers only unless the kind opted in.
         for value in request.headers_mut().values_mut() {
@@ -531,6 +537,12 @@ impl WasiHttpHooks for Outbound {
         };
         Box::new(send::send(request, job))
     }
+}
+
+/// Reads a denied request's body to its end, or to `cap` bytes, and drops it.
+async fn drain(body: WasiBody, cap: u64) {
+    use http_body_util::BodyExt;
+    let _ = http_body_util::Limited::new(body, usize::try_from(cap).unwrap_or(usize::MAX)).collect().await;
 }
 
 /// The body of a request with the secrets put in place (bounded in size).
@@ -582,6 +594,44 @@ mod tests {
         let header = format!("Bearer {placeholder}");
         assert_eq!(hook.reveal(header.as_bytes()).as_deref(), Some(&b"Bearer s3cr3t"[..]));
         assert_eq!(format!("{:?}", Secret("s3cr3t".into())), "Secret(…)");
+    }
+
+    /// A body the test writes chunk by chunk, as a guest writes after `handle`.
+    struct Chunks(tokio::sync::mpsc::Receiver<Bytes>);
+
+    impl http_body::Body for Chunks {
+        type Data = Bytes;
+        type Error = Error;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Error>>> {
+            self.0.poll_recv(cx).map(|chunk| chunk.map(|b| Ok(http_body::Frame::data(b))))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_denied_request_is_answered_at_once_and_the_body_written_after_is_still_taken() {
+        use http_body_util::BodyExt;
+        let mut hook = Outbound::new(
+            Arc::new(Shared::new(OutboundConfig::default())),
+            Arc::new(Capabilities::default()),
+            "j/s".into(),
+            None,
+            Instant::now() + Duration::from_secs(30),
+        );
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
+        let request = http::Request::builder()
+            .method("POST")
+            .uri("http://198.51.100.7/hook")
+            .body(Chunks(rx).boxed_unsync())
+            .expect("a request");
+        let answer = std::pin::Pin::from(hook.send_request(request, None, Box::new(async { Ok(()) }))).await;
+        assert!(matches!(answer, Err(Error::HttpRequestDenied)), "denied");
+        for _ in 0..8 {
+            tx.send(Bytes::from_static(b"0123456789")).await.expect("the body is still taken");
+        }
     }
 
     #[test]
