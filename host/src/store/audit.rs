@@ -1,6 +1,7 @@
 //! What operators and tenants look back on: bulk operations (a retry of every dead letter
-//! a filter matches, done in the background, with who asked and how it went) and
-//! operational alerts (a late success after a failure, sandbox faults).
+//! a filter matches, a cancel or retry of every job a listing's filter matches, done in
+//! the background, with who asked and how it went), the operator's reads of a tenant's
+//! jobs, and operational alerts (a late success after a failure, sandbox faults).
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,7 @@ pub struct Operation {
     pub id: String,
     /// Whose.
     pub tenant: TenantId,
-    /// What it does (`retry-dead-letters`).
+    /// What it does: `retry-dead-letters`, `cancel-jobs`, `retry-jobs`, `operator-read`.
     pub action: String,
     /// What it applies to, as JSON (the filter).
     pub filter: String,
