@@ -145,16 +145,7 @@ impl Engine {
     /// Submits the job of one firing; `None` when its kind is gone or its input no
     /// longer follows the kind's schema (that time fires nothing).
     async fn fire_one(&self, row: &ScheduleRow, at: Timestamp) -> Result<Option<JobId>, EngineError> {
-        let request = SubmitRequest {
-            kind: row.kind.clone(),
-            input: row.input.clone(),
-            priority: Priority::Scheduled,
-            run_at: None,
-            idempotency_key: Some(firing_key(&row.name, at)),
-            lease_keys: Vec::new(),
-            traceparent: None,
-        };
-        match self.submission().submit(&row.tenant, request).await {
+        match self.submission().submit(&row.tenant, firing_request(row, at)).await {
             Ok(inserted) => Ok(Some(inserted.record().job.id)),
             Err(EngineError::UnknownKind(kind)) => {
                 tracing::warn!(schedule = %row.name, kind, "a schedule's kind is gone; nothing fired");
@@ -254,16 +245,7 @@ impl super::Workflows<'_> {
             let mut machine = fired.schedule;
             let mut job = None;
             for at in fired.fire {
-                let request = SubmitRequest {
-                    kind: row.kind.clone(),
-                    input: row.input.clone(),
-                    priority: Priority::Scheduled,
-                    run_at: None,
-                    idempotency_key: Some(firing_key(&row.name, at)),
-                    lease_keys: Vec::new(),
-                    traceparent: None,
-                };
-                let inserted = self.submission().submit(tenant, request).await?;
+                let inserted = self.submission().submit(tenant, firing_request(&row, at)).await?;
                 machine.record_firing(at, inserted.record().job.id);
                 job = Some(inserted.record().clone());
             }
@@ -305,5 +287,19 @@ fn schedule_refused(refusal: ScheduleRefusal) -> EngineError {
     match refusal {
         ScheduleRefusal::Deleted => EngineError::NotFound,
         other => EngineError::Invalid(other.to_string()),
+    }
+}
+
+/// The submission of `row`'s firing at `at`: keyed by the time, so that a firing submitted
+/// twice (a pass, a retried write, a trigger) is one job.
+fn firing_request(row: &ScheduleRow, at: Timestamp) -> SubmitRequest {
+    SubmitRequest {
+        kind: row.kind.clone(),
+        input: row.input.clone(),
+        priority: Priority::Scheduled,
+        run_at: None,
+        idempotency_key: Some(firing_key(&row.name, at)),
+        lease_keys: Vec::new(),
+        traceparent: None,
     }
 }
