@@ -18,6 +18,7 @@ on_both_backends!(
     shutdown_hands_running_steps_back,
     a_workflow_and_a_schedule_through_the_cli,
     tenant_limits_through_the_cli_and_the_api,
+    a_retry_runs_on_the_failed_jobs_version_unless_asked_for_the_current_one,
 );
 
 /// A fresh database and a `spindle serve` on it.
@@ -105,6 +106,39 @@ async fn a_new_version_serves_new_jobs_while_running_jobs_finish_on_theirs(backe
     let kind = host.cli(token, &["kinds", "versioned", "--json"]).json();
     assert_eq!(kind["current_version"], 1);
     assert_eq!(kind["latest_version"], 2);
+}
+
+/// A job failed on a faulty version; its fix is deployed. `spindle retry` still runs the
+/// version the job ran on (and fails the same way); `--on-current` runs the fix.
+async fn a_retry_runs_on_the_failed_jobs_version_unless_asked_for_the_current_one(backend: Backend) {
+    let (host, _db) = serve(backend, &[]).await;
+    let token = host.tenant("acme");
+    let token = Some(token.as_str());
+    assert_eq!(host.cli(token, &["deploy", "versioned", &wasm("versioned-v1")]).code, 0);
+    let input = r#"{"v1_panics": true}"#;
+    let failed = host.cli(token, &["submit", "versioned", "--input", input]).stdout.trim().to_owned();
+    let waited = host.cli(token, &["wait", &failed]);
+    assert_eq!(waited.code, 1, "version 1 panics: {}", waited.stdout);
+    assert!(waited.stdout.contains("(sandbox.panic") && !waited.stdout.contains(": )"), "{}", waited.stdout);
+    assert!(host.cli(token, &["deploy", "versioned", &wasm("versioned-v2")]).stdout.contains("version 2"));
+
+    let again = host.cli(token, &["retry", &failed, "--json"]).json();
+    assert_eq!(again["kind_version"], 1, "a plain retry keeps the failed job's version");
+    let again = again["id"].as_str().unwrap().to_owned();
+    assert_eq!(host.cli(token, &["wait", &again]).code, 1, "and fails the same way");
+
+    let fixed = host.cli(token, &["retry", &again, "--on-current"]);
+    assert_eq!(fixed.code, 0, "{}", fixed.stderr);
+    assert!(fixed.stdout.contains("(version 2)"), "{}", fixed.stdout);
+    let fixed = host.cli(token, &["job", &again, "--json"]).json()["successor"].as_str().unwrap().to_owned();
+    assert_eq!(host.cli(token, &["wait", &fixed]).code, 0);
+    let job = host.cli(token, &["job", &fixed, "--json"]).json();
+    assert_eq!((job["kind_version"].clone(), job["predecessor"].clone()), (json!(2), json!(again)));
+    assert_eq!(job["steps"][0]["output"]["version"], 2);
+    // Retried once is retried: the job machine refuses a second retry either way.
+    let twice = host.cli(token, &["retry", &again, "--on-current"]);
+    assert_ne!(twice.code, 0);
+    assert!(twice.stderr.contains("already-retried"), "{}", twice.stderr);
 }
 
 async fn tenants_cannot_reach_each_others_work(backend: Backend) {

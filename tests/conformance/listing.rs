@@ -65,7 +65,7 @@ async fn listings_filter_page_and_count_jobs(backend: Backend) {
     let dead = failed_job(&db, new_job("report", 1, at(21)), at(21)).await.job.id;
     let retried = failed_job(&db, new_job("report", 1, at(22)), at(22)).await;
     let successor = job_id();
-    let retry = derive(&retried, &JobEvent::Retry { successor }, at(23));
+    let retry = derive(&retried, &JobEvent::Retry { successor, onto: None }, at(23));
     assert!(retry.spawn.is_some());
     write_ok(&db, retry, at(23)).await;
     let paused = insert(&db, new_job("report", 2, at(24)), at(24)).await;

@@ -79,10 +79,10 @@ async fn a_retry_job_is_created_with_the_write(backend: Backend) {
     // Two operators retry it from the same version: one retry job is created, with
     // the write that links it; the conflicting write creates nothing.
     let successor = job_id();
-    let retry = derive(&failed, &JobEvent::Retry { successor }, at(3_000));
+    let retry = derive(&failed, &JobEvent::Retry { successor, onto: None }, at(3_000));
     let spawned = retry.spawn.clone().expect("a retry spawns the successor");
     let lost = job_id();
-    let racing = derive(&failed, &JobEvent::Retry { successor: lost }, at(3_000));
+    let racing = derive(&failed, &JobEvent::Retry { successor: lost, onto: None }, at(3_000));
     assert!(racing.spawn.is_some());
     write_ok(&db, retry, at(3_000)).await;
     assert_eq!(write(&db, racing, at(3_000)).await, WriteOutcome::Conflict);

@@ -387,7 +387,8 @@ export interface paths {
         /**
          * Retry a failed or cancelled job
          * @description The retry is a new job linked to this one (its `predecessor`); completed steps are carried
-         *     and not run again.
+         *     and not run again. It runs on the version the job ran on, or with `on_current=true` on the
+         *     kind's current version.
          */
         post: operations["retry"];
         delete?: never;
@@ -3563,7 +3564,14 @@ export interface operations {
     };
     retry: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description `true`: run the retry on the kind's current version (a fix deployed since the job
+                 *     ran), with that version's steps and rules and the input checked against its schema;
+                 *     completed steps of the same key are carried. Default: the version the job ran on.
+                 */
+                on_current?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The job's id (a UUID) */
@@ -3580,6 +3588,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobView"];
+                };
+            };
+            /** @description `invalid-request`: a malformed query */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description `unauthorised` */
@@ -3611,6 +3628,15 @@ export interface operations {
             };
             /** @description `illegal-transition`: `reason` is the refusal (`not-retryable`, `already-retried`), `state` the job's state */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid-input`: with `on_current`, the job's input breaks the current version's schema */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

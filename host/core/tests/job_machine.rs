@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::*;
-use spindle_core::job::{EffectOrder, HeartbeatReply, JOB_FORBIDDEN, JOB_TRANSITIONS, JobEvent, KindRules, StepReport};
+use spindle_core::job::{EffectOrder, HeartbeatReply, JOB_FORBIDDEN, JOB_TRANSITIONS, JobEvent, KindRules, RetryOnto, StepReport};
 use spindle_core::workflow::Join;
 use spindle_core::{Effect, Evidence, Fence, Job, JobId, JobState, Refusal, StepState, transition};
 use uuid::Uuid;
@@ -657,12 +657,12 @@ fn cases() -> Vec<Case> {
         Case {
             seed: "001/002 retry: a failed job records its successor and spawns it; it stays failed",
             given: failed,
-            event: |_| JobEvent::Retry { successor: JobId(Uuid::from_u128(2)) },
+            event: |_| JobEvent::Retry { successor: JobId(Uuid::from_u128(2)), onto: None },
             now: || at(100),
             expect: Expect::Applies {
                 state: Failed,
                 history: &["retried_as"],
-                effects: |_| vec![Effect::SpawnRetry { successor: JobId(Uuid::from_u128(2)) }],
+                effects: |_| vec![Effect::SpawnRetry { successor: JobId(Uuid::from_u128(2)), onto: None }],
             },
         },
         Case {
@@ -839,15 +839,15 @@ fn cases() -> Vec<Case> {
         },
         Case {
             seed: "001 retry creates a linked job only once",
-            given: || apply(&failed(), JobEvent::Retry { successor: JobId(Uuid::from_u128(2)) }, at(50)),
-            event: |_| JobEvent::Retry { successor: JobId(Uuid::from_u128(3)) },
+            given: || apply(&failed(), JobEvent::Retry { successor: JobId(Uuid::from_u128(2)), onto: None }, at(50)),
+            event: |_| JobEvent::Retry { successor: JobId(Uuid::from_u128(3)), onto: None },
             now: || at(100),
             expect: Expect::Refused(|_| Refusal::AlreadyRetried { successor: JobId(Uuid::from_u128(2)) }),
         },
         Case {
             seed: "001 retry: only failed or cancelled jobs",
             given: running_idle,
-            event: |_| JobEvent::Retry { successor: JobId(Uuid::from_u128(2)) },
+            event: |_| JobEvent::Retry { successor: JobId(Uuid::from_u128(2)), onto: None },
             now: || at(100),
             expect: Expect::Refused(|_| Refusal::NotRetryable { state: JobState::Running }),
         },
@@ -1041,8 +1041,8 @@ fn a_retry_job_carries_completed_steps_and_bypasses_them() {
     let job = apply(&job, claim_ev(), at(2));
     let job = apply(&job, report(job.fence, refused()), at(3)); // b refused → failed
     let successor = JobId(Uuid::from_u128(7));
-    let job = apply(&job, JobEvent::Retry { successor }, at(4));
-    let (retry, history) = Job::successor_of(&job, successor, at(5)).unwrap();
+    let job = apply(&job, JobEvent::Retry { successor, onto: None }, at(4));
+    let (retry, history) = Job::successor_of(&job, successor, None, at(5)).unwrap();
     assert_eq!(retry.state, JobState::Pending);
     assert_eq!(retry.predecessor, Some(job.id));
     assert_eq!(retry.steps[0].state, StepState::Completed);
@@ -1056,6 +1056,41 @@ fn a_retry_job_carries_completed_steps_and_bypasses_them() {
     let restarted = apply(&idle, JobEvent::RequestRestart { actor: actor() }, at(7));
     assert_eq!(restarted.pass, 2);
     assert_eq!(restarted.steps[0].state, StepState::Completed);
+}
+
+#[test]
+fn a_retry_on_another_version_has_its_steps_and_rules_and_carries_completed_steps_by_key() {
+    let job = running_idle(); // a completed
+    let job = apply(&job, claim_ev(), at(2));
+    let job = apply(&job, report(job.fence, refused()), at(3)); // b refused → failed
+    let successor = JobId(Uuid::from_u128(8));
+    // The fix: `b` became `b2`, a step `a0` runs first, `c` stays; fewer attempts.
+    let fixed = KindRules { max_attempts: 1, ..rules() };
+    let onto = RetryOnto {
+        version: 2,
+        rules: fixed,
+        steps: vec![("a0".into(), 1), ("a".into(), 1), ("b2".into(), 3), ("c".into(), 2)],
+    };
+    let retried = transition(&job, &JobEvent::Retry { successor, onto: Some(onto.clone()) }, at(4)).unwrap();
+    assert_eq!(retried.effects, vec![Effect::SpawnRetry { successor, onto: Some(onto.clone()) }]);
+    let (retry, history) = Job::successor_of(&retried.job, successor, Some(&onto), at(5)).unwrap();
+    let keys: Vec<_> = retry.steps.iter().map(|s| (s.key.as_str(), s.weight, s.state)).collect();
+    assert_eq!(
+        keys,
+        vec![
+            ("a0", 1, StepState::Queued),
+            ("a", 1, StepState::Completed),
+            ("b2", 3, StepState::Queued),
+            ("c", 2, StepState::Queued),
+        ]
+    );
+    assert_eq!(retry.steps[1].output, job.steps[0].output, "the completed step's output is carried");
+    assert_eq!(retry.rules, fixed);
+    assert_eq!(history.iter().filter(|h| h.name() == "step_carried").count(), 1);
+    // On its own version the retry is what it always was.
+    let (own, _) = Job::successor_of(&retried.job, successor, None, at(5)).unwrap();
+    assert_eq!(own.steps.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(), vec!["a", "b", "c"]);
+    assert_eq!(own.rules, rules());
 }
 
 #[test]

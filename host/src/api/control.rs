@@ -8,7 +8,10 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
-use super::body::{job_id, json_body};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::body::{ApiQuery, job_id, json_body};
 use super::views;
 use super::views::{CancelBody, ErrorBody, JobView};
 use super::{ApiError, ApiState, TenantAuth};
@@ -148,17 +151,29 @@ pub(super) async fn restart(
     command(&state, &tenant, &id, Command::Restart).await
 }
 
+/// Which version a retry runs on.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct RetryQuery {
+    /// `true`: run the retry on the kind's current version (a fix deployed since the job
+    /// ran), with that version's steps and rules and the input checked against its schema;
+    /// completed steps of the same key are carried. Default: the version the job ran on.
+    on_current: Option<bool>,
+}
+
 /// Retry a failed or cancelled job
 ///
 /// The retry is a new job linked to this one (its `predecessor`); completed steps are carried
-/// and not run again.
+/// and not run again. It runs on the version the job ran on, or with `on_current=true` on the
+/// kind's current version.
 #[utoipa::path(
     post,
     path = "/v1/jobs/{id}/retry",
     tag = "control",
-    params(("id" = String, Path, description = "The job's id (a UUID)")),
+    params(("id" = String, Path, description = "The job's id (a UUID)"), RetryQuery),
     responses(
         (status = 201, description = "The retry job", body = JobView),
+        (status = 400, description = "`invalid-request`: a malformed query", body = ErrorBody),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
         (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
         (status = 404, description = "`not-found` (also another tenant's job)", body = ErrorBody),
@@ -168,6 +183,11 @@ pub(super) async fn restart(
                 `state` the job's state",
             body = ErrorBody
         ),
+        (
+            status = 422,
+            description = "`invalid-input`: with `on_current`, the job's input breaks the current version's schema",
+            body = ErrorBody
+        ),
         (status = 500, description = "`internal`", body = ErrorBody)
     )
 )]
@@ -175,9 +195,11 @@ pub(super) async fn retry(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
     Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<RetryQuery>,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     let id = job_id(&id)?;
-    let failed = state.host.engine.operations().command(&tenant, id, Command::Retry, &actor(&tenant)).await?;
+    let command = if query.on_current.unwrap_or(false) { Command::RetryOnCurrent } else { Command::Retry };
+    let failed = state.host.engine.operations().command(&tenant, id, command, &actor(&tenant)).await?;
     let successor = failed.job.successor.ok_or_else(|| ApiError::internal("retry recorded no successor"))?;
     let retry = state.host.engine.operations().job(&tenant, successor).await?;
     Ok((StatusCode::CREATED, Json(views::job_view(&retry, None))))

@@ -4,11 +4,12 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use spindle_core::job::JobEvent;
+use spindle_core::job::{JobEvent, RetryOnto};
 use spindle_core::{Actor, JobId, Refusal, transition};
 
 use super::{Engine, EngineError, Plan, plan};
 use crate::clock::new_job_id;
+use crate::registry::RegistryError;
 use crate::store::{
     ClaimFilter, HistoryEntry, JobRecord, JobWrite, OutboxEffect, StoreError, TenantId, Updated, WriteOutcome,
 };
@@ -27,8 +28,11 @@ pub enum Command {
     },
     /// Start a fresh pass.
     Restart,
-    /// Retry a failed or cancelled job as a new, linked one.
+    /// Retry a failed or cancelled job as a new, linked one, on the version it ran on.
     Retry,
+    /// Retry it on its kind's current version instead (a fix deployed since): that
+    /// version's steps and rules, the input checked against its schema.
+    RetryOnCurrent,
 }
 
 /// Each run-control command, as the job's machine would answer it now.
@@ -313,14 +317,40 @@ impl super::Operations<'_> {
     ) -> Result<JobRecord, EngineError> {
         let actor = Actor::new(actor);
         let successor = new_job_id();
+        let onto = match command {
+            Command::RetryOnCurrent => Some(self.current_version_for_retry(tenant, id).await?),
+            _ => None,
+        };
         let event = match command {
             Command::Pause => JobEvent::Pause { actor },
             Command::Resume => JobEvent::Resume { actor },
             Command::Cancel { reason } => JobEvent::Cancel { actor, reason },
             Command::Restart => JobEvent::RequestRestart { actor },
-            Command::Retry => JobEvent::Retry { successor },
+            Command::Retry => JobEvent::Retry { successor, onto: None },
+            Command::RetryOnCurrent => JobEvent::Retry { successor, onto },
         };
         self.apply(Some(tenant), id, Writer::Command, |_| Some(event.clone())).await
+    }
+
+    /// The current version of the kind of a tenant's job `id`, for a retry on it: the
+    /// job's input must fit the version's input schema (`invalid-input` otherwise).
+    async fn current_version_for_retry(&self, tenant: &TenantId, id: JobId) -> Result<RetryOnto, EngineError> {
+        let record = self.job(tenant, id).await?;
+        let current = match self.registry.last_current(tenant, &record.kind).await {
+            Err(RegistryError::UnknownKind(kind)) => return Err(EngineError::UnknownKind(kind)),
+            other => other?,
+        };
+        if let Some(schema) = &current.kind.input_schema
+            && let Err(violations) = schema.check(&record.payload)
+        {
+            return Err(EngineError::InvalidInput { kind: record.kind, index: None, violations });
+        }
+        let spec = &current.kind.spec;
+        Ok(RetryOnto {
+            version: current.version.version,
+            rules: super::submit::kind_rules(spec),
+            steps: spec.steps.iter().map(|s| (s.key.clone(), s.weight)).collect(),
+        })
     }
 
     /// What each run-control command would come to on `record` now, as the job's machine
@@ -339,7 +369,7 @@ impl super::Operations<'_> {
             pause: check(JobEvent::Pause { actor: actor.clone() }),
             resume: check(JobEvent::Resume { actor: actor.clone() }),
             restart: check(JobEvent::RequestRestart { actor }),
-            retry: check(JobEvent::Retry { successor: new_job_id() }),
+            retry: check(JobEvent::Retry { successor: new_job_id(), onto: None }),
         }
     }
 }

@@ -51,9 +51,13 @@ pub fn plan(before: &JobRecord, transition: Transition, now: Timestamp) -> Resul
             Effect::FailureEffect { order: EffectOrder::BeforeSettlement } => failure_effect_first = true,
             Effect::FailureEffect { order: EffectOrder::AfterSettlement } => outbox.push(OutboxEffect::FailureEffect),
             Effect::NotifySuccess => outbox.push(OutboxEffect::NotifySuccess),
-            Effect::SpawnRetry { successor } => {
-                let (retry, retry_history) = Job::successor_of(&job, successor, now)?;
-                spawn = Some(before.retry_job(retry, retry_history));
+            Effect::SpawnRetry { successor, onto } => {
+                let (retry, retry_history) = Job::successor_of(&job, successor, onto.as_ref(), now)?;
+                let mut retry = before.retry_job(retry, retry_history);
+                if let Some(onto) = onto {
+                    retry.kind_version = onto.version;
+                }
+                spawn = Some(retry);
                 wake = true;
             }
             Effect::SpawnChildren { slot, children: orders } => {

@@ -173,9 +173,10 @@ pub(super) async fn restart(client: &Client, json: bool, id: &str) -> anyhow::Re
 }
 
 /// `spindle retry`: prints the new, linked job's id.
-pub(super) async fn retry(client: &Client, json: bool, id: &str) -> anyhow::Result<()> {
-    let job: JobView = client.post(&format!("/v1/jobs/{id}/retry"), &empty_body()).await?;
-    emit(json, &job, |j| println!("retried as {}", j.id));
+pub(super) async fn retry(client: &Client, json: bool, id: &str, on_current: bool) -> anyhow::Result<()> {
+    let query = if on_current { "?on_current=true" } else { "" };
+    let job: JobView = client.post(&format!("/v1/jobs/{id}/retry{query}"), &empty_body()).await?;
+    emit(json, &job, |j| println!("retried as {} (version {})", j.id, j.kind_version));
     Ok(())
 }
 

@@ -186,10 +186,16 @@ pub enum ClientCommand {
         /// The job's id.
         id: String,
     },
-    /// Retry a failed or cancelled job as a new, linked job.
+    /// Retry a failed or cancelled job as a new, linked job (on the version it ran on, or
+    /// with `--on-current` on the kind's current version).
     Retry {
         /// The job's id.
         id: String,
+        /// Run the retry on the kind's current version (a fix deployed since): its steps
+        /// and rules, the input checked against its schema; completed steps of the same
+        /// key are carried, not run again.
+        #[arg(long)]
+        on_current: bool,
     },
     /// List failed jobs not yet retried.
     DeadLetters {
@@ -279,7 +285,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
         ClientCommand::Pause { id } => jobs::pause(&client, json, &id).await?,
         ClientCommand::Resume { id } => jobs::resume(&client, json, &id).await?,
         ClientCommand::Restart { id } => jobs::restart(&client, json, &id).await?,
-        ClientCommand::Retry { id } => jobs::retry(&client, json, &id).await?,
+        ClientCommand::Retry { id, on_current } => jobs::retry(&client, json, &id, on_current).await?,
         ClientCommand::DeadLetters { limit } => jobs::dead_letters(&client, json, limit).await?,
         ClientCommand::Tenant(command) => tenants::run(&client, json, command).await?,
         ClientCommand::Usage => tenants::usage(&client, json).await?,

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use spindle::api::views::{CapacityView, CreatedToken, JobPage, JobView, SpecView, TokenList};
+use spindle::api::views::{CapacityView, CreatedToken, FailureView, JobPage, JobView, SpecView, TokenList};
 
 /// Prints `value` as pretty JSON with `--json`, else as `human` prints it.
 pub(super) fn emit<T: Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) {
@@ -32,9 +32,22 @@ pub(super) fn exit_for(state: &str) -> u8 {
 pub(super) fn state_line(job: &JobView) -> String {
     let mut line = format!("{} {}%", job.state, job.progress);
     if let Some(failure) = &job.failure {
-        line.push_str(&format!(" ({}: {})", failure.code, failure.message));
+        line.push_str(&format!(" ({})", failure_summary(failure)));
     }
     line
+}
+
+/// A failure in one line: its code, then its message; a transient failure keeps no
+/// message in the record (spindle_core::failure), so the guest's last stderr line stands
+/// in for it when there is one, and otherwise the reference its detail is logged under.
+pub(super) fn failure_summary(failure: &FailureView) -> String {
+    let stderr_line = failure.guest_stderr.as_deref().and_then(|s| s.lines().rev().find(|l| !l.trim().is_empty()));
+    match (failure.message.as_str(), stderr_line, failure.correlation.as_deref()) {
+        ("", Some(line), _) => format!("{}: {}", failure.code, line.trim()),
+        ("", None, Some(reference)) => format!("{}, ref {reference}", failure.code),
+        ("", None, None) => failure.code.clone(),
+        (message, _, _) => format!("{}: {message}", failure.code),
+    }
 }
 
 /// What a kind's current version expects as input: its schema and an example to submit.
@@ -243,5 +256,31 @@ pub(super) fn capacity(c: &CapacityView) {
             k.wall_micros / 1000,
             k.outbound_requests,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(message: &str, correlation: Option<&str>, stderr: Option<&str>) -> FailureView {
+        FailureView {
+            code: "uncaught-exception".into(),
+            message: message.into(),
+            correlation: correlation.map(Into::into),
+            guest_stderr: stderr.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_transient_failure_reads_as_its_guests_last_stderr_line_never_a_dangling_colon() {
+        let traceback = "Traceback (most recent call last):\n  File \"kind.py\", line 9\nKeyError: 'missing'\n\n";
+        assert_eq!(
+            failure_summary(&failure("", Some("c-17"), Some(traceback))),
+            "uncaught-exception: KeyError: 'missing'"
+        );
+        assert_eq!(failure_summary(&failure("", Some("c-17"), None)), "uncaught-exception, ref c-17");
+        assert_eq!(failure_summary(&failure("", None, Some("  \n"))), "uncaught-exception");
+        assert_eq!(failure_summary(&failure("card declined", None, Some("x"))), "uncaught-exception: card declined");
     }
 }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Job;
+use super::event::RetryOnto;
 use super::state::JobState;
 use crate::history::HistoryEvent;
 use crate::ids::{Fence, JobId};
@@ -69,6 +70,9 @@ pub enum Effect {
     SpawnRetry {
         /// Its id.
         successor: JobId,
+        /// The version it runs on, when not the failed job's own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        onto: Option<RetryOnto>,
     },
     /// Create these children of the job's fan-out `slot`, with the write.
     SpawnChildren {

@@ -160,6 +160,18 @@ impl Fnv {
     }
 }
 
+/// The kind version a retry runs on instead of the failed job's own (`spindle retry
+/// --on-current`): its steps, rules and number, as the host read them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RetryOnto {
+    /// The version's number (the host's to pin; the machine only carries it).
+    pub version: i64,
+    /// Its rules.
+    pub rules: super::KindRules,
+    /// Its steps in order, with their weights.
+    pub steps: Vec<(String, u32)>,
+}
+
 /// Everything that can happen to a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JobEvent {
@@ -227,6 +239,9 @@ pub enum JobEvent {
     Retry {
         /// The new job's id.
         successor: JobId,
+        /// Another version of the kind to run it on (its steps and rules), or `None` for
+        /// the failed job's own.
+        onto: Option<RetryOnto>,
     },
     /// A delayed job's `run_at` has come, or a blocked job's recheck time: it becomes
     /// ready.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::effect::{Effect, EffectOrder, Transition};
-use super::event::{JobEvent, StepReport};
+use super::event::{JobEvent, RetryOnto, StepReport};
 use super::refusal::Refusal;
 use super::state::{JobState, change_state};
 use super::{CancelRequest, Claim, Job, LastReport, Request, Requests};
@@ -33,7 +33,7 @@ pub fn transition(job: &Job, event: &JobEvent, now: Timestamp) -> Result<Transit
         JobEvent::Cancel { actor, reason } => t.cancel(actor, reason, now)?,
         JobEvent::RequestRestart { actor } => t.request_restart(actor, now)?,
         JobEvent::Reconcile { evidence, policy } => t.reconcile(*evidence, policy, now)?,
-        JobEvent::Retry { successor } => t.retry(*successor)?,
+        JobEvent::Retry { successor, onto } => t.retry(*successor, onto.clone())?,
         JobEvent::Due => t.due(now)?,
         JobEvent::KeyBusy { key, held_until } => t.key_busy(key, *held_until, now)?,
         JobEvent::AtCapacity { gate, recheck_at } => t.at_capacity(gate, *recheck_at, now)?,
@@ -700,7 +700,7 @@ impl Draft {
         self.settle_failed(SafeFailure::host(explanation.0, explanation.1), EffectOrder::BeforeSettlement, now)
     }
 
-    fn retry(&mut self, successor: JobId) -> Result<(), Refusal> {
+    fn retry(&mut self, successor: JobId, onto: Option<RetryOnto>) -> Result<(), Refusal> {
         match self.job.state {
             JobState::Failed | JobState::Cancelled => {}
             state => return Err(Refusal::NotRetryable { state }),
@@ -710,7 +710,7 @@ impl Draft {
         }
         self.job.successor = Some(successor);
         self.history.push(HistoryEvent::RetriedAs { successor });
-        self.effects.push(Effect::SpawnRetry { successor });
+        self.effects.push(Effect::SpawnRetry { successor, onto });
         Ok(())
     }
 

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use effect::{Effect, EffectOrder, Transition};
-pub use event::{JobEvent, StepReport};
+pub use event::{JobEvent, RetryOnto, StepReport};
 pub use machine::transition;
 pub use refusal::Refusal;
 pub use state::{JOB_FORBIDDEN, JOB_TRANSITIONS, JobState, change_state};
@@ -248,27 +248,35 @@ impl Job {
 
     /// The retry job of `predecessor` (which must have accepted [`JobEvent::Retry`]):
     /// pending, with the predecessor's completed steps carried in as completed so that
-    /// execution bypasses them (seed 002 queued→completed).
-    pub fn successor_of(predecessor: &Job, id: JobId, now: Timestamp) -> Result<(Self, Vec<HistoryEvent>), Refusal> {
+    /// execution bypasses them (seed 002 queued→completed). On another version (`onto`)
+    /// it has that version's steps and rules, and a completed step is carried when the
+    /// version has a step of the same key: a step the fix added runs, one it removed is
+    /// left behind.
+    pub fn successor_of(
+        predecessor: &Job,
+        id: JobId,
+        onto: Option<&RetryOnto>,
+        now: Timestamp,
+    ) -> Result<(Self, Vec<HistoryEvent>), Refusal> {
         if predecessor.successor != Some(id) {
             return Err(match predecessor.successor {
                 Some(successor) => Refusal::AlreadyRetried { successor },
                 None => Refusal::NotRetryable { state: predecessor.state },
             });
         }
-        let submission = Submission {
-            id,
-            rules: predecessor.rules,
-            steps: predecessor.steps.iter().map(|s| (s.key.clone(), s.weight)).collect(),
-            run_at: now,
+        let (rules, steps) = match onto {
+            Some(onto) => (onto.rules, onto.steps.clone()),
+            None => (predecessor.rules, predecessor.steps.iter().map(|s| (s.key.clone(), s.weight)).collect()),
         };
+        let submission = Submission { id, rules, steps, run_at: now };
         let (mut job, mut history) = Self::submit(submission, now);
         job.predecessor = Some(predecessor.id);
         // A retry is not its predecessor's parent's child (that fan-out is counted), but
         // it nests as deep.
         job.depth = predecessor.depth;
         history.push(HistoryEvent::RetryOf { predecessor: predecessor.id });
-        for (step, prior) in job.steps.iter_mut().zip(&predecessor.steps) {
+        for step in &mut job.steps {
+            let Some(prior) = predecessor.steps.iter().find(|prior| prior.key == step.key) else { continue };
             if let (StepState::Completed, Some(output)) = (prior.state, &prior.output) {
                 step.apply(StepEvent::Carry { output: output.clone() }, now)?;
                 history.push(HistoryEvent::StepCarried { step: step.key.clone() });

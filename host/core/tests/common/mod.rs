@@ -237,7 +237,7 @@ pub fn universe(job: &Job) -> Vec<JobEvent> {
         JobEvent::Cancel { actor: actor(), reason: "stop".into() },
         JobEvent::Cancel { actor: actor(), reason: "  ".into() },
         JobEvent::RequestRestart { actor: actor() },
-        JobEvent::Retry { successor: JobId(Uuid::from_u128(2)) },
+        JobEvent::Retry { successor: JobId(Uuid::from_u128(2)), onto: None },
         JobEvent::Due,
         JobEvent::KeyBusy { key: "account:1".into(), held_until: job.run_at.plus(Duration::from_secs(5)) },
         JobEvent::AtCapacity { gate: "@running/acme".into(), recheck_at: job.run_at.plus(Duration::from_secs(30)) },

@@ -15,7 +15,11 @@ const ACTIONS = [
   ['resume', 'Resume'],
   ['restart', 'Restart'],
   ['retry', 'Retry'],
+  ['retry-current', 'Retry on current version'],
 ];
+
+/** Where each action posts: a retry on the current version is a retry with a query. */
+const ACTION_PATHS = { 'retry-current': 'retry?on_current=true' };
 
 /**
  * What run control allows now: the job's own `actions` when the API sends them, else the
@@ -145,10 +149,11 @@ export async function renderJob(view, ctx, id) {
     replace(actions,
       h('h2', { class: 'sr-only' }, 'Run control'),
       h('div', { class: 'actions' }, ACTIONS.map(([name, label]) => {
-        const a = allowed[name] || { allowed: false, reason: 'not offered' };
+        const a = allowed[name === 'retry-current' ? 'retry' : name] || { allowed: false, reason: 'not offered' };
         const button = h('button', {
           type: 'button', class: ['button', name === 'cancel' ? 'danger' : null], 'data-test': `action-${name}`,
-          disabled: !a.allowed, title: a.allowed ? null : a.reason,
+          disabled: !a.allowed,
+          title: a.allowed ? (name === 'retry-current' ? 'Runs the retry on the kind\'s current version, with its steps' : null) : a.reason,
           'aria-describedby': a.allowed ? null : `why-${name}`,
           onclick: () => act(name, button),
         }, label);
@@ -161,8 +166,8 @@ export async function renderJob(view, ctx, id) {
     if (name === 'cancel') return dialog.show();
     button.disabled = true;
     try {
-      const answer = await post(`/v1/jobs/${enc(id)}/${name}`, {}, { signal });
-      if (name === 'retry') { ctx.go(`/jobs/${answer.id}`); return; }
+      const answer = await post(`/v1/jobs/${enc(id)}/${ACTION_PATHS[name] || name}`, {}, { signal });
+      if (name.startsWith('retry')) { ctx.go(`/jobs/${answer.id}`); return; }
       await fetchJob();
     } catch (e) {
       reportError(e);
