@@ -22,7 +22,12 @@ a timeout.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import os
+import sys
+import sysconfig
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, overload
 
 from . import _host, _json
@@ -48,6 +53,7 @@ T = TypeVar("T")
 
 __all__ = [
     "run_job",
+    "imports_as_in_the_component",
     "make_step",
     "local_host",
     "JobRun",
@@ -319,7 +325,7 @@ def run_job(
     jobs = _ChildJobs(children)
     max_attempts = max(spec.retry.max_attempts, 1)
 
-    with _host.using(host):
+    with _host.using(host), imports_as_in_the_component():
         for step_spec in spec.steps:
             host.running = step_spec.key
             if not _run_step(kind, step_spec.key, payload, max_attempts, run, jobs, queued):
@@ -338,6 +344,55 @@ def run_job(
             run.hook = HookRun("on-success", kind.run_on_success(summary))
     run.stderr = "".join(host.stderr_text)
     return run
+
+
+class _ImportsAsInTheComponent:
+    """A finder placed first on `sys.meta_path` while a job runs: a module the kind's own
+    code imports that is not loaded yet fails with `ModuleNotFoundError`, as it does in
+    the component. The component is a snapshot taken after the kind's module was
+    imported at build time, and it has no file system, so an import inside a step finds
+    nothing there; without this the local test would pass and the deployed kind fail.
+    Imports made by the standard library and the SDK themselves are left alone."""
+
+    def __init__(self) -> None:
+        paths = sysconfig.get_paths()
+        roots = {paths["stdlib"], paths["platstdlib"], str(Path(__file__).resolve().parent)}
+        self._trusted = tuple(os.path.join(root, "") for root in roots)
+        self._importlib = os.path.join(os.path.dirname(importlib.__file__), "")
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name in sys.builtin_module_names:
+            return None
+        importer = self._importer()
+        if importer is None or importer.startswith(self._trusted):
+            return None
+        raise ModuleNotFoundError(
+            f"No module named {name!r}: a component imports nothing once it runs (it has no file system);"
+            " import it at the top of the kind's module, which the build imports and keeps",
+            name=name,
+        )
+
+    def _importer(self) -> Optional[str]:
+        """The file whose code asked for the import, past the import machinery's frames."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if not (filename.startswith("<frozen importlib") or filename.startswith(self._importlib)):
+                return os.path.abspath(filename)
+            frame = frame.f_back
+        return None
+
+
+@contextlib.contextmanager
+def imports_as_in_the_component() -> Iterator[None]:
+    """While inside, an import the kind's code makes of a module not loaded yet fails as
+    it would in the component (see `_ImportsAsInTheComponent`); `run_job` runs inside."""
+    finder = _ImportsAsInTheComponent()
+    sys.meta_path.insert(0, finder)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)  # type: ignore[arg-type]
 
 
 def _run_step(

@@ -1,5 +1,6 @@
 """The local runner: it drives a job the way the host's contract describes."""
 
+import sys
 import unittest
 from dataclasses import dataclass
 from typing import List, Optional
@@ -217,3 +218,38 @@ class SignalTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ImportsTest(unittest.TestCase):
+    """The component is a snapshot of what the kind's module imported at build time and
+    has no file system: an import inside a step fails there, so it fails here too."""
+
+    def lazy(self) -> Kind:
+        kind = Kind("lazy", retry=RetryPolicy(1, 1, 1))
+
+        @kind.step("load")
+        def load(step: Step) -> object:
+            import colorsys  # noqa: F401  (not imported anywhere before the step)
+            import json  # loaded already: the snapshot has it
+
+            return json.loads("1")
+
+        return kind
+
+    def test_a_module_first_imported_inside_a_step_is_not_found_as_in_the_component(self) -> None:
+        sys.modules.pop("colorsys", None)
+        run = run_job(self.lazy(), {})
+        self.assertFalse(run.succeeded)
+        failure = run.failure
+        assert failure is not None
+        self.assertEqual(failure.code, "uncaught-exception")
+        self.assertIn("ModuleNotFoundError: No module named 'colorsys'", failure.message)
+        self.assertIn("import it at the top of the kind's module", failure.message)
+        self.assertNotIn("colorsys", sys.modules)
+
+    def test_a_module_loaded_before_the_job_imports_and_nothing_is_blocked_after_it(self) -> None:
+        import colorsys  # noqa: F401
+
+        self.assertTrue(run_job(self.lazy(), {}).succeeded)
+        sys.modules.pop("colorsys", None)
+        import colorsys  # noqa: F401,F811  (outside a job, imports work as ever)
