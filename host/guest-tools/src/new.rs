@@ -22,6 +22,8 @@ pub enum ProjectLanguage {
     Python,
     /// JavaScript, with componentize-js.
     Js,
+    /// TypeScript, checked and compiled by `tsc` (strict), then built as JavaScript.
+    Ts,
     /// C, with clang-19, wasi-libc and cJSON.
     C,
     /// Go, with Go's wasip1 target.
@@ -35,8 +37,17 @@ impl ProjectLanguage {
             Self::Rust => "rust",
             Self::Python => "python",
             Self::Js => "js",
+            Self::Ts => "ts",
             Self::C => "c",
             Self::Go => "go",
+        }
+    }
+
+    /// Its SDK's set: TypeScript is written against the JavaScript SDK.
+    fn sdk_set(self) -> &'static str {
+        match self {
+            Self::Ts => "js",
+            other => other.name(),
         }
     }
 
@@ -45,7 +56,7 @@ impl ProjectLanguage {
         match self {
             Self::Python => "spindle_guest",
             Self::C => "spindle",
-            Self::Rust | Self::Js | Self::Go => "spindle-guest",
+            Self::Rust | Self::Js | Self::Ts | Self::Go => "spindle-guest",
         }
     }
 }
@@ -105,7 +116,7 @@ pub fn write_project(kind: &str, language: ProjectLanguage, dir: &Path) -> anyho
         write(relative, renamed.as_bytes(), false)?;
     }
     // The SDK, as this binary's host speaks it.
-    for (path, bytes) in set(&format!("sdk/{lang}")) {
+    for (path, bytes) in set(&format!("sdk/{}", language.sdk_set())) {
         let relative = match language {
             ProjectLanguage::Rust => format!("{}/src/{path}", language.sdk_dir()),
             _ => format!("{}/{path}", language.sdk_dir()),
@@ -122,7 +133,7 @@ pub fn write_project(kind: &str, language: ProjectLanguage, dir: &Path) -> anyho
 /// do; the example's own build and test scripts (which find the SDK in the repository)
 /// give way to the project's.
 fn example_file(language: ProjectLanguage, path: &str, module: &str) -> Option<String> {
-    if path.ends_with(".sh") || matches!(path, ".gitignore" | "package.json" | "go.mod") {
+    if path.ends_with(".sh") || matches!(path, ".gitignore" | "package.json" | "go.mod" | "tsconfig.json") {
         return None;
     }
     Some(match (language, path) {
@@ -131,6 +142,8 @@ fn example_file(language: ProjectLanguage, path: &str, module: &str) -> Option<S
         (ProjectLanguage::Python, "test_greet.py") => format!("test_{module}.py"),
         (ProjectLanguage::Js, "greet.js") => format!("{module}.js"),
         (ProjectLanguage::Js, "test/greet.test.js") => format!("test/{module}.test.js"),
+        (ProjectLanguage::Ts, "greet.ts") => format!("{module}.ts"),
+        (ProjectLanguage::Ts, "test/greet.test.ts") => format!("test/{module}.test.ts"),
         (ProjectLanguage::C, "greet.c") => format!("{module}.c"),
         (ProjectLanguage::C, "test_greet.c") => format!("test_{module}.c"),
         (ProjectLanguage::Go, path) => path.replace("greet", module),
@@ -145,7 +158,7 @@ fn rename(language: ProjectLanguage, source: &str, example_name: &str, kind: &st
     let named = source.replace(example_name, kind);
     match language {
         ProjectLanguage::Python => named.replace("from greet import", &format!("from {module} import")),
-        ProjectLanguage::Js => named.replace("'../greet.js'", &format!("'../{module}.js'")),
+        ProjectLanguage::Js | ProjectLanguage::Ts => named.replace("'../greet.js'", &format!("'../{module}.js'")),
         // The package is named after the example (`package greet`, `greet.Input`, a
         // stack's `greet.compose(`); prose that says "greet" stays as it is.
         ProjectLanguage::Go => go_package(&named, module),
@@ -236,13 +249,15 @@ mod tests {
             ProjectLanguage::Rust,
             ProjectLanguage::Python,
             ProjectLanguage::Js,
+            ProjectLanguage::Ts,
             ProjectLanguage::C,
             ProjectLanguage::Go,
         ] {
             let lang = language.name();
-            for kind in ["sdk", "example", "template"] {
+            for kind in ["example", "template"] {
                 assert!(set(&format!("{kind}/{lang}")).next().is_some(), "{kind}/{lang} is empty");
             }
+            assert!(set(&format!("sdk/{}", language.sdk_set())).next().is_some(), "the SDK of {lang} is empty");
         }
     }
 
