@@ -67,7 +67,9 @@
  *  `spindle_complete`, `spindle_more_json`, `spindle_with_cursor_json` or
  *  `spindle_fan_out_add` is consumed (deleted), also when the call fails. cJSON's
  *  printed buffers go to the bindings as they are, so leave cJSON's allocator hooks at
- *  malloc/free (no cJSON_InitHooks).
+ *  malloc/free (no cJSON_InitHooks). The one exception is an HTTP response
+ *  (`spindle_http_send`): it is the caller's, freed with `spindle_http_response_free`,
+ *  so that a step making many requests does not hold every body until it returns.
  *  The host instantiates the component afresh for every call: static variables do not
  *  survive between steps or attempts, and an outcome built but not returned merely
  *  leaks until the call ends. What must survive goes in an output or a cursor.
@@ -607,6 +609,638 @@ static inline spindle_outcome spindle_with_detail(spindle_outcome outcome, const
     outcome.detail = spindle__vformat_heap(fmt, args);
     va_end(args);
     return outcome;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Outbound HTTP: one request out, the whole response back (wasi:http/outgoing-handler)
+ *
+ *     const char *token = spindle_config_secret("api-token");   // a placeholder, or NULL
+ *     spindle_http_request request = {
+ *         .method = "POST",
+ *         .url = "https://api.example.com/v1/hooks",
+ *         .headers = (const spindle_http_header[]){
+ *             {"content-type", "application/json"},
+ *             {"authorization", token ? spindle_format("Bearer %s", token) : NULL},  // NULL: left out
+ *         },
+ *         .header_count = 2,
+ *         .body = text,
+ *         .body_len = strlen(text),
+ *     };
+ *     spindle_http_response response;
+ *     spindle_http_error err = spindle_http_send(&request, &response);
+ *     if (err) return spindle_http_failure(err, &response);        // refused or retryable
+ *     if (response.status >= 400) {
+ *         spindle_outcome failure = spindle_http_status_failure(&response);
+ *         spindle_http_response_free(&response);
+ *         return failure;
+ *     }
+ *     ... response.body, response.body_len, spindle_http_response_header(&response, "etag")
+ *     spindle_http_response_free(&response);
+ *
+ * The host's policy denies every request unless the operator, the tenant and the
+ * kind's deployment all allow its destination (`spindle deploy ... --allow 'POST
+ * https://api.example.com/v1/hooks'`); a denied request never leaves the host. The host
+ * also bounds each phase's time, the response body's size and the requests one call may
+ * make, so there are no timeouts to set here. Unless a request has an `Idempotency-Key`
+ * header, the host adds one that is stable across the step's attempts. Credentials go
+ * in headers as the placeholders spindle_config_secret returns: the host puts the
+ * values in place once the policy allowed the request, and the guest never holds them.
+ * ---------------------------------------------------------------------------------- */
+
+/* One header. Names compare ASCII case-insensitively; a value is text. */
+typedef struct spindle_http_header {
+    const char *name;
+    const char *value; /* in a request, NULL leaves the header out */
+} spindle_http_header;
+
+/* An outbound request. Everything in it is only read, during spindle_http_send. */
+typedef struct spindle_http_request {
+    const char *method; /* "GET", "POST", ... (NULL is GET); known ones case-insensitively */
+    const char *url;    /* `http://` or `https://`, host[:port], path and query; no `user@` */
+    const spindle_http_header *headers;
+    size_t header_count;
+    const void *body;   /* body_len bytes; none when body_len is 0 */
+    size_t body_len;
+    /* Most response-body bytes to take (0: SPINDLE_HTTP_MAX_RESPONSE_BYTES); more is
+     * SPINDLE_HTTP_TOO_LARGE. */
+    size_t max_response_bytes;
+} spindle_http_request;
+
+/* The most response-body bytes spindle_http_send takes unless the request says: the
+ * host's own default cap. The body is held whole in the instance's memory, where an
+ * allocation that fails is an abort, so a step that expects small answers should say
+ * so with `max_response_bytes`: a larger one is then a typed error, not a trap. */
+#define SPINDLE_HTTP_MAX_RESPONSE_BYTES ((size_t)16 * 1024 * 1024)
+
+/* What a response holds: malloc'd, the caller's until spindle_http_response_free. */
+typedef struct spindle_http_response {
+    uint16_t status;
+    spindle_http_header *headers; /* as received (names lower-case), NUL-terminated */
+    size_t header_count;
+    char *body;                   /* body_len bytes and a NUL after them; never NULL on success */
+    size_t body_len;
+    /* On an error, why, for the log (the wasi:http error code and its cause, say
+     * `HTTP-request-denied` or `DNS-error (NXDOMAIN)`); "" otherwise. */
+    char error_detail[160];
+} spindle_http_response;
+
+/* Why a request got no response. A response, whatever its status, is not an error
+ * here (see spindle_http_status_failure). spindle_http_failure makes each an outcome:
+ * DENIED and INVALID_REQUEST are refused (the same request fails the same way again),
+ * the rest retryable `upstream-unavailable`, as in the other SDKs. */
+typedef enum spindle_http_error {
+    SPINDLE_HTTP_OK = 0,
+    /* The host's policy refused the request (`HTTP-request-denied`): its destination
+     * is not allowed, or the call made more requests than the host allows one call. */
+    SPINDLE_HTTP_DENIED,
+    /* The request cannot be sent as built: a malformed URL, method or header, a header
+     * a guest may not set (`host`, `transfer-encoding`, ...). */
+    SPINDLE_HTTP_INVALID_REQUEST,
+    /* A phase ran out of time: DNS, connect, first byte, between bytes, the whole. */
+    SPINDLE_HTTP_TIMEOUT,
+    /* The response body is larger than max_response_bytes or the host's cap. */
+    SPINDLE_HTTP_TOO_LARGE,
+    /* The host has as many outbound connections open as it allows. */
+    SPINDLE_HTTP_CONNECTION_LIMIT,
+    /* The destination could not be reached, or its TLS was wrong. */
+    SPINDLE_HTTP_CONNECT_FAILED,
+    /* Anything else: a protocol error, a body cut short, an error inside the host. */
+    SPINDLE_HTTP_OTHER,
+} spindle_http_error;
+
+/* The error's name: "ok", "denied", "invalid-request", "timeout", "too-large",
+ * "connection-limit", "connect-failed" or "other". */
+static inline const char *spindle_http_error_name(spindle_http_error err) {
+    static const char *const names[] = {"ok",        "denied",           "invalid-request", "timeout",
+                                        "too-large", "connection-limit", "connect-failed",  "other"};
+    return (unsigned)err < sizeof names / sizeof *names ? names[err] : "other";
+}
+
+/* The outcome an error means: refused `http-request-denied` or `http-request-invalid`,
+ * else retryable `upstream-unavailable`. The message is fixed (tenants see it); the
+ * response's error_detail, when `response` is given, goes to the log only. */
+static inline spindle_outcome spindle_http_failure(spindle_http_error err, const spindle_http_response *response) {
+    spindle_outcome outcome;
+    switch (err) {
+    case SPINDLE_HTTP_DENIED:
+        outcome = spindle_refused("http-request-denied", "the outbound request is not allowed by policy");
+        break;
+    case SPINDLE_HTTP_INVALID_REQUEST:
+        outcome = spindle_refused("http-request-invalid", "the outbound request is malformed");
+        break;
+    case SPINDLE_HTTP_OK: return spindle_refused("no-failure", "the step reported an HTTP failure that did not happen");
+    default: outcome = spindle_retryable("upstream-unavailable", "the upstream service did not answer"); break;
+    }
+    const char *detail = response && response->error_detail[0] ? response->error_detail : "";
+    return spindle_with_detail(outcome, "%s%s%s", spindle_http_error_name(err), *detail ? ": " : "", detail);
+}
+
+/* The outcome an error status means: 429 and 5xx retryable (the upstream may recover),
+ * other 4xx refused (the same request would be rejected again), code `upstream-<status>`.
+ * The body stays out of it. A status below 400 is no failure: refused `no-failure`. */
+static inline spindle_outcome spindle_http_status_failure(const spindle_http_response *response) {
+    unsigned status = response->status;
+    char code[24];
+    snprintf(code, sizeof code, "upstream-%u", status);
+    if (status == 429 || (status >= 500 && status <= 599))
+        return spindle_retryable(code, "the upstream service answered %u; retrying later", status);
+    if (status >= 400 && status <= 499)
+        return spindle_refused(code, "the upstream service rejected the request (%u)", status);
+    return spindle_refused("no-failure", "the step reported status %u as a failure", status);
+}
+
+/* Whether `name` (`len` bytes) and the NUL-terminated `other` are the same ASCII
+ * case-insensitively. */
+static inline bool spindle__http_same_name(const char *name, size_t len, const char *other) {
+    for (size_t i = 0; i < len; i++, other++) {
+        char a = name[i] >= 'A' && name[i] <= 'Z' ? (char)(name[i] | 0x20) : name[i];
+        char b = *other >= 'A' && *other <= 'Z' ? (char)(*other | 0x20) : *other;
+        if (!*other || a != b) return false;
+    }
+    return *other == '\0';
+}
+
+/* The first value of the response's header `name` (ASCII case-insensitive), or NULL. */
+static inline const char *spindle_http_response_header(const spindle_http_response *response, const char *name) {
+    for (size_t i = 0; i < response->header_count; i++)
+        if (spindle__http_same_name(response->headers[i].name, strlen(response->headers[i].name), name))
+            return response->headers[i].value;
+    return NULL;
+}
+
+/* Frees what a response holds and empties it; safe on an empty or freed one. */
+static inline void spindle_http_response_free(spindle_http_response *response) {
+    for (size_t i = 0; i < response->header_count; i++) {
+        free((char *)response->headers[i].name);
+        free((char *)response->headers[i].value);
+    }
+    free(response->headers);
+    free(response->body);
+    memset(response, 0, sizeof *response);
+}
+
+/* Internals of spindle_http_send. Every resource is dropped on every path, children
+ * first (a pollable before its future, a stream before its body): the host traps a
+ * guest that drops a parent while a child lives. */
+
+/* Bytes per blocking-write-and-flush: WASI output streams take at most 4096 per call. */
+#define SPINDLE__HTTP_WRITE_CHUNK 4096
+/* Bytes asked for per blocking-read. */
+#define SPINDLE__HTTP_READ_CHUNK (64 * 1024)
+
+static inline spindle_http_error spindle__http_fail(spindle_http_response *response, spindle_http_error err,
+                                                    const char *fmt, ...) SPINDLE__PRINTF(3, 4);
+static inline spindle_http_error spindle__http_fail(spindle_http_response *response, spindle_http_error err,
+                                                    const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(response->error_detail, sizeof response->error_detail, fmt, args);
+    va_end(args);
+    return err;
+}
+
+/* Frees what an error code holds: only strings, in the cases below. (The generated
+ * wasi_http_types_error_code_free leaves these option<string> payloads allocated, so
+ * it is not used.) */
+static inline void spindle__http_code_free(wasi_http_types_error_code_t *code) {
+    job_kind_option_string_t *text = NULL;
+    switch (code->tag) {
+    case WASI_HTTP_TYPES_ERROR_CODE_DNS_ERROR: text = &code->val.dns_error.rcode; break;
+    case WASI_HTTP_TYPES_ERROR_CODE_TLS_ALERT_RECEIVED: text = &code->val.tls_alert_received.alert_message; break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_REQUEST_HEADER_SIZE:
+        if (code->val.http_request_header_size.is_some) text = &code->val.http_request_header_size.val.field_name;
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_REQUEST_TRAILER_SIZE:
+        text = &code->val.http_request_trailer_size.field_name;
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_HEADER_SIZE:
+        text = &code->val.http_response_header_size.field_name;
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_TRAILER_SIZE:
+        text = &code->val.http_response_trailer_size.field_name;
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_TRANSFER_CODING: text = &code->val.http_response_transfer_coding; break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_CONTENT_CODING: text = &code->val.http_response_content_coding; break;
+    case WASI_HTTP_TYPES_ERROR_CODE_INTERNAL_ERROR: text = &code->val.internal_error; break;
+    default: break;
+    }
+    if (text && text->is_some) job_kind_string_free(&text->val);
+    code->tag = WASI_HTTP_TYPES_ERROR_CODE_DNS_TIMEOUT; /* nothing left to free */
+}
+
+/* A wasi:http error code as the error a step acts on, named as the host's records name
+ * it; frees the code. */
+static inline spindle_http_error spindle__http_code(spindle_http_response *response,
+                                                    wasi_http_types_error_code_t *code) {
+    /* By the error-code case's index in wasi:http/types, its name as the host's
+     * records spell it and the error it means. */
+    static const struct {
+        const char *name;
+        spindle_http_error error;
+    } cases[] = {
+        {"DNS-timeout", SPINDLE_HTTP_TIMEOUT},
+        {"DNS-error", SPINDLE_HTTP_CONNECT_FAILED},
+        {"destination-not-found", SPINDLE_HTTP_CONNECT_FAILED},
+        {"destination-unavailable", SPINDLE_HTTP_CONNECT_FAILED},
+        {"destination-IP-prohibited", SPINDLE_HTTP_DENIED},
+        {"destination-IP-unroutable", SPINDLE_HTTP_CONNECT_FAILED},
+        {"connection-refused", SPINDLE_HTTP_CONNECT_FAILED},
+        {"connection-terminated", SPINDLE_HTTP_CONNECT_FAILED},
+        {"connection-timeout", SPINDLE_HTTP_TIMEOUT},
+        {"connection-read-timeout", SPINDLE_HTTP_TIMEOUT},
+        {"connection-write-timeout", SPINDLE_HTTP_TIMEOUT},
+        {"connection-limit-reached", SPINDLE_HTTP_CONNECTION_LIMIT},
+        {"TLS-protocol-error", SPINDLE_HTTP_CONNECT_FAILED},
+        {"TLS-certificate-error", SPINDLE_HTTP_CONNECT_FAILED},
+        {"TLS-alert-received", SPINDLE_HTTP_CONNECT_FAILED},
+        {"HTTP-request-denied", SPINDLE_HTTP_DENIED},
+        {"HTTP-request-length-required", SPINDLE_HTTP_INVALID_REQUEST},
+        {"HTTP-request-body-size", SPINDLE_HTTP_INVALID_REQUEST},
+        {"HTTP-request-method-invalid", SPINDLE_HTTP_INVALID_REQUEST},
+        {"HTTP-request-URI-invalid", SPINDLE_HTTP_INVALID_REQUEST},
+        {"HTTP-request-URI-too-long", SPINDLE_HTTP_INVALID_REQUEST},
+        {"HTTP-request-header-section-size", SPINDLE_HTTP_INVALID_REQUEST},
+        {"HTTP-request-header-size", SPINDLE_HTTP_INVALID_REQUEST},
+        {"HTTP-request-trailer-section-size", SPINDLE_HTTP_INVALID_REQUEST},
+        {"HTTP-request-trailer-size", SPINDLE_HTTP_INVALID_REQUEST},
+        {"HTTP-response-incomplete", SPINDLE_HTTP_OTHER},
+        {"HTTP-response-header-section-size", SPINDLE_HTTP_OTHER},
+        {"HTTP-response-header-size", SPINDLE_HTTP_OTHER},
+        {"HTTP-response-body-size", SPINDLE_HTTP_TOO_LARGE},
+        {"HTTP-response-trailer-section-size", SPINDLE_HTTP_OTHER},
+        {"HTTP-response-trailer-size", SPINDLE_HTTP_OTHER},
+        {"HTTP-response-transfer-coding", SPINDLE_HTTP_OTHER},
+        {"HTTP-response-content-coding", SPINDLE_HTTP_OTHER},
+        {"HTTP-response-timeout", SPINDLE_HTTP_TIMEOUT},
+        {"HTTP-upgrade-failed", SPINDLE_HTTP_OTHER},
+        {"HTTP-protocol-error", SPINDLE_HTTP_OTHER},
+        {"loop-detected", SPINDLE_HTTP_OTHER},
+        {"configuration-error", SPINDLE_HTTP_OTHER},
+        {"internal-error", SPINDLE_HTTP_OTHER},
+    };
+    const job_kind_option_string_t *cause = NULL;
+    switch (code->tag) {
+    case WASI_HTTP_TYPES_ERROR_CODE_DNS_ERROR: cause = &code->val.dns_error.rcode; break;
+    case WASI_HTTP_TYPES_ERROR_CODE_TLS_ALERT_RECEIVED: cause = &code->val.tls_alert_received.alert_message; break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_TRANSFER_CODING:
+        cause = &code->val.http_response_transfer_coding;
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_CONTENT_CODING:
+        cause = &code->val.http_response_content_coding;
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_INTERNAL_ERROR: cause = &code->val.internal_error; break;
+    default: break;
+    }
+    bool known = code->tag < sizeof cases / sizeof *cases;
+    spindle_http_error err = known ? cases[code->tag].error : SPINDLE_HTTP_OTHER;
+    const char *name = known ? cases[code->tag].name : "unknown error code";
+    if (cause && cause->is_some)
+        spindle__http_fail(response, err, "%s (%.*s)", name, (int)cause->val.len, (const char *)cause->val.ptr);
+    else
+        spindle__http_fail(response, err, "%s", name);
+    spindle__http_code_free(code);
+    return err;
+}
+
+/* A stream's failure as the HTTP error behind it, when the host says which; drops the
+ * I/O error it carries. */
+static inline spindle_http_error spindle__http_stream_error(spindle_http_response *response,
+                                                            wasi_io_streams_stream_error_t *failure,
+                                                            const char *what) {
+    if (failure->tag == WASI_IO_STREAMS_STREAM_ERROR_CLOSED)
+        return spindle__http_fail(response, SPINDLE_HTTP_OTHER, "the %s stream closed early", what);
+    wasi_io_error_own_error_t io = failure->val.last_operation_failed;
+    wasi_http_types_error_code_t code;
+    spindle_http_error err;
+    if (wasi_http_types_http_error_code(wasi_io_error_borrow_error(io), &code)) {
+        err = spindle__http_code(response, &code);
+    } else {
+        job_kind_string_t text;
+        wasi_io_error_method_error_to_debug_string(wasi_io_error_borrow_error(io), &text);
+        err = spindle__http_fail(response, SPINDLE_HTTP_OTHER, "%s: %.*s", what, (int)text.len, (const char *)text.ptr);
+        job_kind_string_free(&text);
+    }
+    wasi_io_error_error_drop_own(io);
+    return err;
+}
+
+/* Splits `scheme://authority/path?query#fragment` the way wasi:http takes a URL: only
+ * as much parsing as that needs, since the host checks the destination against its
+ * policy anyway. On success `*owned` (malloc'd) holds the lower-cased scheme and the
+ * path (`/` when the URL has none, the fragment dropped) the strings point into. */
+static inline spindle_http_error spindle__http_split(spindle_http_response *response, const char *url,
+                                                     job_kind_string_t *scheme, job_kind_string_t *authority,
+                                                     job_kind_string_t *path, char **owned) {
+    *owned = NULL;
+    if (!url) return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST, "no URL");
+    for (const char *c = url; *c; c++)
+        if ((unsigned char)*c <= ' ' || *c == 0x7f)
+            return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST,
+                                      "the URL contains whitespace or control characters");
+    const char *sep = strstr(url, "://");
+    if (!sep)
+        return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST,
+                                  "the URL has no scheme (expected `http://` or `https://`)");
+    size_t scheme_len = (size_t)(sep - url);
+    if (!scheme_len) return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST, "the URL's scheme is empty");
+    for (size_t i = 0; i < scheme_len; i++) {
+        char c = url[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
+                  c == '-' || c == '.';
+        if (!ok) return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST, "the URL's scheme is malformed");
+    }
+    const char *host = sep + 3;
+    size_t host_len = strcspn(host, "/?#");
+    if (!host_len) return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST, "the URL has no host");
+    /* The host would pass credentials on in the clear and log them with the URL. */
+    if (memchr(host, '@', host_len))
+        return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST,
+                                  "the URL carries credentials (put them in a header)");
+    const char *rest = host + host_len;
+    size_t rest_len = strcspn(rest, "#");
+    char *text = (char *)spindle__xmalloc(scheme_len + rest_len + 2);
+    for (size_t i = 0; i < scheme_len; i++) text[i] = url[i] >= 'A' && url[i] <= 'Z' ? (char)(url[i] | 0x20) : url[i];
+    char *p = text + scheme_len;
+    size_t p_len = 0;
+    if (rest[0] != '/') p[p_len++] = '/';
+    memcpy(p + p_len, rest, rest_len);
+    p_len += rest_len;
+    scheme->ptr = (uint8_t *)text;
+    scheme->len = scheme_len;
+    authority->ptr = (uint8_t *)host;
+    authority->len = host_len;
+    path->ptr = (uint8_t *)p;
+    path->len = p_len;
+    *owned = text;
+    return SPINDLE_HTTP_OK;
+}
+
+/* The request's headers as wasi:http fields, with the body's length when it has one. */
+static inline spindle_http_error spindle__http_fields(spindle_http_response *response,
+                                                      const spindle_http_request *request,
+                                                      wasi_http_types_own_fields_t *out) {
+    wasi_http_types_own_fields_t fields = wasi_http_types_constructor_fields();
+    wasi_http_types_borrow_fields_t borrowed = wasi_http_types_borrow_fields(fields);
+    bool has_length = false;
+    for (size_t i = 0; i < request->header_count; i++) {
+        const spindle_http_header *header = &request->headers[i];
+        if (!header->name || !*header->name) {
+            wasi_http_types_fields_drop_own(fields);
+            return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST, "header %zu has no name", i);
+        }
+        if (!header->value) continue;
+        has_length = has_length || spindle__http_same_name("content-length", 14, header->name);
+        wasi_http_types_field_name_t name = spindle__borrow(header->name);
+        wasi_http_types_field_value_t value = {(uint8_t *)header->value, strlen(header->value)};
+        wasi_http_types_header_error_t problem;
+        if (!wasi_http_types_method_fields_append(borrowed, &name, &value, &problem)) {
+            wasi_http_types_fields_drop_own(fields);
+            return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST, "header `%.60s` %s", header->name,
+                                      problem.tag == WASI_HTTP_TYPES_HEADER_ERROR_FORBIDDEN ? "may not be set by a guest"
+                                      : problem.tag == WASI_HTTP_TYPES_HEADER_ERROR_IMMUTABLE ? "cannot be changed"
+                                                                                               : "is malformed");
+        }
+    }
+    /* The body's size is known: say it, so the host sends it whole, never chunked (a
+     * server that does not read chunked bodies gets it all the same). */
+    if (request->body_len && !has_length) {
+        char length[24];
+        snprintf(length, sizeof length, "%zu", request->body_len);
+        wasi_http_types_field_name_t name = spindle__borrow("content-length");
+        wasi_http_types_field_value_t value = {(uint8_t *)length, strlen(length)};
+        wasi_http_types_header_error_t problem;
+        if (!wasi_http_types_method_fields_append(borrowed, &name, &value, &problem)) {
+            wasi_http_types_fields_drop_own(fields);
+            return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST,
+                                      "the host does not let the request say its content-length");
+        }
+    }
+    *out = fields;
+    return SPINDLE_HTTP_OK;
+}
+
+/* The outgoing request: headers (taken over), method, scheme, authority, path. */
+static inline spindle_http_error spindle__http_outgoing(spindle_http_response *response,
+                                                        const spindle_http_request *request,
+                                                        wasi_http_types_own_outgoing_request_t *out) {
+    job_kind_string_t scheme, authority, path;
+    char *owned;
+    spindle_http_error err = spindle__http_split(response, request->url, &scheme, &authority, &path, &owned);
+    if (err) return err;
+    wasi_http_types_own_fields_t fields;
+    err = spindle__http_fields(response, request, &fields);
+    if (err) {
+        free(owned);
+        return err;
+    }
+    wasi_http_types_own_outgoing_request_t outgoing = wasi_http_types_constructor_outgoing_request(fields);
+    wasi_http_types_borrow_outgoing_request_t borrowed = wasi_http_types_borrow_outgoing_request(outgoing);
+
+    static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+    const char *given = request->method && *request->method ? request->method : "GET";
+    wasi_http_types_method_t method;
+    method.tag = WASI_HTTP_TYPES_METHOD_OTHER;
+    method.val.other = spindle__borrow(given);
+    for (uint8_t i = 0; i < sizeof methods / sizeof *methods; i++)
+        if (spindle__http_same_name(given, strlen(given), methods[i])) method.tag = i; /* GET is 0, ... PATCH 8 */
+    wasi_http_types_scheme_t wit_scheme;
+    wit_scheme.tag = WASI_HTTP_TYPES_SCHEME_OTHER;
+    wit_scheme.val.other = scheme;
+    if (scheme.len == 4 && memcmp(scheme.ptr, "http", 4) == 0) wit_scheme.tag = WASI_HTTP_TYPES_SCHEME_HTTP;
+    if (scheme.len == 5 && memcmp(scheme.ptr, "https", 5) == 0) wit_scheme.tag = WASI_HTTP_TYPES_SCHEME_HTTPS;
+
+    const char *wrong = !wasi_http_types_method_outgoing_request_set_method(borrowed, &method)        ? "method"
+                        : !wasi_http_types_method_outgoing_request_set_scheme(borrowed, &wit_scheme) ? "scheme"
+                        : !wasi_http_types_method_outgoing_request_set_authority(borrowed, &authority) ? "host"
+                        : !wasi_http_types_method_outgoing_request_set_path_with_query(borrowed, &path) ? "path"
+                                                                                                         : NULL;
+    free(owned);
+    if (wrong) {
+        wasi_http_types_outgoing_request_drop_own(outgoing);
+        return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST, "the request's %s is not valid", wrong);
+    }
+    *out = outgoing;
+    return SPINDLE_HTTP_OK;
+}
+
+/* Writes the body in chunks the stream takes; drops the stream, not the body. */
+static inline spindle_http_error spindle__http_write(spindle_http_response *response,
+                                                     wasi_http_types_own_outgoing_body_t body, const uint8_t *bytes,
+                                                     size_t len) {
+    wasi_http_types_own_output_stream_t stream;
+    if (!wasi_http_types_method_outgoing_body_write(wasi_http_types_borrow_outgoing_body(body), &stream))
+        return spindle__http_fail(response, SPINDLE_HTTP_OTHER, "the request body stream was already taken");
+    spindle_http_error err = SPINDLE_HTTP_OK;
+    for (size_t at = 0; at < len && !err; at += SPINDLE__HTTP_WRITE_CHUNK) {
+        size_t left = len - at;
+        job_kind_list_u8_t chunk = {(uint8_t *)bytes + at, left < SPINDLE__HTTP_WRITE_CHUNK ? left : SPINDLE__HTTP_WRITE_CHUNK};
+        wasi_io_streams_stream_error_t failure;
+        if (!wasi_io_streams_method_output_stream_blocking_write_and_flush(wasi_io_streams_borrow_output_stream(stream),
+                                                                           &chunk, &failure))
+            err = spindle__http_stream_error(response, &failure, "request body");
+    }
+    wasi_io_streams_output_stream_drop_own(stream);
+    return err;
+}
+
+/* Blocks until the response's head arrives or the request fails; drops the future. */
+static inline spindle_http_error spindle__http_wait(spindle_http_response *response,
+                                                    wasi_http_types_own_future_incoming_response_t future,
+                                                    wasi_http_types_own_incoming_response_t *out) {
+    wasi_http_types_borrow_future_incoming_response_t borrowed = wasi_http_types_borrow_future_incoming_response(future);
+    wasi_http_types_result_result_own_incoming_response_error_code_void_t ready;
+    while (!wasi_http_types_method_future_incoming_response_get(borrowed, &ready)) {
+        wasi_http_types_own_pollable_t pollable = wasi_http_types_method_future_incoming_response_subscribe(borrowed);
+        wasi_io_poll_method_pollable_block(wasi_io_poll_borrow_pollable(pollable));
+        wasi_io_poll_pollable_drop_own(pollable);
+    }
+    wasi_http_types_future_incoming_response_drop_own(future);
+    if (ready.is_err) return spindle__http_fail(response, SPINDLE_HTTP_OTHER, "the response was already taken");
+    if (ready.val.ok.is_err) return spindle__http_code(response, &ready.val.ok.val.err);
+    *out = ready.val.ok.val.ok;
+    return SPINDLE_HTTP_OK;
+}
+
+/* Copies the response's headers; drops the fields. */
+static inline void spindle__http_headers(spindle_http_response *response,
+                                         wasi_http_types_borrow_incoming_response_t incoming) {
+    wasi_http_types_own_headers_t fields = wasi_http_types_method_incoming_response_headers(incoming);
+    wasi_http_types_list_tuple2_field_name_field_value_t entries;
+    wasi_http_types_method_fields_entries(wasi_http_types_borrow_fields(fields), &entries);
+    wasi_http_types_fields_drop_own(fields);
+    response->headers = (spindle_http_header *)spindle__xmalloc(entries.len * sizeof *response->headers);
+    for (size_t i = 0; i < entries.len; i++) {
+        const wasi_http_types_tuple2_field_name_field_value_t *entry = &entries.ptr[i];
+        char *name = (char *)spindle__xmalloc(entry->f0.len + 1), *value = (char *)spindle__xmalloc(entry->f1.len + 1);
+        if (entry->f0.len) memcpy(name, entry->f0.ptr, entry->f0.len);
+        if (entry->f1.len) memcpy(value, entry->f1.ptr, entry->f1.len);
+        name[entry->f0.len] = value[entry->f1.len] = '\0';
+        response->headers[i].name = name;
+        response->headers[i].value = value;
+    }
+    response->header_count = entries.len;
+    wasi_http_types_list_tuple2_field_name_field_value_free(&entries);
+}
+
+/* Reads the body to its end or past `limit`; the host fails the read once the body
+ * passes its own cap. Trailers are not read. Drops the stream and the body. */
+static inline spindle_http_error spindle__http_read(spindle_http_response *response,
+                                                    wasi_http_types_borrow_incoming_response_t incoming, size_t limit) {
+    wasi_http_types_own_incoming_body_t body;
+    if (!wasi_http_types_method_incoming_response_consume(incoming, &body))
+        return spindle__http_fail(response, SPINDLE_HTTP_OTHER, "the response body was already taken");
+    wasi_http_types_own_input_stream_t stream;
+    if (!wasi_http_types_method_incoming_body_stream(wasi_http_types_borrow_incoming_body(body), &stream)) {
+        wasi_http_types_incoming_body_drop_own(body);
+        return spindle__http_fail(response, SPINDLE_HTTP_OTHER, "the response body stream was already taken");
+    }
+    char *bytes = (char *)spindle__xmalloc(1);
+    size_t len = 0, capacity = 1;
+    spindle_http_error err = SPINDLE_HTTP_OK;
+    for (;;) {
+        /* One byte past the limit is enough to know the body is too large. */
+        size_t room = limit - len;
+        uint64_t ask = room < SPINDLE__HTTP_READ_CHUNK ? (uint64_t)room + 1 : SPINDLE__HTTP_READ_CHUNK;
+        job_kind_list_u8_t chunk;
+        wasi_io_streams_stream_error_t failure;
+        if (!wasi_io_streams_method_input_stream_blocking_read(wasi_io_streams_borrow_input_stream(stream), ask, &chunk,
+                                                                &failure)) {
+            if (failure.tag != WASI_IO_STREAMS_STREAM_ERROR_CLOSED)
+                err = spindle__http_stream_error(response, &failure, "response body");
+            break;
+        }
+        if (chunk.len > room) {
+            job_kind_list_u8_free(&chunk);
+            err = spindle__http_fail(response, SPINDLE_HTTP_TOO_LARGE, "the response body is larger than %zu bytes", limit);
+            break;
+        }
+        if (len + chunk.len + 1 > capacity) {
+            size_t want = capacity * 2 > len + chunk.len + 1 ? capacity * 2 : len + chunk.len + 1;
+            char *grown = (char *)realloc(bytes, want);
+            if (!grown) {
+                job_kind_list_u8_free(&chunk);
+                err = spindle__http_fail(response, SPINDLE_HTTP_TOO_LARGE, "no memory for a response body of %zu bytes",
+                                         len + chunk.len);
+                break;
+            }
+            bytes = grown;
+            capacity = want;
+        }
+        if (chunk.len) memcpy(bytes + len, chunk.ptr, chunk.len);
+        len += chunk.len;
+        job_kind_list_u8_free(&chunk);
+    }
+    wasi_io_streams_input_stream_drop_own(stream);
+    wasi_http_types_future_trailers_drop_own(wasi_http_types_static_incoming_body_finish(body));
+    if (err) {
+        free(bytes);
+        return err;
+    }
+    bytes[len] = '\0';
+    response->body = bytes;
+    response->body_len = len;
+    return SPINDLE_HTTP_OK;
+}
+
+/* Sends `request` through the host and waits for the whole response, body included,
+ * into `*response` (which it overwrites: free an earlier one first). SPINDLE_HTTP_OK
+ * means a response came, whatever its status; free it with spindle_http_response_free.
+ * Any other value means none came: `response` then holds only error_detail (freeing it
+ * is harmless), and spindle_http_failure says what the step should report. Usable from
+ * steps and hooks. */
+static inline spindle_http_error spindle_http_send(const spindle_http_request *request,
+                                                   spindle_http_response *response) {
+    memset(response, 0, sizeof *response);
+    if (request->body_len && !request->body)
+        return spindle__http_fail(response, SPINDLE_HTTP_INVALID_REQUEST, "body_len without a body");
+    wasi_http_types_own_outgoing_request_t outgoing;
+    spindle_http_error err = spindle__http_outgoing(response, request, &outgoing);
+    if (err) return err;
+    /* An empty body is never opened, so the host sends none rather than an empty one. */
+    wasi_http_types_own_outgoing_body_t body;
+    bool has_body = request->body_len > 0;
+    if (has_body &&
+        !wasi_http_types_method_outgoing_request_body(wasi_http_types_borrow_outgoing_request(outgoing), &body)) {
+        wasi_http_types_outgoing_request_drop_own(outgoing);
+        return spindle__http_fail(response, SPINDLE_HTTP_OTHER, "the request body was already taken");
+    }
+    wasi_http_types_own_future_incoming_response_t future;
+    wasi_http_types_error_code_t code;
+    if (!wasi_http_outgoing_handler_handle(outgoing, NULL, &future, &code)) { /* takes the request either way */
+        if (has_body) wasi_http_types_outgoing_body_drop_own(body);
+        return spindle__http_code(response, &code);
+    }
+    /* The body goes out after `handle`, while the host sends: written before, a large
+     * one would fill the host's buffer with nobody reading it. */
+    spindle_http_error sent = SPINDLE_HTTP_OK;
+    if (has_body) {
+        sent = spindle__http_write(response, body, (const uint8_t *)request->body, request->body_len);
+        if (sent) {
+            wasi_http_types_outgoing_body_drop_own(body); /* unfinished: the host aborts the request */
+        } else if (!wasi_http_types_static_outgoing_body_finish(body, NULL, &code)) {
+            sent = spindle__http_code(response, &code);
+        }
+    }
+    /* A failed response explains a failed body write (a denied request's body goes
+     * nowhere), so it is reported first. */
+    wasi_http_types_own_incoming_response_t incoming;
+    err = spindle__http_wait(response, future, &incoming);
+    if (err) return err;
+    wasi_http_types_borrow_incoming_response_t borrowed = wasi_http_types_borrow_incoming_response(incoming);
+    if (!sent) {
+        response->status = wasi_http_types_method_incoming_response_status(borrowed);
+        spindle__http_headers(response, borrowed);
+        size_t limit = request->max_response_bytes ? request->max_response_bytes : SPINDLE_HTTP_MAX_RESPONSE_BYTES;
+        sent = spindle__http_read(response, borrowed, limit);
+    }
+    wasi_http_types_incoming_response_drop_own(incoming);
+    if (sent) {
+        char detail[sizeof response->error_detail];
+        memcpy(detail, response->error_detail, sizeof detail);
+        spindle_http_response_free(response);
+        memcpy(response->error_detail, detail, sizeof detail);
+    }
+    return sent;
 }
 
 /* ------------------------------------------------------------------------------------

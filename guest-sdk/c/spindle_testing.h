@@ -38,8 +38,18 @@
  * Settings (spindle_test_set_config, _set_secret, _set_child_handler, _set_heartbeat,
  * _send_signal, _set_prior_cap) hold until spindle_test_reset(), which SPINDLE_TEST
  * calls before each case. Handlers run in the call's process: state they change there
- * does not come back. The world's wasi:http imports are not served: calling them aborts
- * the call with a line on stderr.
+ * does not come back.
+ *
+ * Outbound HTTP: the wasi:http calls spindle_http_send makes are served here, and the
+ * handler set with spindle_test_set_http answers each request (without one, a request
+ * fails with SPINDLE_HTTP_OTHER). The handler sees what the host would send — secrets
+ * in place of their placeholders — and the run records each request in `http_calls`,
+ * which is where a test checks what was sent. The stand-in keeps a resource table as
+ * the host does and aborts the call (a trap, `sandbox.panic`) where the host would
+ * trap: a handle used after its drop, a parent dropped before its child, a write of
+ * more than 4096 bytes. Under SPINDLE_TEST_LEAKS a call that leaves a resource
+ * undropped fails as `test.undropped-resource`. Other raw wasi:http calls still abort
+ * with a line on stderr saying the local runner does not serve them.
  */
 #ifndef SPINDLE_TESTING_H
 #define SPINDLE_TESTING_H
@@ -121,6 +131,21 @@ typedef struct spindle_test_signal_wait {
     char *body; /* the signal consumed; NULL if it timed out */
 } spindle_test_signal_wait;
 
+/* One outbound request a call made, as the upstream would get it. */
+typedef struct spindle_test_http_call {
+    char *step; /* the call's step, or the hook's name */
+    uint32_t attempt;
+    char *method;
+    char *url; /* scheme://authority/path?query */
+    spindle_http_header *headers; /* as sent: secrets in place, names lower-case */
+    size_t header_count;
+    char *body; /* with a NUL after it */
+    size_t body_len;
+    unsigned body_writes; /* the blocking-write-and-flush calls the body took */
+    uint16_t status;      /* what the handler answered; 0 with an error */
+    char *error;          /* the error answered (spindle_http_error_name), or NULL */
+} spindle_test_http_call;
+
 typedef struct spindle_test_run {
     const char *state; /* "succeeded" or "failed" */
     bool succeeded;
@@ -140,6 +165,8 @@ typedef struct spindle_test_run {
     char *hook_code, *hook_message;
     char *stderr_text; /* everything the kind wrote to stderr, every call */
     cJSON *spec;       /* what describe said */
+    spindle_test_http_call *http_calls; /* every outbound request, in order */
+    size_t http_call_count;
 } spindle_test_run;
 
 /* How a child ended, as a child handler says. */
@@ -167,6 +194,34 @@ static inline spindle_test_child_outcome spindle_test_child_cancelled(void) {
     spindle_test_child_outcome outcome = {SPINDLE_CHILD_CANCELLED, NULL, NULL, NULL};
     return outcome;
 }
+
+/* An outbound request as the HTTP handler gets it: what the host would send, secrets
+ * in place. Valid while the handler runs. */
+typedef struct spindle_test_http_request {
+    const char *method;
+    const char *url; /* scheme://authority/path?query */
+    const char *scheme, *authority, *path;
+    const spindle_http_header *headers; /* names lower-case */
+    size_t header_count;
+    const char *body; /* body_len bytes and a NUL */
+    size_t body_len;
+} spindle_test_http_request;
+
+/* The handler's answer when it returns SPINDLE_HTTP_OK. It starts empty; what the
+ * pointers point to must outlive the handler's return (literals do), and is copied. */
+typedef struct spindle_test_http_reply {
+    uint16_t status; /* 0 is 200 */
+    const spindle_http_header *headers;
+    size_t header_count;
+    const char *body; /* NULL for none */
+    size_t body_len;  /* 0 with a body: strlen(body) */
+} spindle_test_http_reply;
+
+/* Answers one outbound request: fills `reply` and returns SPINDLE_HTTP_OK, or returns
+ * the error the request meets instead (SPINDLE_HTTP_DENIED, SPINDLE_HTTP_TIMEOUT, ...),
+ * which reaches the kind the way the host's would. */
+typedef spindle_http_error (*spindle_test_http_handler)(const spindle_test_http_request *request,
+                                                        spindle_test_http_reply *reply, void *data);
 
 /* ------------------------------------------------------------------------------------
  * Small helpers
@@ -402,6 +457,8 @@ static struct {
     void *child_data;
     spindle_test_heartbeat_handler heartbeat;
     void *heartbeat_data;
+    spindle_test_http_handler http;
+    void *http_data;
     spindle__t_signal *signals;
     size_t signal_count;
     size_t prior_cap;
@@ -431,6 +488,13 @@ static inline void spindle_test_set_child_handler(spindle_test_child_handler han
 static inline void spindle_test_set_heartbeat(spindle_test_heartbeat_handler handler, void *data) {
     spindle__t.heartbeat = handler;
     spindle__t.heartbeat_data = data;
+}
+
+/* Answers the kind's outbound requests (default: none, so each fails with
+ * SPINDLE_HTTP_OTHER and a line on the call's stderr). */
+static inline void spindle_test_set_http(spindle_test_http_handler handler, void *data) {
+    spindle__t.http = handler;
+    spindle__t.http_data = data;
 }
 
 /* Queues the signal `name` with `body` for the next run; waits take a name's signals in
@@ -501,6 +565,8 @@ int __lsan_do_recoverable_leak_check(void);
 #endif
 /* The exit status of a call that leaked under SPINDLE_TEST_LEAKS. */
 #define SPINDLE__T_LEAKED 86
+/* The exit status of a call that left wasi:http resources undropped, likewise. */
+#define SPINDLE__T_UNDROPPED 87
 
 /* Set in a call's process only. */
 static FILE *spindle__t_events;
@@ -601,7 +667,674 @@ void __wasm_import_spindle_job_config_hmac_sha256(uint8_t *name, size_t len, uin
     spindle__t_return_option(ret, mac, sizeof mac);
 }
 
-/* What the generated stubs for the world's other imports (wasi:http, ...) call. */
+/* ------------------------------------------------------------------------------------
+ * The stand-in host's wasi:http: the calls spindle_http_send makes, answered by the
+ * test's handler
+ *
+ * Handles index a resource table that only grows (a dropped handle stays dead). What
+ * the host traps on aborts the call with a line saying so. A request is answered when
+ * its response is first asked for, after spindle_http_send has written and finished the
+ * body; the first `get` of a future says "not ready" until a pollable of it was
+ * blocked on, so the waiting path runs as on a host. Return areas are written at the
+ * offsets the bindings read them from (job_kind.c).
+ * ---------------------------------------------------------------------------------- */
+
+enum {
+    SPINDLE__T_DROPPED,
+    SPINDLE__T_FIELDS,
+    SPINDLE__T_OUTGOING_REQUEST,
+    SPINDLE__T_OUTGOING_BODY,
+    SPINDLE__T_OUTPUT_STREAM,
+    SPINDLE__T_FUTURE_RESPONSE,
+    SPINDLE__T_POLLABLE,
+    SPINDLE__T_INCOMING_RESPONSE,
+    SPINDLE__T_INCOMING_BODY,
+    SPINDLE__T_INPUT_STREAM,
+    SPINDLE__T_FUTURE_TRAILERS,
+    SPINDLE__T_IO_ERROR,
+};
+
+static const char *const spindle__t_resource_names[] = {
+    "dropped resource", "fields",       "outgoing-request", "outgoing-body", "output-stream",   "future-incoming-response",
+    "pollable",         "incoming-response", "incoming-body", "input-stream", "future-trailers", "error",
+};
+
+/* wasi:http error-code cases the stand-in answers with. */
+enum {
+    SPINDLE__T_CONNECTION_REFUSED = 6,
+    SPINDLE__T_CONNECTION_TIMEOUT = 8,
+    SPINDLE__T_CONNECTION_LIMIT_REACHED = 11,
+    SPINDLE__T_HTTP_REQUEST_DENIED = 15,
+    SPINDLE__T_HTTP_REQUEST_BODY_SIZE = 17,
+    SPINDLE__T_HTTP_REQUEST_URI_INVALID = 19,
+    SPINDLE__T_HTTP_RESPONSE_BODY_SIZE = 28,
+    SPINDLE__T_HTTP_PROTOCOL_ERROR = 35,
+    SPINDLE__T_INTERNAL_ERROR = 38,
+};
+
+/* One request and its answer. */
+typedef struct spindle__t_exchange {
+    char *method, *scheme, *authority, *path; /* scheme and authority NULL until set */
+    spindle__t_pairs headers;                 /* as the kind set them */
+    char *body;
+    size_t body_len;
+    unsigned writes;
+    bool has_length; /* content-length given: the body must be that long */
+    uint64_t length;
+    bool aborted; /* the body was dropped unfinished */
+    int code;     /* the error code answered, or -1 */
+    const char *code_message; /* internal-error's text */
+    uint16_t status;
+    spindle__t_pairs reply_headers;
+    char *reply;
+    size_t reply_len;
+} spindle__t_exchange;
+
+typedef struct spindle__t_resource {
+    int type;       /* SPINDLE__T_DROPPED once dropped */
+    int32_t parent; /* a stream's body, a pollable's future: dropping it first traps */
+    size_t exchange;
+    spindle__t_pairs fields; /* fields */
+    bool immutable;          /* fields a response's headers came in */
+    bool taken;  /* a request's body, a body's stream, a response's body, a future's response */
+    bool ready;  /* a future a pollable was blocked on */
+    size_t read; /* an input stream's position */
+    int code;    /* an I/O error's error code */
+} spindle__t_resource;
+
+/* Set in a call's process only. */
+static spindle__t_resource *spindle__t_resources;
+static size_t spindle__t_resource_count;
+static spindle__t_exchange *spindle__t_exchanges;
+static size_t spindle__t_exchange_count;
+
+__attribute__((noreturn, format(printf, 1, 2))) static void spindle__t_trap(const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    fputs("spindle_testing: wasi:http: ", stderr);
+    vfprintf(stderr, fmt, args);
+    fputs(" (a trap on the host)\n", stderr);
+    va_end(args);
+    abort();
+}
+
+static int32_t spindle__t_new(int type, int32_t parent, size_t exchange) {
+    spindle__t_resource resource;
+    memset(&resource, 0, sizeof resource);
+    resource.type = type;
+    resource.parent = parent;
+    resource.exchange = exchange;
+    SPINDLE__T_PUSH(spindle__t_resources, spindle__t_resource_count, resource);
+    return (int32_t)spindle__t_resource_count;
+}
+
+/* The live resource `handle` of `type` (valid until the next spindle__t_new). */
+static spindle__t_resource *spindle__t_get(int32_t handle, int type) {
+    if (handle < 1 || (size_t)handle > spindle__t_resource_count || spindle__t_resources[handle - 1].type != type)
+        spindle__t_trap("handle %d is not a live %s", (int)handle, spindle__t_resource_names[type]);
+    return &spindle__t_resources[handle - 1];
+}
+
+static spindle__t_exchange *spindle__t_exchange_of(int32_t handle, int type) {
+    return &spindle__t_exchanges[spindle__t_get(handle, type)->exchange];
+}
+
+/* Drops `handle` as the host's table does: not while a child of it lives. */
+static void spindle__t_drop(int32_t handle, int type) {
+    spindle__t_resource *resource = spindle__t_get(handle, type);
+    for (size_t i = 0; i < spindle__t_resource_count; i++)
+        if (spindle__t_resources[i].type && spindle__t_resources[i].parent == handle)
+            spindle__t_trap("%s %d dropped while its %s %zu lives", spindle__t_resource_names[type], (int)handle,
+                            spindle__t_resource_names[spindle__t_resources[i].type], i + 1);
+    spindle__t_pairs_clear(&resource->fields);
+    resource->type = SPINDLE__T_DROPPED;
+}
+
+/* Writes the error-code case `tag` at `at`, where the bindings read one. */
+static void spindle__t_put_code(uint8_t *at, int tag, const char *message) {
+    at[0] = (uint8_t)tag;
+    at[8] = 0; /* the case's payload: an option, none */
+    if (tag == SPINDLE__T_INTERNAL_ERROR && message) {
+        job_kind_string_t text = spindle__t_wit_text(message, strlen(message));
+        at[8] = 1;
+        *(uint8_t **)(at + 8 + sizeof(void *)) = text.ptr;
+        *(size_t *)(at + 8 + 2 * sizeof(void *)) = text.len;
+    }
+}
+
+static void spindle__t_pairs_add(spindle__t_pairs *pairs, const char *name, size_t name_len, const char *value,
+                                 size_t value_len) {
+    spindle__t_pair pair = {spindle__t_dupn(name, name_len), spindle__t_dupn(value, value_len)};
+    for (char *c = pair.name; *c; c++)
+        if (*c >= 'A' && *c <= 'Z') *c = (char)(*c | 0x20);
+    SPINDLE__T_PUSH(pairs->items, pairs->count, pair);
+}
+
+static bool spindle__t_token(const uint8_t *text, size_t len) {
+    if (!len) return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((text[i] >= 'a' && text[i] <= 'z') || (text[i] >= 'A' && text[i] <= 'Z') ||
+              (text[i] >= '0' && text[i] <= '9') || (text[i] && strchr("!#$%&'*+-.^_`|~", text[i]))))
+            return false;
+    return true;
+}
+
+/* `value` with each secret's placeholder replaced by the secret, as the host does for
+ * an allowed request's headers. malloc'd. */
+static char *spindle__t_reveal(const char *value) {
+    char *text = spindle__t_dup(value);
+    for (size_t i = 0; i < spindle__t.secrets.count; i++) {
+        char placeholder[256];
+        snprintf(placeholder, sizeof placeholder, "{{spindle-secret:%s:local}}", spindle__t.secrets.items[i].name);
+        const char *secret = spindle__t.secrets.items[i].value;
+        size_t from = 0;
+        char *at;
+        while ((at = strstr(text + from, placeholder))) {
+            size_t before = (size_t)(at - text), after = strlen(at + strlen(placeholder));
+            char *next = (char *)spindle__xmalloc(before + strlen(secret) + after + 1);
+            memcpy(next, text, before);
+            memcpy(next + before, secret, strlen(secret));
+            memcpy(next + before + strlen(secret), at + strlen(placeholder), after + 1);
+            free(text);
+            text = next;
+            from = before + strlen(secret);
+        }
+    }
+    return text;
+}
+
+/* The request's URL as the host would put it together (scheme https unless set). malloc'd. */
+static char *spindle__t_url(const spindle__t_exchange *exchange) {
+    const char *scheme = exchange->scheme ? exchange->scheme : "https";
+    const char *authority = exchange->authority ? exchange->authority : "";
+    const char *path = exchange->path ? exchange->path : "/";
+    size_t size = strlen(scheme) + strlen(authority) + strlen(path) + 4;
+    char *url = (char *)spindle__xmalloc(size);
+    snprintf(url, size, "%s://%s%s", scheme, authority, path);
+    return url;
+}
+
+/* Records the exchange for the run (and the test): an "http" event. */
+static void spindle__t_http_record(const spindle__t_exchange *exchange, const char *url,
+                                   const spindle_http_header *headers, size_t count, const char *error) {
+    cJSON *call = cJSON_CreateObject();
+    cJSON_AddStringToObject(call, "method", exchange->method);
+    cJSON_AddStringToObject(call, "url", url);
+    cJSON *list = cJSON_AddArrayToObject(call, "headers");
+    for (size_t i = 0; i < count; i++) {
+        cJSON *pair = cJSON_CreateArray();
+        cJSON_AddItemToArray(pair, cJSON_CreateString(headers[i].name));
+        cJSON_AddItemToArray(pair, cJSON_CreateString(headers[i].value));
+        cJSON_AddItemToArray(list, pair);
+    }
+    cJSON_AddItemToObject(call, "body", spindle__t_hex((const uint8_t *)exchange->body, exchange->body_len));
+    cJSON_AddNumberToObject(call, "writes", exchange->writes);
+    cJSON_AddNumberToObject(call, "status", exchange->status);
+    if (error) cJSON_AddStringToObject(call, "error", error);
+    spindle__t_emit("http", call);
+}
+
+/* Asks the handler (once) and keeps its answer on the exchange. */
+static void spindle__t_answer(size_t index) {
+    spindle__t_exchange *exchange = &spindle__t_exchanges[index];
+    const char *scheme = exchange->scheme ? exchange->scheme : "https";
+    const char *authority = exchange->authority ? exchange->authority : "";
+    const char *path = exchange->path ? exchange->path : "/";
+    char *url = spindle__t_url(exchange);
+    size_t count = exchange->headers.count;
+    spindle_http_header *headers = (spindle_http_header *)spindle__xmalloc((count ? count : 1) * sizeof *headers);
+    for (size_t i = 0; i < count; i++) {
+        headers[i].name = exchange->headers.items[i].name;
+        headers[i].value = spindle__t_reveal(exchange->headers.items[i].value);
+    }
+    spindle_http_error err;
+    if (exchange->aborted) {
+        /* The host's request fails under a body the guest gave up on. */
+        err = SPINDLE_HTTP_OTHER;
+        exchange->code = SPINDLE__T_HTTP_PROTOCOL_ERROR;
+    } else {
+        spindle_test_http_request request = {exchange->method, url, scheme, authority, path, headers, count,
+                                             exchange->body ? exchange->body : "", exchange->body_len};
+        spindle_test_http_reply reply;
+        memset(&reply, 0, sizeof reply);
+        err = spindle__t.http(&request, &reply, spindle__t.http_data);
+        static const int codes[] = {-1,
+                                    SPINDLE__T_HTTP_REQUEST_DENIED,
+                                    SPINDLE__T_HTTP_REQUEST_URI_INVALID,
+                                    SPINDLE__T_CONNECTION_TIMEOUT,
+                                    SPINDLE__T_HTTP_RESPONSE_BODY_SIZE,
+                                    SPINDLE__T_CONNECTION_LIMIT_REACHED,
+                                    SPINDLE__T_CONNECTION_REFUSED,
+                                    SPINDLE__T_INTERNAL_ERROR};
+        if ((unsigned)err >= sizeof codes / sizeof *codes) err = SPINDLE_HTTP_OTHER;
+        exchange->code = codes[err];
+        exchange->code_message = "the test's handler answered SPINDLE_HTTP_OTHER";
+        if (!err) {
+            exchange->status = reply.status ? reply.status : 200;
+            for (size_t i = 0; i < reply.header_count; i++) {
+                const spindle_http_header *header = &reply.headers[i];
+                const char *value = header->value ? header->value : "";
+                spindle__t_pairs_add(&exchange->reply_headers, header->name, strlen(header->name), value,
+                                     strlen(value));
+            }
+            exchange->reply_len = reply.body ? (reply.body_len ? reply.body_len : strlen(reply.body)) : 0;
+            exchange->reply = spindle__t_dupn(reply.body ? reply.body : "", exchange->reply_len);
+        }
+    }
+    spindle__t_http_record(exchange, url, headers, count, err ? spindle_http_error_name(err) : NULL);
+    for (size_t i = 0; i < count; i++) free((char *)headers[i].value);
+    free(headers);
+    free(url);
+}
+
+/* Whether the call left resources undropped (said on stderr). */
+static bool spindle__t_undropped(void) {
+    bool any = false;
+    for (size_t i = 0; i < spindle__t_resource_count; i++) {
+        if (!spindle__t_resources[i].type) continue;
+        fprintf(stderr, "%s %s %zu", any ? "," : "spindle_testing: the call left wasi:http resources undropped:",
+                spindle__t_resource_names[spindle__t_resources[i].type], i + 1);
+        any = true;
+    }
+    if (any) fputc('\n', stderr);
+    return any;
+}
+
+/* fields */
+
+int32_t __wasm_import_wasi_http_types_constructor_fields(void);
+int32_t __wasm_import_wasi_http_types_constructor_fields(void) {
+    return spindle__t_new(SPINDLE__T_FIELDS, 0, 0);
+}
+
+void __wasm_import_wasi_http_types_method_fields_append(int32_t self, uint8_t *name, size_t name_len, uint8_t *value,
+                                                        size_t value_len, uint8_t *ret);
+void __wasm_import_wasi_http_types_method_fields_append(int32_t self, uint8_t *name, size_t name_len, uint8_t *value,
+                                                        size_t value_len, uint8_t *ret) {
+    /* What the host refuses a guest (wasmtime-wasi-http's DEFAULT_FORBIDDEN_HEADERS). */
+    static const char *const forbidden[] = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
+                                            "proxy-connection", "transfer-encoding", "upgrade", "host",
+                                            "http2-settings"};
+    spindle__t_resource *fields = spindle__t_get(self, SPINDLE__T_FIELDS);
+    int problem = -1;
+    if (fields->immutable) problem = WASI_HTTP_TYPES_HEADER_ERROR_IMMUTABLE;
+    else if (!spindle__t_token(name, name_len)) problem = WASI_HTTP_TYPES_HEADER_ERROR_INVALID_SYNTAX;
+    for (size_t i = 0; problem < 0 && i < sizeof forbidden / sizeof *forbidden; i++)
+        if (spindle__http_same_name((const char *)name, name_len, forbidden[i]))
+            problem = WASI_HTTP_TYPES_HEADER_ERROR_FORBIDDEN;
+    for (size_t i = 0; problem < 0 && i < value_len; i++)
+        if ((value[i] < ' ' && value[i] != '\t') || value[i] == 0x7f) problem = WASI_HTTP_TYPES_HEADER_ERROR_INVALID_SYNTAX;
+    ret[0] = problem >= 0;
+    ret[1] = (uint8_t)(problem >= 0 ? problem : 0);
+    if (problem < 0) spindle__t_pairs_add(&fields->fields, (const char *)name, name_len, (const char *)value, value_len);
+}
+
+void __wasm_import_wasi_http_types_method_fields_entries(int32_t self, uint8_t *ret);
+void __wasm_import_wasi_http_types_method_fields_entries(int32_t self, uint8_t *ret) {
+    const spindle__t_pairs *fields = &spindle__t_get(self, SPINDLE__T_FIELDS)->fields;
+    wasi_http_types_tuple2_field_name_field_value_t *list =
+        fields->count ? (wasi_http_types_tuple2_field_name_field_value_t *)spindle__xmalloc(fields->count * sizeof *list)
+                      : NULL;
+    for (size_t i = 0; i < fields->count; i++) {
+        const spindle__t_pair *pair = &fields->items[i];
+        job_kind_string_t value = spindle__t_wit_text(pair->value, strlen(pair->value));
+        list[i].f0 = spindle__t_wit_text(pair->name, strlen(pair->name));
+        list[i].f1.ptr = value.ptr;
+        list[i].f1.len = value.len;
+    }
+    *(uint8_t **)ret = (uint8_t *)list;
+    *(size_t *)(ret + sizeof(void *)) = fields->count;
+}
+
+void __wasm_import_wasi_http_types_fields_drop(int32_t handle);
+void __wasm_import_wasi_http_types_fields_drop(int32_t handle) {
+    spindle__t_drop(handle, SPINDLE__T_FIELDS);
+}
+
+/* outgoing-request */
+
+int32_t __wasm_import_wasi_http_types_constructor_outgoing_request(int32_t headers);
+int32_t __wasm_import_wasi_http_types_constructor_outgoing_request(int32_t headers) {
+    spindle__t_exchange exchange;
+    memset(&exchange, 0, sizeof exchange);
+    exchange.method = spindle__t_dup("GET");
+    exchange.code = -1;
+    spindle__t_resource *fields = spindle__t_get(headers, SPINDLE__T_FIELDS);
+    exchange.headers = fields->fields; /* the request takes the fields over */
+    memset(&fields->fields, 0, sizeof fields->fields);
+    spindle__t_drop(headers, SPINDLE__T_FIELDS);
+    SPINDLE__T_PUSH(spindle__t_exchanges, spindle__t_exchange_count, exchange);
+    return spindle__t_new(SPINDLE__T_OUTGOING_REQUEST, 0, spindle__t_exchange_count - 1);
+}
+
+int32_t __wasm_import_wasi_http_types_method_outgoing_request_set_method(int32_t self, int32_t tag, uint8_t *other,
+                                                                         size_t len);
+int32_t __wasm_import_wasi_http_types_method_outgoing_request_set_method(int32_t self, int32_t tag, uint8_t *other,
+                                                                         size_t len) {
+    static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+    spindle__t_exchange *exchange = spindle__t_exchange_of(self, SPINDLE__T_OUTGOING_REQUEST);
+    if (tag < 0 || tag > WASI_HTTP_TYPES_METHOD_OTHER) spindle__t_trap("no method case %d", (int)tag);
+    if (tag == WASI_HTTP_TYPES_METHOD_OTHER && !spindle__t_token(other, len)) return 1;
+    free(exchange->method);
+    exchange->method = tag == WASI_HTTP_TYPES_METHOD_OTHER ? spindle__t_dupn(other, len) : spindle__t_dup(methods[tag]);
+    return 0;
+}
+
+int32_t __wasm_import_wasi_http_types_method_outgoing_request_set_scheme(int32_t self, int32_t is_some, int32_t tag,
+                                                                         uint8_t *other, size_t len);
+int32_t __wasm_import_wasi_http_types_method_outgoing_request_set_scheme(int32_t self, int32_t is_some, int32_t tag,
+                                                                         uint8_t *other, size_t len) {
+    spindle__t_exchange *exchange = spindle__t_exchange_of(self, SPINDLE__T_OUTGOING_REQUEST);
+    if (is_some && tag == WASI_HTTP_TYPES_SCHEME_OTHER && !spindle__t_token(other, len)) return 1;
+    free(exchange->scheme);
+    exchange->scheme = !is_some                               ? NULL
+                       : tag == WASI_HTTP_TYPES_SCHEME_HTTP  ? spindle__t_dup("http")
+                       : tag == WASI_HTTP_TYPES_SCHEME_HTTPS ? spindle__t_dup("https")
+                                                             : spindle__t_dupn(other, len);
+    return 0;
+}
+
+/* Text a URI part may hold: no whitespace or control characters, none of `stop`. */
+static bool spindle__t_uri_part(const uint8_t *text, size_t len, const char *stop) {
+    for (size_t i = 0; i < len; i++)
+        if (text[i] <= ' ' || text[i] == 0x7f || strchr(stop, text[i])) return false;
+    return true;
+}
+
+int32_t __wasm_import_wasi_http_types_method_outgoing_request_set_authority(int32_t self, int32_t is_some,
+                                                                            uint8_t *text, size_t len);
+int32_t __wasm_import_wasi_http_types_method_outgoing_request_set_authority(int32_t self, int32_t is_some,
+                                                                            uint8_t *text, size_t len) {
+    spindle__t_exchange *exchange = spindle__t_exchange_of(self, SPINDLE__T_OUTGOING_REQUEST);
+    if (is_some && (!len || !spindle__t_uri_part(text, len, "/?#"))) return 1;
+    free(exchange->authority);
+    exchange->authority = is_some ? spindle__t_dupn(text, len) : NULL;
+    return 0;
+}
+
+int32_t __wasm_import_wasi_http_types_method_outgoing_request_set_path_with_query(int32_t self, int32_t is_some,
+                                                                                  uint8_t *text, size_t len);
+int32_t __wasm_import_wasi_http_types_method_outgoing_request_set_path_with_query(int32_t self, int32_t is_some,
+                                                                                  uint8_t *text, size_t len) {
+    spindle__t_exchange *exchange = spindle__t_exchange_of(self, SPINDLE__T_OUTGOING_REQUEST);
+    if (is_some && (!len || text[0] != '/' || !spindle__t_uri_part(text, len, "#"))) return 1;
+    free(exchange->path);
+    exchange->path = is_some ? spindle__t_dupn(text, len) : NULL;
+    return 0;
+}
+
+void __wasm_import_wasi_http_types_method_outgoing_request_body(int32_t self, uint8_t *ret);
+void __wasm_import_wasi_http_types_method_outgoing_request_body(int32_t self, uint8_t *ret) {
+    spindle__t_resource *request = spindle__t_get(self, SPINDLE__T_OUTGOING_REQUEST);
+    ret[0] = request->taken;
+    if (request->taken) return;
+    request->taken = true;
+    *(int32_t *)(ret + 4) = spindle__t_new(SPINDLE__T_OUTGOING_BODY, 0, request->exchange);
+}
+
+void __wasm_import_wasi_http_types_outgoing_request_drop(int32_t handle);
+void __wasm_import_wasi_http_types_outgoing_request_drop(int32_t handle) {
+    spindle__t_drop(handle, SPINDLE__T_OUTGOING_REQUEST);
+}
+
+/* outgoing-handler */
+
+void __wasm_import_wasi_http_outgoing_handler_handle(int32_t request, int32_t has_options, int32_t options,
+                                                     uint8_t *ret);
+void __wasm_import_wasi_http_outgoing_handler_handle(int32_t request, int32_t has_options, int32_t options,
+                                                     uint8_t *ret) {
+    (void)options;
+    if (has_options) spindle__t_trap("request options are not served by the local runner");
+    size_t index = spindle__t_get(request, SPINDLE__T_OUTGOING_REQUEST)->exchange;
+    spindle__t_drop(request, SPINDLE__T_OUTGOING_REQUEST); /* handle takes it over */
+    spindle__t_exchange *exchange = &spindle__t_exchanges[index];
+    for (size_t i = 0; i < exchange->headers.count; i++) {
+        if (strcmp(exchange->headers.items[i].name, "content-length") != 0) continue;
+        char *end;
+        exchange->length = strtoull(exchange->headers.items[i].value, &end, 10);
+        exchange->has_length = *exchange->headers.items[i].value && !*end;
+    }
+    memset(ret, 0, 24 + 4 * sizeof(void *));
+    if (!exchange->authority) {
+        ret[0] = 1;
+        spindle__t_put_code(ret + 8, SPINDLE__T_HTTP_REQUEST_URI_INVALID, NULL);
+        return;
+    }
+    if (!spindle__t.http) { /* recorded as asked for, before any body */
+        char *url = spindle__t_url(exchange);
+        fprintf(stderr, "spindle_testing: no HTTP handler answers %s %s (set one with spindle_test_set_http)\n",
+                exchange->method, url);
+        spindle__t_http_record(exchange, url, NULL, 0, "other");
+        free(url);
+        ret[0] = 1;
+        spindle__t_put_code(ret + 8, SPINDLE__T_INTERNAL_ERROR, "no HTTP handler in the local runner");
+        return;
+    }
+    *(int32_t *)(ret + 8) = spindle__t_new(SPINDLE__T_FUTURE_RESPONSE, 0, index);
+}
+
+/* outgoing-body and its output-stream */
+
+void __wasm_import_wasi_http_types_method_outgoing_body_write(int32_t self, uint8_t *ret);
+void __wasm_import_wasi_http_types_method_outgoing_body_write(int32_t self, uint8_t *ret) {
+    spindle__t_resource *body = spindle__t_get(self, SPINDLE__T_OUTGOING_BODY);
+    ret[0] = body->taken;
+    if (body->taken) return;
+    body->taken = true;
+    *(int32_t *)(ret + 4) = spindle__t_new(SPINDLE__T_OUTPUT_STREAM, self, body->exchange);
+}
+
+void __wasm_import_wasi_io_streams_method_output_stream_blocking_write_and_flush(int32_t self, uint8_t *bytes,
+                                                                                 size_t len, uint8_t *ret);
+void __wasm_import_wasi_io_streams_method_output_stream_blocking_write_and_flush(int32_t self, uint8_t *bytes,
+                                                                                 size_t len, uint8_t *ret) {
+    size_t index = spindle__t_get(self, SPINDLE__T_OUTPUT_STREAM)->exchange;
+    spindle__t_exchange *exchange = &spindle__t_exchanges[index];
+    if (len > 4096) spindle__t_trap("blocking-write-and-flush was given %zu bytes; it takes at most 4096", len);
+    memset(ret, 0, 12);
+    if (exchange->has_length && exchange->body_len + len > exchange->length) {
+        int32_t error = spindle__t_new(SPINDLE__T_IO_ERROR, 0, index);
+        spindle__t_resources[error - 1].code = SPINDLE__T_HTTP_REQUEST_BODY_SIZE;
+        ret[0] = 1;
+        ret[4] = WASI_IO_STREAMS_STREAM_ERROR_LAST_OPERATION_FAILED;
+        *(int32_t *)(ret + 8) = error;
+        return;
+    }
+    exchange->body = (char *)realloc(exchange->body, exchange->body_len + len + 1);
+    if (!exchange->body) abort();
+    if (len) memcpy(exchange->body + exchange->body_len, bytes, len);
+    exchange->body_len += len;
+    exchange->body[exchange->body_len] = '\0';
+    exchange->writes++;
+}
+
+void __wasm_import_wasi_io_streams_output_stream_drop(int32_t handle);
+void __wasm_import_wasi_io_streams_output_stream_drop(int32_t handle) {
+    spindle__t_drop(handle, SPINDLE__T_OUTPUT_STREAM);
+}
+
+void __wasm_import_wasi_http_types_static_outgoing_body_finish(int32_t self, int32_t has_trailers, int32_t trailers,
+                                                               uint8_t *ret);
+void __wasm_import_wasi_http_types_static_outgoing_body_finish(int32_t self, int32_t has_trailers, int32_t trailers,
+                                                               uint8_t *ret) {
+    spindle__t_exchange *exchange = spindle__t_exchange_of(self, SPINDLE__T_OUTGOING_BODY);
+    spindle__t_drop(self, SPINDLE__T_OUTGOING_BODY); /* traps while its stream lives */
+    if (has_trailers) spindle__t_drop(trailers, SPINDLE__T_FIELDS);
+    memset(ret, 0, 24 + 4 * sizeof(void *));
+    if (exchange->has_length && exchange->body_len != exchange->length) {
+        ret[0] = 1;
+        spindle__t_put_code(ret + 8, SPINDLE__T_HTTP_REQUEST_BODY_SIZE, NULL);
+    }
+}
+
+void __wasm_import_wasi_http_types_outgoing_body_drop(int32_t handle);
+void __wasm_import_wasi_http_types_outgoing_body_drop(int32_t handle) {
+    spindle__t_exchange_of(handle, SPINDLE__T_OUTGOING_BODY)->aborted = true;
+    spindle__t_drop(handle, SPINDLE__T_OUTGOING_BODY);
+}
+
+/* future-incoming-response and pollables */
+
+int32_t __wasm_import_wasi_http_types_method_future_incoming_response_subscribe(int32_t self);
+int32_t __wasm_import_wasi_http_types_method_future_incoming_response_subscribe(int32_t self) {
+    size_t index = spindle__t_get(self, SPINDLE__T_FUTURE_RESPONSE)->exchange;
+    return spindle__t_new(SPINDLE__T_POLLABLE, self, index);
+}
+
+void __wasm_import_wasi_io_poll_method_pollable_block(int32_t self);
+void __wasm_import_wasi_io_poll_method_pollable_block(int32_t self) {
+    int32_t parent = spindle__t_get(self, SPINDLE__T_POLLABLE)->parent;
+    spindle__t_resources[parent - 1].ready = true; /* the answer is there at once */
+}
+
+int32_t __wasm_import_wasi_io_poll_method_pollable_ready(int32_t self);
+int32_t __wasm_import_wasi_io_poll_method_pollable_ready(int32_t self) {
+    __wasm_import_wasi_io_poll_method_pollable_block(self);
+    return 1;
+}
+
+void __wasm_import_wasi_io_poll_pollable_drop(int32_t handle);
+void __wasm_import_wasi_io_poll_pollable_drop(int32_t handle) {
+    spindle__t_drop(handle, SPINDLE__T_POLLABLE);
+}
+
+void __wasm_import_wasi_http_types_method_future_incoming_response_get(int32_t self, uint8_t *ret);
+void __wasm_import_wasi_http_types_method_future_incoming_response_get(int32_t self, uint8_t *ret) {
+    spindle__t_resource *future = spindle__t_get(self, SPINDLE__T_FUTURE_RESPONSE);
+    memset(ret, 0, 40 + 4 * sizeof(void *));
+    if (!future->ready) return; /* none yet: wait on it first */
+    ret[0] = 1;
+    if (future->taken) {
+        ret[8] = 1; /* the response was already taken */
+        return;
+    }
+    future->taken = true;
+    size_t index = future->exchange;
+    spindle__t_answer(index);
+    const spindle__t_exchange *exchange = &spindle__t_exchanges[index];
+    if (exchange->code >= 0) {
+        ret[16] = 1;
+        spindle__t_put_code(ret + 24, exchange->code, exchange->code_message);
+        return;
+    }
+    *(int32_t *)(ret + 24) = spindle__t_new(SPINDLE__T_INCOMING_RESPONSE, 0, index);
+}
+
+void __wasm_import_wasi_http_types_future_incoming_response_drop(int32_t handle);
+void __wasm_import_wasi_http_types_future_incoming_response_drop(int32_t handle) {
+    spindle__t_drop(handle, SPINDLE__T_FUTURE_RESPONSE);
+}
+
+/* incoming-response, incoming-body and its input-stream */
+
+int32_t __wasm_import_wasi_http_types_method_incoming_response_status(int32_t self);
+int32_t __wasm_import_wasi_http_types_method_incoming_response_status(int32_t self) {
+    return spindle__t_exchange_of(self, SPINDLE__T_INCOMING_RESPONSE)->status;
+}
+
+int32_t __wasm_import_wasi_http_types_method_incoming_response_headers(int32_t self);
+int32_t __wasm_import_wasi_http_types_method_incoming_response_headers(int32_t self) {
+    size_t index = spindle__t_get(self, SPINDLE__T_INCOMING_RESPONSE)->exchange;
+    int32_t handle = spindle__t_new(SPINDLE__T_FIELDS, 0, index);
+    spindle__t_resource *fields = &spindle__t_resources[handle - 1];
+    const spindle__t_pairs *reply = &spindle__t_exchanges[index].reply_headers;
+    for (size_t i = 0; i < reply->count; i++)
+        spindle__t_pairs_add(&fields->fields, reply->items[i].name, strlen(reply->items[i].name),
+                             reply->items[i].value, strlen(reply->items[i].value));
+    fields->immutable = true;
+    return handle;
+}
+
+void __wasm_import_wasi_http_types_method_incoming_response_consume(int32_t self, uint8_t *ret);
+void __wasm_import_wasi_http_types_method_incoming_response_consume(int32_t self, uint8_t *ret) {
+    spindle__t_resource *response = spindle__t_get(self, SPINDLE__T_INCOMING_RESPONSE);
+    ret[0] = response->taken;
+    if (response->taken) return;
+    response->taken = true;
+    *(int32_t *)(ret + 4) = spindle__t_new(SPINDLE__T_INCOMING_BODY, 0, response->exchange);
+}
+
+void __wasm_import_wasi_http_types_incoming_response_drop(int32_t handle);
+void __wasm_import_wasi_http_types_incoming_response_drop(int32_t handle) {
+    spindle__t_drop(handle, SPINDLE__T_INCOMING_RESPONSE);
+}
+
+void __wasm_import_wasi_http_types_method_incoming_body_stream(int32_t self, uint8_t *ret);
+void __wasm_import_wasi_http_types_method_incoming_body_stream(int32_t self, uint8_t *ret) {
+    spindle__t_resource *body = spindle__t_get(self, SPINDLE__T_INCOMING_BODY);
+    ret[0] = body->taken;
+    if (body->taken) return;
+    body->taken = true;
+    *(int32_t *)(ret + 4) = spindle__t_new(SPINDLE__T_INPUT_STREAM, self, body->exchange);
+}
+
+void __wasm_import_wasi_io_streams_method_input_stream_blocking_read(int32_t self, int64_t len, uint8_t *ret);
+void __wasm_import_wasi_io_streams_method_input_stream_blocking_read(int32_t self, int64_t len, uint8_t *ret) {
+    spindle__t_resource *stream = spindle__t_get(self, SPINDLE__T_INPUT_STREAM);
+    const spindle__t_exchange *exchange = &spindle__t_exchanges[stream->exchange];
+    memset(ret, 0, 3 * sizeof(void *));
+    size_t left = exchange->reply_len - stream->read;
+    if (!left) {
+        ret[0] = 1;
+        ret[sizeof(void *)] = WASI_IO_STREAMS_STREAM_ERROR_CLOSED;
+        return;
+    }
+    /* In pieces, as a network delivers a body. */
+    size_t n = left < 8192 ? left : 8192;
+    if ((uint64_t)len < n) n = (size_t)len;
+    job_kind_string_t piece = spindle__t_wit_text(exchange->reply + stream->read, n);
+    stream->read += n;
+    *(uint8_t **)(ret + sizeof(void *)) = piece.ptr;
+    *(size_t *)(ret + 2 * sizeof(void *)) = piece.len;
+}
+
+void __wasm_import_wasi_io_streams_input_stream_drop(int32_t handle);
+void __wasm_import_wasi_io_streams_input_stream_drop(int32_t handle) {
+    spindle__t_drop(handle, SPINDLE__T_INPUT_STREAM);
+}
+
+int32_t __wasm_import_wasi_http_types_static_incoming_body_finish(int32_t self);
+int32_t __wasm_import_wasi_http_types_static_incoming_body_finish(int32_t self) {
+    spindle__t_drop(self, SPINDLE__T_INCOMING_BODY); /* traps while its stream lives */
+    return spindle__t_new(SPINDLE__T_FUTURE_TRAILERS, 0, 0);
+}
+
+void __wasm_import_wasi_http_types_incoming_body_drop(int32_t handle);
+void __wasm_import_wasi_http_types_incoming_body_drop(int32_t handle) {
+    spindle__t_drop(handle, SPINDLE__T_INCOMING_BODY);
+}
+
+void __wasm_import_wasi_http_types_future_trailers_drop(int32_t handle);
+void __wasm_import_wasi_http_types_future_trailers_drop(int32_t handle) {
+    spindle__t_drop(handle, SPINDLE__T_FUTURE_TRAILERS);
+}
+
+/* I/O errors */
+
+void __wasm_import_wasi_http_types_http_error_code(int32_t error, uint8_t *ret);
+void __wasm_import_wasi_http_types_http_error_code(int32_t error, uint8_t *ret) {
+    int code = spindle__t_get(error, SPINDLE__T_IO_ERROR)->code;
+    memset(ret, 0, 24 + 4 * sizeof(void *));
+    ret[0] = 1;
+    spindle__t_put_code(ret + 8, code, NULL);
+}
+
+void __wasm_import_wasi_io_error_method_error_to_debug_string(int32_t self, uint8_t *ret);
+void __wasm_import_wasi_io_error_method_error_to_debug_string(int32_t self, uint8_t *ret) {
+    char text[64];
+    snprintf(text, sizeof text, "wasi:http error code %d", spindle__t_get(self, SPINDLE__T_IO_ERROR)->code);
+    job_kind_string_t string = spindle__t_wit_text(text, strlen(text));
+    *(uint8_t **)ret = string.ptr;
+    *(size_t *)(ret + sizeof(void *)) = string.len;
+}
+
+void __wasm_import_wasi_io_error_error_drop(int32_t handle);
+void __wasm_import_wasi_io_error_error_drop(int32_t handle) {
+    spindle__t_drop(handle, SPINDLE__T_IO_ERROR);
+}
+
+/* What the generated stubs for the world's other imports (the rest of wasi:http, ...)
+ * call. */
 __attribute__((noreturn)) void spindle__test_unavailable(const char *import);
 __attribute__((noreturn)) void spindle__test_unavailable(const char *import) {
     fprintf(stderr, "spindle_testing: the local runner does not serve the import %s\n", import);
@@ -854,6 +1587,30 @@ static void spindle__t_append(char **text, const char *more) {
     memcpy(*text + had, more, add + 1);
 }
 
+/* Records an "http" event of a call on the run. */
+static void spindle__t_read_http(spindle_test_run *run, const cJSON *http, const char *context, uint32_t attempt) {
+    spindle_test_http_call call;
+    memset(&call, 0, sizeof call);
+    call.step = spindle__t_dup(context);
+    call.attempt = attempt;
+    call.method = spindle__t_field(http, "method");
+    call.url = spindle__t_field(http, "url");
+    const cJSON *headers = cJSON_GetObjectItemCaseSensitive(http, "headers"), *pair;
+    call.headers = (spindle_http_header *)spindle__xmalloc(((size_t)cJSON_GetArraySize(headers) + 1) * sizeof *call.headers);
+    cJSON_ArrayForEach(pair, headers) {
+        spindle_http_header header = {spindle__t_dup(cJSON_GetStringValue(cJSON_GetArrayItem(pair, 0))),
+                                      spindle__t_dup(cJSON_GetStringValue(cJSON_GetArrayItem(pair, 1)))};
+        call.headers[call.header_count++] = header;
+    }
+    char *hex = spindle__t_field(http, "body");
+    call.body = spindle__t_unhex(hex, &call.body_len);
+    free(hex);
+    call.body_writes = (unsigned)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(http, "writes"));
+    call.status = (uint16_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(http, "status"));
+    call.error = spindle__t_field(http, "error");
+    SPINDLE__T_PUSH(run->http_calls, run->http_call_count, call);
+}
+
 /* Runs one call in a forked process, as a fresh instance; records its log lines on the
  * run. Returns the call's JSON result, or a fault `{"type":"fault",...}` if it trapped. */
 static cJSON *spindle__t_invoke(spindle_test_run *run, const spindle__t_request *request, char **stderr_text,
@@ -876,6 +1633,10 @@ static cJSON *spindle__t_invoke(spindle_test_run *run, const spindle__t_request 
         spindle__t_beats = 0;
         cJSON *result = spindle__t_perform(request);
         spindle__t_emit("result", result);
+        if (getenv("SPINDLE_TEST_LEAKS") && spindle__t_undropped()) {
+            fflush(NULL);
+            _exit(SPINDLE__T_UNDROPPED);
+        }
         fflush(NULL);
 #if SPINDLE__T_LSAN
         /* What the call left allocated once the bindings freed its outcome: the SDK must
@@ -904,6 +1665,8 @@ static cJSON *spindle__t_invoke(spindle_test_run *run, const spindle__t_request 
                                       (spindle_log_level)cJSON_GetObjectItemCaseSensitive(log, "level")->valueint,
                                       spindle__t_field(log, "message")};
             SPINDLE__T_PUSH(run->logs, run->log_count, entry);
+        } else if (cJSON_GetObjectItemCaseSensitive(event, "http")) {
+            spindle__t_read_http(run, cJSON_GetObjectItemCaseSensitive(event, "http"), context, request->attempt);
         } else if (cJSON_GetObjectItemCaseSensitive(event, "heartbeat")) {
             if (heartbeats) (*heartbeats)++;
         } else if (cJSON_GetObjectItemCaseSensitive(event, "result")) {
@@ -920,6 +1683,13 @@ static cJSON *spindle__t_invoke(spindle_test_run *run, const spindle__t_request 
         fprintf(stderr, "spindle_testing: a sanitizer reported on a call of %s:\n%s", context, *stderr_text);
     if (result && WIFEXITED(status) && WEXITSTATUS(status) == 0) return result;
     cJSON_Delete(result);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == SPINDLE__T_UNDROPPED) {
+        cJSON *undropped = cJSON_CreateObject();
+        cJSON_AddStringToObject(undropped, "type", "fault");
+        cJSON_AddStringToObject(undropped, "code", "test.undropped-resource");
+        cJSON_AddStringToObject(undropped, "message", "the call left wasi:http resources undropped (SPINDLE_TEST_LEAKS)");
+        return undropped;
+    }
     if (WIFEXITED(status) && WEXITSTATUS(status) == SPINDLE__T_LEAKED) {
         cJSON *leak = cJSON_CreateObject();
         cJSON_AddStringToObject(leak, "type", "fault");
@@ -1293,6 +2063,15 @@ static inline size_t spindle_test_calls_of(const spindle_test_run *run, const ch
     return count;
 }
 
+/* The first value of header `name` (ASCII case-insensitive) a recorded request was sent
+ * with, or NULL. */
+static inline const char *spindle_test_http_header(const spindle_test_http_call *call, const char *name) {
+    for (size_t i = 0; i < call->header_count; i++)
+        if (spindle__http_same_name(call->headers[i].name, strlen(call->headers[i].name), name))
+            return call->headers[i].value;
+    return NULL;
+}
+
 static inline void spindle_test_run_free(spindle_test_run *run) {
     if (!run) return;
     for (size_t i = 0; i < run->call_count; i++) {
@@ -1312,6 +2091,13 @@ static inline void spindle_test_run_free(spindle_test_run *run) {
         spindle_test_signal_wait *wait = &run->signal_waits[i];
         free(wait->step), free(wait->name), free(wait->body);
     }
+    for (size_t i = 0; i < run->http_call_count; i++) {
+        spindle_test_http_call *call = &run->http_calls[i];
+        for (size_t h = 0; h < call->header_count; h++)
+            free((char *)call->headers[h].name), free((char *)call->headers[h].value);
+        free(call->step), free(call->method), free(call->url), free(call->headers), free(call->body), free(call->error);
+    }
+    free(run->http_calls);
     free(run->calls), free(run->outputs), free(run->logs), free(run->children), free(run->signal_waits);
     free(run->failure_step), free(run->failure_code), free(run->failure_message);
     free(run->hook_code), free(run->hook_message), free(run->stderr_text);

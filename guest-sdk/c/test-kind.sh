@@ -34,7 +34,8 @@ trap 'rm -rf "$work"' EXIT
     || { cat "$work/bindgen.log" >&2; exit 1; }
 
 # The world's other imports (wasi:http and what it uses), as weak stubs that say what
-# the local runner lacks; the spindle ones are defined by spindle_testing.h.
+# the local runner lacks; spindle_testing.h defines the spindle ones and the wasi:http
+# calls spindle_http_send makes, which take the stubs' place.
 awk '
     BEGIN { print "#include <stdint.h>\n#include <stddef.h>\n#include <stdbool.h>"
             print "__attribute__((noreturn)) void spindle__test_unavailable(const char *import);" }
