@@ -5,7 +5,7 @@
 # holds the kind as a package-level *guest.Kind (KIND_VAR, default `Kind`). The recipe:
 #   1. `spindle guest bindgen --lang go`: wit-bindgen's Go bindings, a module
 #      `wit_component` with a local copy of go.bytecodealliance.org/pkg;
-#   2. the SDK's adapter (component/adapter.go) and a one-line kind.go go into its
+#   2. the SDK's adapter (component/*.go) and a one-line kind.go go into its
 #      `export_spindle_job_kind` package; go.mod points the SDK and the kind at their
 #      directories (no module proxy is needed or asked);
 #   3. `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared`: a reactor core module;
@@ -48,7 +48,7 @@ package=${KIND_PKG:-$module}
 
 export_dir="$work/bindings/export_spindle_job_kind"
 mkdir -p "$export_dir"
-cp "$sdk/component/adapter.go" "$export_dir/adapter.go"
+cp "$sdk"/component/*.go "$export_dir/"
 cat >"$export_dir/kind.go" <<EOF
 //go:build wasip1
 

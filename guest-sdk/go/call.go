@@ -39,8 +39,12 @@ type Call struct {
 func newCall(h Host, in StepInput) *Call { return &Call{in: in, host: h} }
 
 // NewCall is a call of a step with input in against host h, for testing one step
-// function directly (guesttest.NewCall builds both for you).
-func NewCall(h Host, in StepInput) *Call { return newCall(h, in) }
+// function directly (guesttest.NewCall builds both for you). It binds h as the host
+// outbound HTTP goes through, and h stays bound (see [CurrentHost]).
+func NewCall(h Host, in StepInput) *Call {
+	bind(h)
+	return newCall(h, in)
+}
 
 // JobID is the job's id (a UUID in text form).
 func (c *Call) JobID() string { return c.in.JobID }

@@ -27,8 +27,13 @@
 // with `<type>: <message>`, its detail (a panic's stack) on stderr, which the host keeps
 // in the failed attempt's record.
 //
+// Outbound HTTP is net/http's: importing spindle.dev/guest/wasihttp makes its transport,
+// which sends through the host's `wasi:http`, net/http's default; a request that gets
+// no response fails with an [*HTTPError].
+//
 // Nothing here needs WebAssembly: `go test` runs a kind natively, and the guesttest
-// package drives whole jobs the way the host would. The component's adapter
-// (component/adapter.go, built only for wasip1) is the one file that touches the
-// generated bindings; build-kind.sh assembles it with the kind into a component.
+// package drives whole jobs the way the host would (its HTTP option answers requests).
+// The component's adapter (component/*.go, built only for wasip1) is the one place that
+// touches the generated bindings; build-kind.sh assembles it with the kind into a
+// component.
 package guest

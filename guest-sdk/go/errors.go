@@ -89,16 +89,19 @@ func describe(disposition, code, message string, cause error) string {
 
 // FailureOf is the failure an error escaping a step or hook reports, and whether the
 // host may retry it: [*Refused] and [*InvalidInput] are refused, [*Retryable] retried
-// (found anywhere in the error's chain, so wrapping with %w keeps them);
-// [ErrCancelled] and [ErrLeaseLost] are retryable `stopped`; anything else is retryable
-// [UncaughtCode] with the message `<type>: <message>`, the type being that of the first
-// error in the chain that fmt.Errorf did not merely wrap (`*fs.PathError: reading
-// config: open x: no such file or directory`).
+// (found anywhere in the error's chain, so wrapping with %w keeps them); an
+// [*HTTPError] (net/http's *url.Error wraps it) is refused `http-request-denied` or
+// `http-request-invalid` when the request was denied or malformed, else retryable
+// `upstream-unavailable`; [ErrCancelled] and [ErrLeaseLost] are retryable `stopped`;
+// anything else is retryable [UncaughtCode] with the message `<type>: <message>`, the
+// type being that of the first error in the chain that fmt.Errorf did not merely wrap
+// (`*fs.PathError: reading config: open x: no such file or directory`).
 func FailureOf(err error) (f Failure, retryable bool) {
 	var (
 		invalid  *InvalidInput
 		refused  *Refused
 		retryErr *Retryable
+		httpErr  *HTTPError
 	)
 	switch {
 	case errors.As(err, &invalid):
@@ -107,6 +110,8 @@ func FailureOf(err error) (f Failure, retryable bool) {
 		return Failure{Code: refused.Code, Message: refused.Message}, false
 	case errors.As(err, &retryErr):
 		return Failure{Code: retryErr.Code, Message: retryErr.Message}, true
+	case errors.As(err, &httpErr):
+		return httpErr.stepFailure()
 	case errors.Is(err, ErrCancelled), errors.Is(err, ErrLeaseLost):
 		return Failure{Code: "stopped", Message: "the step stopped as the host asked"}, true
 	}
@@ -149,9 +154,11 @@ func (p *panicked) message() string {
 	return "panic: " + fmt.Sprint(p.value)
 }
 
-// runGuarded runs f, turning a panic into an error after writing Go's panic report (the
-// value and the goroutine's stack) to the host's stderr.
+// runGuarded runs f with h as the host outbound requests go through, turning a panic
+// into an error after writing Go's panic report (the value and the goroutine's stack)
+// to the host's stderr.
 func runGuarded(h Host, context string, f func() (any, error)) (value any, err error) {
+	defer bind(bind(h))
 	defer func() {
 		if v := recover(); v != nil {
 			p := &panicked{value: v, stack: panicStack(debug.Stack())}
@@ -195,12 +202,14 @@ func failed(h Host, context string, err error) Outcome {
 	return Outcome{Kind: kind, Failure: f}
 }
 
-// causeOf is the log-only cause an SDK error carries, if any.
+// causeOf is the log-only cause an SDK error carries, if any: for an outbound request
+// that got no response, the whole error, whose text (net/http's) names the request.
 func causeOf(err error) error {
 	var (
 		invalid  *InvalidInput
 		refused  *Refused
 		retryErr *Retryable
+		httpErr  *HTTPError
 	)
 	switch {
 	case errors.As(err, &invalid):
@@ -209,6 +218,8 @@ func causeOf(err error) error {
 		return refused.Err
 	case errors.As(err, &retryErr):
 		return retryErr.Err
+	case errors.As(err, &httpErr):
+		return err
 	}
 	return nil
 }

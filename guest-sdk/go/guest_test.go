@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,53 @@ func TestErrorsMapByTypeThroughWrapping(t *testing.T) {
 		if f != tc.want || retryable != tc.retryable {
 			t.Errorf("%v: %+v %v, want %+v %v", tc.err, f, retryable, tc.want, tc.retryable)
 		}
+	}
+}
+
+func TestHTTPErrorsMapAsInTheOtherSDKs(t *testing.T) {
+	denied := &guest.HTTPError{Code: "HTTP-request-denied"}
+	through := &url.Error{Op: "Post", URL: "http://elsewhere.test/x", Err: denied}
+	for _, tc := range []struct {
+		err       error
+		want      guest.Failure
+		retryable bool
+	}{
+		{denied, guest.Failure{Code: "http-request-denied", Message: "the outbound request is not allowed by policy"}, false},
+		{fmt.Errorf("notifying: %w", through), guest.Failure{Code: "http-request-denied", Message: "the outbound request is not allowed by policy"}, false},
+		{&guest.HTTPError{Code: "destination-IP-prohibited"}, guest.Failure{Code: "http-request-denied", Message: "the outbound request is not allowed by policy"}, false},
+		{&guest.HTTPError{Code: "HTTP-request-URI-invalid", Detail: "no host"}, guest.Failure{Code: "http-request-invalid", Message: "the outbound request is malformed"}, false},
+		{&guest.HTTPError{Code: "connection-refused"}, guest.Failure{Code: "upstream-unavailable", Message: "the upstream service did not answer"}, true},
+		{&guest.HTTPError{Code: "HTTP-response-timeout"}, guest.Failure{Code: "upstream-unavailable", Message: "the upstream service did not answer"}, true},
+		{&guest.HTTPError{Code: "internal-error", Detail: "?"}, guest.Failure{Code: "upstream-unavailable", Message: "the upstream service did not answer"}, true},
+		// The kind's own reading of the failure wins over the SDK's.
+		{&guest.Refused{Code: "subscriber-gone", Message: "gone", Err: through}, guest.Failure{Code: "subscriber-gone", Message: "gone"}, false},
+	} {
+		f, retryable := guest.FailureOf(tc.err)
+		if f != tc.want || retryable != tc.retryable {
+			t.Errorf("%v: %+v %v, want %+v %v", tc.err, f, retryable, tc.want, tc.retryable)
+		}
+	}
+	if !errors.Is(through, guest.ErrHTTPDenied) || errors.Is(through, guest.ErrHTTPInvalidRequest) {
+		t.Error("the class is not seen through url.Error")
+	}
+	if through.Timeout() || !(&guest.HTTPError{Code: "DNS-timeout"}).Timeout() {
+		t.Error("Timeout() is not the class's")
+	}
+	for err, want := range map[*guest.HTTPError]string{
+		denied:                                  "HTTP-request-denied: the host's outbound policy does not allow this request",
+		{Code: "DNS-error", Detail: "NXDOMAIN"}: "DNS-error: NXDOMAIN",
+		{Code: "connection-refused"}:            "connection-refused",
+	} {
+		if err.Error() != want {
+			t.Errorf("%q, want %q", err.Error(), want)
+		}
+	}
+	var h guesttest.Host
+	o := (&guest.Kind{Name: "k", Steps: []guest.Step{{Key: "import", Run: func(*guest.Call) (any, error) { return nil, through }}}}).
+		RunStep(h.For("import"), guest.StepInput{Step: "import"})
+	if o.Kind != guest.OutcomeRefused || len(h.Logs) != 1 ||
+		h.Logs[0].Message != `step `+"`import`"+` refused http-request-denied: the outbound request is not allowed by policy (Post "http://elsewhere.test/x": HTTP-request-denied: the host's outbound policy does not allow this request)` {
+		t.Errorf("outcome %+v, logs %+v", o, h.Logs)
 	}
 }
 

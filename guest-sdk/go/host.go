@@ -3,8 +3,9 @@ package guest
 import "strconv"
 
 // Host is what a step reaches beyond its input: the host's `host` and `config`
-// interfaces and stderr. The component's adapter implements it over the bindings and
-// guesttest over what a test set; a kind's code uses it through [Call] and [Job].
+// interfaces, `wasi:http`'s outgoing handler and stderr. The component's adapter
+// implements it over the bindings and guesttest over what a test set; a kind's code
+// uses it through [Call] and [Job], and net/http through spindle.dev/guest/wasihttp.
 type Host interface {
 	Log(level Level, message string)
 	Heartbeat(progress *Checkpoint) Heartbeat
@@ -14,6 +15,10 @@ type Host interface {
 	Setting(name string) (string, bool)
 	Secret(name string) (string, bool)
 	HMACSHA256(secret string, message []byte) ([]byte, bool)
+	// SendHTTP sends one outbound request and returns the response's head, its body
+	// still to read; a request that got no response is an [*HTTPError]. The host's
+	// policy decides what may be sent, and replaces secrets' placeholders in headers.
+	SendHTTP(req *OutboundRequest) (*OutboundResponse, error)
 	// Stderr receives panic reports and uncaught errors; the host keeps the last lines
 	// of a failed attempt in its record.
 	Stderr(text string)

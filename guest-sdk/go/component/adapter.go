@@ -2,9 +2,9 @@
 
 // Package export_spindle_job_kind is the one place the generated bindings meet the SDK:
 // it implements the `kind` export over a [guest.Kind] and [guest.Host] over the
-// `host` and `config` imports.
+// `host` and `config` imports and `wasi:http/outgoing-handler` (outbound.go).
 //
-// build-kind.sh copies this file into the bindings' `export_spindle_job_kind` package
+// build-kind.sh copies these files into the bindings' `export_spindle_job_kind` package
 // (wit-bindgen's Go generator expects the export there) beside a generated `kind.go`
 // that sets `exported` to the kind's value. It is built only for wasip1, so the SDK's
 // packages and a kind's tests stay native.

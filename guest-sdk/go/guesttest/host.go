@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"spindle.dev/guest"
@@ -24,7 +25,8 @@ type LogLine struct {
 func Placeholder(name string) string { return "{{spindle-secret:" + name + ":local}}" }
 
 // Host answers a kind's calls from what a test set and records what the kind did. Its
-// zero value is ready: no settings, no secrets, every heartbeat proceeds.
+// zero value is ready: no settings, no secrets, every heartbeat proceeds, no outbound
+// HTTP.
 type Host struct {
 	// Settings and Secrets are what [guest.Config] answers from.
 	Settings map[string]string
@@ -35,6 +37,10 @@ type Host struct {
 	Outputs map[string][]byte
 	// Echo, if set, also receives log lines and stderr (os.Stderr, say).
 	Echo io.Writer
+	// HTTP answers outbound requests (net/http's through spindle.dev/guest/wasihttp)
+	// with secrets in place in their headers, as the upstream would see them; nil: each
+	// fails with `configuration-error`. See [Serve] and [RoundTripFunc].
+	HTTP http.RoundTripper
 
 	// Logs, Stderr and Progress record what the kind did.
 	Logs     []LogLine

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 
 	"spindle.dev/guest"
 )
@@ -38,7 +39,7 @@ const MaxCallsPerStep = 100_000
 func LocalChildID(n int) string { return fmt.Sprintf("00000000-0000-7000-8001-%012x", n) }
 
 // Options are what a job's host offers in a test. The zero value (or nil) offers
-// nothing: no settings, no secrets, children echo their input, no signals.
+// nothing: no settings, no secrets, children echo their input, no signals, no HTTP.
 type Options struct {
 	// Config and Secrets are what [guest.Config] answers from.
 	Config  map[string]string
@@ -51,6 +52,13 @@ type Options struct {
 	Heartbeats []guest.Heartbeat
 	// Echo, if set, also receives log lines and stderr.
 	Echo io.Writer
+	// HTTP answers the job's outbound requests, with secrets in place in their headers
+	// as the upstream would see them: [Serve] a handler, or a [RoundTripFunc] that can
+	// also fail a request as the host would (`&wasihttp.Error{Code:
+	// "HTTP-request-denied"}`). Nil: every request fails with `configuration-error`.
+	// Steps are bound to the run's host while they run, so runs whose steps send HTTP
+	// must not be parallel tests (see [guest.CurrentHost]).
+	HTTP http.RoundTripper
 }
 
 // Signal is a signal sent to the job: its name and body (JSON-encoded, except []byte
@@ -114,6 +122,7 @@ func RunJob(kind *guest.Kind, input any, opts *Options) *Run {
 		Heartbeats: append([]guest.Heartbeat(nil), opts.Heartbeats...),
 		Outputs:    map[string][]byte{},
 		Echo:       opts.Echo,
+		HTTP:       opts.HTTP,
 	}}
 	for _, s := range opts.Signals {
 		run.SignalsLeft = append(run.SignalsLeft, QueuedSignal{Name: s.Name, Body: mustEncode(s.Body)})

@@ -160,6 +160,10 @@ def _outgoing_request(request: Request, scheme: str, authority: str, path: str) 
             }.get(type(e.value).__name__, "is not accepted")
             _drop(headers)
             raise InvalidRequest(f"header `{name}` {problem}") from None
+    # The body's size is known: say it, rather than send it chunked (which some servers
+    # read as an empty body).
+    if request.body and not any(name.lower() == "content-length" for name, _ in request.headers):
+        headers.append("content-length", str(len(request.body)).encode("ascii"))
     outgoing = h.OutgoingRequest(headers)
     known = _METHODS.get(request.method.upper())
     method: h.Method = known() if known else h.Method_Other(request.method)
