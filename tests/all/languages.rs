@@ -88,6 +88,61 @@ async fn the_greet_kind_behaves_alike_in_every_language_on_one_host() {
     }
 }
 
+/// The fetch kind in each language (`examples/fetch-*`) calls an allowed local server
+/// with a secret it never holds, and a destination its deployment does not allow. The
+/// server gets the secret's value in the header the guest put the placeholder in, the
+/// body with its `Content-Length` (never chunked), and nothing else; the denied call is
+/// a typed error the kind catches, in every language.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outbound_call_carries_the_secret_and_a_denial_is_caught_in_every_language() {
+    use spindle_tests::http::{Reply, TestServer};
+    const VALUE: &str = "sk_test_4eC39HqLyjWDarjtT1zdp7dc";
+    let server = TestServer::start(|_, _| Reply::Answer(200, br#"{"ok":true}"#.to_vec())).await;
+    let (store, url, data) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let config = data.path.join("spindle.toml");
+    std::fs::write(&config, "[outbound]\nallow = [\"* http://127.0.0.1:*\"]\nallow_cidrs = [\"127.0.0.0/8\"]\n")
+        .expect("config");
+    let host = Served::start(&url, &["--config", config.to_str().unwrap(), "--compile-timeout", "300s"]);
+    let token = host.tenant("polyglot");
+    let ran = host.cli(Some(&host.operator), &["tenant", "outbound", "polyglot", "--allow", "* http://127.0.0.1:*"]);
+    assert_eq!(ran.code, 0, "tenant outbound: {}", ran.stderr);
+    let secret = data.path.join("api-token");
+    std::fs::write(&secret, VALUE).expect("secret file");
+    let ran = host.cli(Some(&token), &["secret", "set", "api-token", "--file", secret.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "secret set: {}", ran.stderr);
+    let rule = format!("POST http://127.0.0.1:{}/hook", server.addr.port());
+    let languages = ["rust", "python", "js", "c", "go"];
+    for lang in languages {
+        let kind = format!("fetch-{lang}");
+        let file = spindle_tests::guest_path(&kind);
+        let ran =
+            host.cli(Some(&token), &["deploy", &kind, file.to_str().unwrap(), "--secret", "api-token", "--allow", &rule]);
+        assert_eq!(ran.code, 0, "deploy {kind}: {}{}", ran.stdout, ran.stderr);
+    }
+    for (index, lang) in languages.into_iter().enumerate() {
+        let kind = format!("fetch-{lang}");
+        let message = format!("from {lang}");
+        let input = json!({ "url": server.url("/hook"), "denied_url": server.url("/admin"), "message": message });
+        let job = run(&host, &token, &kind, &input);
+        assert_eq!(job["state"], "succeeded", "{kind}: {job}");
+        let output = &step(&job, "call")["output"];
+        assert_eq!((output["status"].clone(), output["body"].clone()), (json!(200), json!(r#"{"ok":true}"#)), "{kind}");
+        assert_eq!(output["denied"], true, "{kind}: the denial is a typed error the kind caught: {output}");
+        assert!(!job.to_string().contains(VALUE), "{kind}: the secret is in the job's view");
+
+        let seen = server.seen();
+        assert_eq!(seen.len(), index + 1, "{kind}: one request reached the server, the denied one none: {seen:?}");
+        let request = &seen[index];
+        assert_eq!(request.target, "/hook", "{kind}");
+        assert_eq!(request.header("authorization"), Some(format!("Bearer {VALUE}").as_str()), "{kind}");
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert_eq!(body, json!({ "message": message }), "{kind}");
+        assert_eq!(request.header("content-length"), Some(request.body.len().to_string().as_str()), "{kind}");
+        assert_eq!(request.header("transfer-encoding"), None, "{kind}: the body went out chunked");
+    }
+}
+
 /// Where `cargo xtask guests` installed each toolchain (`target/toolchains/env`).
 fn toolchains() -> BTreeMap<String, PathBuf> {
     let target = spindle_tests::guest_path("x").parent().unwrap().parent().unwrap().to_path_buf();
@@ -242,10 +297,11 @@ fn the_sdks_own_tests_and_the_examples_local_tests_pass() {
         ("c sdk".to_owned(), c),
         ("go sdk".to_owned(), offline_go(root.join("guest-sdk/go"))),
     ];
-    for lang in ["python", "js", "ts", "c", "go"] {
+    let examples = ["python", "js", "ts", "c", "go"].map(|lang| format!("greet-{lang}"));
+    for name in examples.into_iter().chain(["python", "js", "c", "go"].map(|lang| format!("fetch-{lang}"))) {
         let mut example = Command::new("bash");
-        example.arg(root.join(format!("examples/greet-{lang}/test.sh")));
-        suites.push((format!("greet-{lang}"), example));
+        example.arg(root.join(format!("examples/{name}/test.sh")));
+        suites.push((name, example));
     }
     for (name, mut command) in suites {
         let output = command.envs(&env).output().unwrap_or_else(|e| panic!("{name}: {e}"));
