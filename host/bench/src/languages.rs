@@ -3,7 +3,10 @@
 //! `spindle serve` does, link, describe); its load from the compiled-artifact cache (a
 //! host restarting, or another host loading the version); its first step and its steady
 //! step (`compose`, a fresh sandbox each call); and the host memory a loaded version
-//! costs (resident set with it loaded and stepped, less before).
+//! costs (resident set with it loaded and stepped, less before), split into the host's
+//! own pages and pages mapped from the artifact cache's file. A next version (the same
+//! component with a custom section added: new bytes, the same code) is then deployed
+//! and stepped beside the first: what another version of the language costs.
 //!
 //! Each language is measured in a `spindle bench` process of its own, so that the resident
 //! set it adds is its own and not what an earlier language left in the allocator. A
@@ -17,7 +20,7 @@ use serde::Serialize;
 use spindle_runtime::{GuestOutcome, Runtime, SandboxConfig, StepInput, StepRun, Unsupervised};
 
 use super::Context;
-use super::stats::{Summary, rss_mib};
+use super::stats::{Summary, rss_mib, rss_split_mib};
 
 /// The languages, by the suffix of their example's name.
 pub const LANGUAGES: [&str; 5] = ["rust", "python", "js", "c", "go"];
@@ -43,6 +46,18 @@ pub struct LanguageFigures {
     pub steady_step_ms: Summary,
     /// Resident set the loaded version adds, stepped, MiB (`None` off Linux).
     pub resident_mib: Option<f64>,
+    /// Of that, the host's own pages (anonymous and shared memory), MiB.
+    #[serde(default)]
+    pub resident_own_mib: Option<f64>,
+    /// Of that, pages mapped from the artifact's file, MiB.
+    #[serde(default)]
+    pub resident_file_mib: Option<f64>,
+    /// Load on deploy of a next version, the first still loaded, milliseconds.
+    #[serde(default)]
+    pub next_deploy_ms: Option<f64>,
+    /// Resident set the next version adds, stepped: (all, own, file-mapped), MiB.
+    #[serde(default)]
+    pub next_resident_mib: Option<(f64, f64, f64)>,
 }
 
 /// Measures every language whose greet component is built, each in a child process (or,
@@ -87,6 +102,7 @@ async fn measure_one(ctx: &Context, language: &str) -> anyhow::Result<Option<Lan
         SandboxConfig { cache_dir: Some(cache_dir.clone()), compiler: compiler.clone(), ..SandboxConfig::default() };
     let runtime = Runtime::new(config.clone())?;
     let before = rss_mib();
+    let before_split = rss_split_mib();
     let started = Instant::now();
     let loaded = runtime.load(&bytes).await.with_context(|| format!("loading {kind}"))?;
     let deploy_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -102,6 +118,20 @@ async fn measure_one(ctx: &Context, language: &str) -> anyhow::Result<Option<Lan
         steady.push(started.elapsed().as_secs_f64() * 1e3);
     }
     let resident_mib = rss_mib().zip(before).map(|(after, before)| after - before);
+    let split = rss_split_mib().zip(before_split).map(|((own, file), (own0, file0))| (own - own0, file - file0));
+    // A next version: new bytes (a custom section), the same code, loaded beside the first.
+    let next_bytes = with_custom_section(&bytes, b"spindle-bench-next-version");
+    let (before_next, before_next_split) = (rss_mib(), rss_split_mib());
+    let started = Instant::now();
+    let next = runtime.load(&next_bytes).await.with_context(|| format!("loading {kind}'s next version"))?;
+    let next_deploy_ms = started.elapsed().as_secs_f64() * 1e3;
+    for _ in 0..=STEADY_CALLS {
+        expect_complete(&kind, runtime.run_step(&next, input.clone(), control.clone()).await.run)?;
+    }
+    let next_resident_mib = rss_mib().zip(before_next).zip(rss_split_mib().zip(before_next_split)).map(
+        |((after, before), ((own, file), (own0, file0)))| (after - before, own - own0, file - file0),
+    );
+    drop(next);
     drop(loaded);
     drop(runtime);
     let mut cache_loads = Vec::with_capacity(CACHE_LOADS);
@@ -123,7 +153,36 @@ async fn measure_one(ctx: &Context, language: &str) -> anyhow::Result<Option<Lan
         first_step_ms,
         steady_step_ms: Summary::of(&mut steady).context("no steady calls")?,
         resident_mib,
+        resident_own_mib: split.map(|s| s.0),
+        resident_file_mib: split.map(|s| s.1),
+        next_deploy_ms: Some(next_deploy_ms),
+        next_resident_mib,
     }))
+}
+
+/// `component` with a custom section `name` appended: other bytes (another digest, so
+/// another version to compile and cache), the same code.
+fn with_custom_section(component: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut out = component.to_vec();
+    let mut payload = Vec::new();
+    leb128(&mut payload, name.len());
+    payload.extend_from_slice(name);
+    out.push(0); // a custom section
+    leb128(&mut out, payload.len());
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn leb128(out: &mut Vec<u8>, mut n: usize) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
 }
 
 /// `compose` of `{"name": "Ada"}`, the greet kind's first step.

@@ -514,7 +514,11 @@ impl Report {
         if !self.languages.is_empty() {
             t.section("Languages: the greet kind in each (deploy compiles in a child process, as `serve` does)");
             for l in &self.languages {
-                let resident = l.resident_mib.map_or_else(|| "n/a".to_owned(), |m| format!("{m:+.0} MiB"));
+                let resident = match (l.resident_mib, l.resident_own_mib, l.resident_file_mib) {
+                    (Some(all), Some(own), Some(file)) => format!("{all:+.0} MiB ({own:+.0} own, {file:+.0} file)"),
+                    (Some(all), ..) => format!("{all:+.0} MiB"),
+                    _ => "n/a".to_owned(),
+                };
                 t.row(
                     &format!("{} ({:.1} MB)", l.language, l.bytes as f64 / 1e6),
                     &format!(
@@ -522,6 +526,12 @@ impl Report {
                         l.deploy_ms, l.cache_load_ms, l.first_step_ms, l.steady_step_ms.p50, l.steady_step_ms.p99
                     ),
                 );
+                if let (Some(ms), Some((all, own, file))) = (l.next_deploy_ms, l.next_resident_mib) {
+                    t.row(
+                        &format!("{}, next version", l.language),
+                        &format!("deploy {ms:.0} ms, resident {all:+.0} MiB ({own:+.0} own, {file:+.0} file)"),
+                    );
+                }
             }
         }
         if let Some(n) = &self.noisy_tenant {

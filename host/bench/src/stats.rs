@@ -51,6 +51,14 @@ pub fn status_kib(field: &str) -> Option<u64> {
     })
 }
 
+/// Resident memory now by kind, MiB: the process's own (anonymous and shared-memory
+/// pages, which only it holds and the kernel cannot drop) and file-backed pages (mapped
+/// from files, shared with other processes, dropped under pressure and read again).
+pub fn rss_split_mib() -> Option<(f64, f64)> {
+    let own = status_kib("RssAnon")? + status_kib("RssShmem").unwrap_or(0);
+    Some((kib_to_mib(own), kib_to_mib(status_kib("RssFile")?)))
+}
+
 /// Resident memory now, MiB.
 pub fn rss_mib() -> Option<f64> {
     status_kib("VmRSS").map(kib_to_mib)

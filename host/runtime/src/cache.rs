@@ -102,20 +102,29 @@ impl ArtifactCache {
     }
 
     /// The cached component for `digest`, if a sound artifact is there.
+    ///
+    /// The artifact is mapped from its file, not copied: its code and the guest memory
+    /// images wasmtime makes from its data are pages of the file, which processes share
+    /// and the kernel can drop and read again, rather than the host's own memory (for a
+    /// Python or JavaScript version, tens of MiB each).
     pub(crate) fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
-        let bytes = std::fs::read(self.path(digest)).ok()?;
+        let path = self.path(digest);
+        let bytes = std::fs::read(&path).ok()?;
         let split = bytes.len().checked_sub(TAG_LEN)?;
         let (artifact, trailer) = bytes.split_at(split);
         if self.tag(digest, artifact).verify_slice(trailer).is_err() {
             tracing::warn!(digest, "discarding a compiled artifact that fails authentication");
             return None;
         }
-        // SAFETY: the artifact carries this host's own authentication tag over the engine
-        // tag, the digest and the bytes: it was produced by `Component::serialize` of an
-        // engine with the same compatibility hash, for this component, by a holder of
-        // the key, and has not changed since.
+        drop(bytes);
+        // SAFETY: the file carries this host's own authentication tag over the engine
+        // tag, the digest and the artifact: it was produced by `Component::serialize` of
+        // an engine with the same compatibility hash, for this component, by a holder of
+        // the key. Only this host's user may write the directory (0700), and a file is
+        // replaced by rename, never written in place, so the mapping reads what was
+        // verified.
         #[allow(unsafe_code)]
-        let component = unsafe { Component::deserialize(engine, artifact) };
+        let component = unsafe { Component::deserialize_file(engine, &path) };
         match component {
             Ok(component) => Some(component),
             Err(e) => {

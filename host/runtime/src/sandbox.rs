@@ -183,19 +183,27 @@ impl Runtime {
         let from_cache = cached.is_some();
         let component = match cached {
             Some(component) => component,
-            None => self.compile(bytes).await?,
+            None => {
+                let compiled = self.compile(bytes).await?;
+                // Cached, then mapped from the cache's file rather than kept as copied
+                // (see `ArtifactCache::load`): the version is loaded as a restart would.
+                match &self.cache {
+                    Some(cache) => match cache.store(&digest, &compiled) {
+                        Ok(()) => cache.load(&self.engine, &digest).unwrap_or(compiled),
+                        Err(e) => {
+                            tracing::warn!(digest, error = %e, "could not cache a compiled component");
+                            compiled
+                        }
+                    },
+                    None => compiled,
+                }
+            }
         };
         let pre = self
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::WrongWorld(format!("{e:#}")))
             .and_then(KindPre::new)?;
-        if !from_cache
-            && let Some(cache) = &self.cache
-            && let Err(e) = cache.store(&digest, &component)
-        {
-            tracing::warn!(digest, error = %e, "could not cache a compiled component");
-        }
         let spec = self.describe(&pre).await?;
         let input_schema = match spec.input_schema.as_deref().map(InputSchema::compile).transpose() {
             Ok(schema) => schema.map(Arc::new),
