@@ -116,8 +116,8 @@ async fn an_outbound_call_carries_the_secret_and_a_denial_is_caught_in_every_lan
     for lang in languages {
         let kind = format!("fetch-{lang}");
         let file = spindle_tests::guest_path(&kind);
-        let ran =
-            host.cli(Some(&token), &["deploy", &kind, file.to_str().unwrap(), "--secret", "api-token", "--allow", &rule]);
+        let ran = host
+            .cli(Some(&token), &["deploy", &kind, file.to_str().unwrap(), "--secret", "api-token", "--allow", &rule]);
         assert_eq!(ran.code, 0, "deploy {kind}: {}{}", ran.stdout, ran.stderr);
     }
     for (index, lang) in languages.into_iter().enumerate() {

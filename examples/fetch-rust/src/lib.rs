@@ -38,7 +38,10 @@ impl Kind for Fetch {
         }
         let response = request.send()?;
         if !response.is_success() {
-            return Err(StepError::retryable("upstream-status", format!("the upstream answered {}", response.status())));
+            return Err(StepError::retryable(
+                "upstream-status",
+                format!("the upstream answered {}", response.status()),
+            ));
         }
         let denied = Request::post(&input.denied_url).header("content-type", "application/json").json(&body).send();
         let (denied, denied_error) = match denied {

@@ -10,7 +10,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::*;
-use spindle_core::job::{EffectOrder, HeartbeatReply, JOB_FORBIDDEN, JOB_TRANSITIONS, JobEvent, KindRules, RetryOnto, StepReport};
+use spindle_core::job::{
+    EffectOrder, HeartbeatReply, JOB_FORBIDDEN, JOB_TRANSITIONS, JobEvent, KindRules, RetryOnto, StepReport,
+};
 use spindle_core::workflow::Join;
 use spindle_core::{Effect, Evidence, Fence, Job, JobId, JobState, Refusal, StepState, transition};
 use uuid::Uuid;
