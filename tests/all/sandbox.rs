@@ -346,14 +346,96 @@ async fn compiled_components_are_cached_on_disk_and_corruption_is_recompiled() {
     assert_eq!(first.digest, second.digest);
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
+        if path.is_dir() {
+            continue; // the function cache (see the next test)
+        }
         let mut bytes = std::fs::read(&path).unwrap();
         let middle = bytes.len() / 2;
         bytes[middle] ^= 0xff;
-        std::fs::write(&path, bytes).unwrap();
+        replace(&path, &bytes);
     }
     let third = runtime(config).load(&guest("noop")).await.unwrap();
     assert!(!third.from_cache, "a corrupted artifact is recompiled, never loaded");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A next version of a kind is mostly the same code (a Python or JavaScript version is
+/// the same interpreter with another snapshot): its functions come from the function
+/// cache, compiled once per host, so compiling it stores a small fraction of what the
+/// first compile stored. A tampered entry is compiled again, never used.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_next_version_reuses_compiled_functions_and_a_tampered_one_is_compiled_again() {
+    let scratch = spindle_tests::harness::Scratch::new();
+    let dir = scratch.path.join("artifacts");
+    let functions = dir.join("functions");
+    let packs = || -> std::collections::BTreeMap<std::path::PathBuf, u64> {
+        std::fs::read_dir(&functions)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+            .map(|p| {
+                let len = std::fs::metadata(&p).unwrap().len();
+                (p, len)
+            })
+            .collect()
+    };
+    let config = SandboxConfig { cache_dir: Some(dir.clone()), ..test_sandbox() };
+    let first = runtime(config.clone()).load(&guest("scripted")).await.unwrap();
+    let after_first = packs();
+    assert_eq!(after_first.len(), 1, "compiling stored its functions as one pack");
+    let first_bytes: u64 = after_first.values().sum();
+
+    let next = runtime(config.clone()).load(&with_custom_section(&guest("scripted"), b"v2")).await.unwrap();
+    assert_ne!(next.digest, first.digest);
+    assert!(!next.from_cache, "a new digest is compiled");
+    let stored_by_next: u64 = packs().iter().filter(|(p, _)| !after_first.contains_key(*p)).map(|(_, len)| len).sum();
+    assert!(
+        stored_by_next * 10 < first_bytes,
+        "nearly every function came from the cache: the next version stored {stored_by_next} bytes, the first {first_bytes}"
+    );
+
+    let before_other = packs().len();
+    let other = runtime(config.clone()).load(&guest("noop")).await.unwrap();
+    assert!(!other.from_cache);
+    assert_eq!(packs().len(), before_other + 1, "another component's functions were stored");
+
+    // Each pack begins with its first entry's code: flip a byte of it in every pack.
+    for pack in packs().keys() {
+        let mut bytes = std::fs::read(pack).unwrap();
+        bytes[0] ^= 0xff;
+        replace(pack, &bytes);
+    }
+    let rt = runtime(config);
+    let third = rt.load(&with_custom_section(&guest("scripted"), b"v3")).await.unwrap();
+    assert!(!third.from_cache);
+    for input in [json!({"first": "complete"}), json!({"first": "retryable"})] {
+        let run = rt.run_step(&third, spindle_tests::input("first", 1, input.clone()), Arc::new(Unsupervised)).await;
+        let expected = if input["first"] == "complete" {
+            matches!(run.run, StepRun::Outcome(GuestOutcome::Complete(_)))
+        } else {
+            matches!(run.run, StepRun::Outcome(GuestOutcome::Retryable { .. }))
+        };
+        assert!(expected, "{input}: {:?}", run.run);
+    }
+}
+
+/// Replaces the file at `path` with `bytes` as a new file renamed over it. (Written in
+/// place instead, a file that a loaded component still maps would shrink under it: a
+/// host whose cache directory is written in place by someone else can be crashed by
+/// it, though not made to run what it did not compile.)
+fn replace(path: &std::path::Path, bytes: &[u8]) {
+    let tmp = path.with_extension("replacing");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// `component` with a custom section `name` appended: other bytes, the same code.
+fn with_custom_section(component: &[u8], name: &[u8]) -> Vec<u8> {
+    assert!(name.len() < 64);
+    let mut out = component.to_vec();
+    out.extend_from_slice(&[0, name.len() as u8 + 1, name.len() as u8]);
+    out.extend_from_slice(name);
+    out
 }
 
 /// Whoever can write the cache directory could plant native code the host would run:
@@ -375,7 +457,7 @@ async fn a_planted_artifact_is_recompiled_not_loaded() {
             .expect("an artifact for the digest")
     };
     // Plant noop's artifact where scripted's belongs.
-    std::fs::copy(named(&noop.digest), named(&scripted.digest)).unwrap();
+    replace(&named(&scripted.digest), &std::fs::read(named(&noop.digest)).unwrap());
     let reloaded = runtime(config).load(&guest("scripted")).await.unwrap();
     assert_eq!(reloaded.spec.name, "scripted", "the planted code was not run");
     assert!(!reloaded.from_cache, "the planted artifact was recompiled, not loaded");

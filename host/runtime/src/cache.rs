@@ -32,11 +32,11 @@ impl std::fmt::Debug for ArtifactCache {
 }
 
 /// Bytes of an artifact's authentication trailer.
-const TAG_LEN: usize = 32;
+pub(crate) const TAG_LEN: usize = 32;
 
 /// The host's artifact key, made on first use: 32 random bytes in a file readable by
 /// this user only.
-fn artifact_key(path: &Path) -> std::io::Result<[u8; 32]> {
+pub(crate) fn artifact_key(path: &Path) -> std::io::Result<[u8; 32]> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     match std::fs::read(path) {
@@ -109,14 +109,14 @@ impl ArtifactCache {
     /// Python or JavaScript version, tens of MiB each).
     pub(crate) fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
         let path = self.path(digest);
-        let bytes = std::fs::read(&path).ok()?;
-        let split = bytes.len().checked_sub(TAG_LEN)?;
-        let (artifact, trailer) = bytes.split_at(split);
-        if self.tag(digest, artifact).verify_slice(trailer).is_err() {
-            tracing::warn!(digest, "discarding a compiled artifact that fails authentication");
-            return None;
+        match self.verify(digest, &path) {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(digest, "discarding a compiled artifact that fails authentication");
+                return None;
+            }
+            Err(_) => return None,
         }
-        drop(bytes);
         // SAFETY: the file carries this host's own authentication tag over the engine
         // tag, the digest and the artifact: it was produced by `Component::serialize` of
         // an engine with the same compatibility hash, for this component, by a holder of
@@ -134,6 +134,27 @@ impl ArtifactCache {
         }
     }
 
+    /// Whether the file at `path` ends with this host's tag over `digest` and the rest
+    /// of the file. Read in chunks: a Python or JavaScript artifact is tens of MiB, and a
+    /// buffer that size, freed at once, would stay in the allocator's hands as the host's
+    /// memory.
+    fn verify(&self, digest: &str, path: &Path) -> std::io::Result<bool> {
+        use std::io::Read;
+        let mut file = std::fs::File::open(path)?;
+        let Some(mut left) = file.metadata()?.len().checked_sub(TAG_LEN as u64) else { return Ok(false) };
+        let mut mac = self.tag(digest, &[]);
+        let mut chunk = vec![0u8; 1 << 20];
+        while left > 0 {
+            let take = chunk.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            file.read_exact(&mut chunk[..take])?;
+            mac.update(&chunk[..take]);
+            left -= take as u64;
+        }
+        let mut trailer = [0u8; TAG_LEN];
+        file.read_exact(&mut trailer)?;
+        Ok(mac.verify_slice(&trailer).is_ok())
+    }
+
     /// Stores `component`'s artifact for `digest` (atomically: write, then rename).
     pub(crate) fn store(&self, digest: &str, component: &Component) -> std::io::Result<()> {
         let mut bytes = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}")))?;
@@ -144,6 +165,58 @@ impl ArtifactCache {
         let tmp = path.with_extension(format!("tmp{}-{:016x}", std::process::id(), rand::random::<u64>()));
         std::fs::write(&tmp, &bytes)?;
         std::fs::rename(&tmp, &path)
+    }
+
+    /// A file to write `digest`'s artifact into as it arrives (a compiler child's
+    /// output), entered into the cache by [`PendingArtifact::commit`] and removed if
+    /// dropped before: the artifact goes from the child to the disk without being held
+    /// in the host's memory.
+    pub(crate) fn pending(&self, digest: &str) -> std::io::Result<PendingArtifact> {
+        let path = self.path(digest);
+        let tmp = path.with_extension(format!("tmp{}-{:016x}", std::process::id(), rand::random::<u64>()));
+        let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        Ok(PendingArtifact { cache: self.clone(), digest: digest.to_owned(), tmp, file: Some(file) })
+    }
+}
+
+/// An artifact being written into the cache ([`ArtifactCache::pending`]).
+#[derive(Debug)]
+pub(crate) struct PendingArtifact {
+    cache: ArtifactCache,
+    digest: String,
+    tmp: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl PendingArtifact {
+    /// The file to write the artifact into.
+    pub(crate) fn file(&mut self) -> std::io::Result<std::fs::File> {
+        self.file.take().ok_or_else(|| std::io::Error::other("the pending artifact's file was taken"))
+    }
+
+    /// Tags what was written and enters it into the cache (rename: atomic).
+    pub(crate) fn commit(self) -> std::io::Result<()> {
+        use std::io::{Read, Write};
+        let mut file = std::fs::OpenOptions::new().read(true).append(true).open(&self.tmp)?;
+        let mut mac = self.cache.tag(&self.digest, &[]);
+        let mut chunk = vec![0u8; 1 << 20];
+        loop {
+            let n = file.read(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            mac.update(&chunk[..n]);
+        }
+        file.write_all(&mac.finalize().into_bytes())?;
+        drop(file);
+        std::fs::rename(&self.tmp, self.cache.path(&self.digest))
+    }
+}
+
+impl Drop for PendingArtifact {
+    fn drop(&mut self) {
+        // Gone already when committed.
+        let _ = std::fs::remove_file(&self.tmp);
     }
 }
 

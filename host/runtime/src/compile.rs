@@ -13,7 +13,9 @@ use tokio::sync::Semaphore;
 use wasmtime::component::Component;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::cache::PendingArtifact;
 use crate::config::SandboxConfig;
+use crate::functions::FunctionCache;
 use crate::load::LoadError;
 use crate::sandbox::SetupError;
 
@@ -21,8 +23,9 @@ use crate::sandbox::SetupError;
 /// engine must be configured exactly as the host's for the artifact to load).
 pub const COMPILE_CONFIG_ENV: &str = "SPINDLE_COMPILE_CONFIG";
 
-/// The engine a sandbox with `config` runs guests in.
-pub(crate) fn engine(config: &SandboxConfig) -> Result<Engine, SetupError> {
+/// The engine a sandbox with `config` runs guests in, and its function cache (when it
+/// has a cache directory), which compiles flush when they end.
+pub(crate) fn engine(config: &SandboxConfig) -> Result<(Engine, Option<Arc<FunctionCache>>), SetupError> {
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
         .epoch_interruption(true)
@@ -53,7 +56,23 @@ pub(crate) fn engine(config: &SandboxConfig) -> Result<Engine, SetupError> {
             .pagemap_scan(wasmtime::Enabled::Auto);
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
-    Engine::new(&wasm).map_err(|e| SetupError(format!("{e:#}")))
+    let mut functions = None;
+    if let Some(dir) = &config.cache_dir {
+        // Functions compiled once are reused by every component that has them (the same
+        // interpreter in each version of a Python or JavaScript kind): see `functions`.
+        let cache = Arc::new(FunctionCache::open(dir).map_err(|e| SetupError(format!("function cache: {e}")))?);
+        wasm.enable_incremental_compilation(cache.clone()).map_err(|e| SetupError(format!("{e:#}")))?;
+        functions = Some(cache);
+    }
+    let engine = Engine::new(&wasm).map_err(|e| SetupError(format!("{e:#}")))?;
+    Ok((engine, functions))
+}
+
+/// Writes what a compile added to the function cache; a failure costs only speed.
+fn flush(functions: Option<&FunctionCache>) {
+    if let Some(Err(e)) = functions.map(FunctionCache::flush) {
+        tracing::warn!(error = %e, "could not write compiled functions to the function cache");
+    }
 }
 
 /// What a compiler child does: compiles `bytes` for a sandbox configured as
@@ -63,8 +82,10 @@ pub fn compile_in_this_process(bytes: &[u8]) -> Result<Vec<u8>, String> {
     let config: SandboxConfig = serde_json::from_str(&config).map_err(|e| format!("{COMPILE_CONFIG_ENV}: {e}"))?;
     // The very engine the host runs guests in: compiled code depends on its settings
     // (memory bounds, fuel, stack), and the host checks their compatibility hash.
-    let engine = engine(&config).map_err(|e| e.to_string())?;
-    engine.precompile_component(bytes).map_err(|e| format!("{e:#}"))
+    let (engine, functions) = engine(&config).map_err(|e| e.to_string())?;
+    let artifact = engine.precompile_component(bytes).map_err(|e| format!("{e:#}"))?;
+    flush(functions.as_deref());
+    Ok(artifact)
 }
 
 /// Compiles within bounds.
@@ -73,11 +94,15 @@ pub(crate) struct Compiler {
     turns: Arc<Semaphore>,
     waiting: AtomicUsize,
     max_waiting: usize,
+    /// The engine's function cache, flushed after each compile on a thread (a compiler
+    /// child flushes its own).
+    functions: Option<Arc<FunctionCache>>,
 }
 
 impl Compiler {
-    pub(crate) fn new(config: &SandboxConfig) -> Self {
+    pub(crate) fn new(config: &SandboxConfig, functions: Option<Arc<FunctionCache>>) -> Self {
         Self {
+            functions,
             turns: Arc::new(Semaphore::new(config.max_concurrent_compiles.max(1))),
             waiting: AtomicUsize::new(0),
             max_waiting: config.max_queued_compiles,
@@ -85,13 +110,15 @@ impl Compiler {
     }
 
     /// Compiles `bytes` for `engine` when a turn is free (or answers `Busy` when too many
-    /// already wait), within the configured timeout.
+    /// already wait), within the configured timeout. Given a pending cache entry, a
+    /// compiler child writes its artifact there (see [`Compiled::Stored`]).
     pub(crate) async fn compile(
         &self,
         engine: &Engine,
         config: &SandboxConfig,
         bytes: &[u8],
-    ) -> Result<Component, LoadError> {
+        into: Option<PendingArtifact>,
+    ) -> Result<Compiled, LoadError> {
         let _turn = match self.turns.clone().try_acquire_owned() {
             Ok(turn) => turn,
             Err(_) => {
@@ -105,10 +132,21 @@ impl Compiler {
             }
         };
         match &config.compiler {
-            Some(compiler) => in_child(compiler, engine, config, bytes).await,
-            None => on_a_thread(engine, config, bytes).await,
+            Some(compiler) => in_child(compiler, engine, config, bytes, into).await,
+            None => on_a_thread(engine, config, bytes, self.functions.clone()).await.map(Compiled::Component),
         }
     }
+}
+
+/// What a compile produced.
+pub(crate) enum Compiled {
+    /// The component, in memory.
+    Component(Component),
+    /// The artifact, entered into the cache: load it from there. A compiler child's
+    /// output goes from its pipe to the file, so a Python or JavaScript artifact (tens of
+    /// MiB) is never a buffer of the host's: freed, such a buffer stayed with the
+    /// allocator, and each version cost the host that much more resident memory.
+    Stored,
 }
 
 /// Compiles in a child process, killed at the timeout.
@@ -117,8 +155,13 @@ async fn in_child(
     engine: &Engine,
     config: &SandboxConfig,
     bytes: &[u8],
-) -> Result<Component, LoadError> {
+    mut into: Option<PendingArtifact>,
+) -> Result<Compiled, LoadError> {
     let internal = |what: &str, e: std::io::Error| LoadError::Internal(format!("compiler {what}: {e}"));
+    let mut sink = match into.as_mut().map(PendingArtifact::file).transpose() {
+        Ok(file) => file.map(tokio::fs::File::from_std),
+        Err(e) => return Err(internal("artifact file", e)),
+    };
     let settings = serde_json::to_string(config).map_err(|e| LoadError::Internal(format!("compiler settings: {e}")))?;
     let mut child = tokio::process::Command::new(compiler)
         .arg("compile-component")
@@ -143,8 +186,16 @@ async fn in_child(
         };
         let mut artifact = Vec::new();
         let mut message = Vec::new();
-        let (written, read, _) =
-            tokio::join!(write, stdout.read_to_end(&mut artifact), stderr.read_to_end(&mut message));
+        let read = async {
+            match sink.as_mut() {
+                Some(file) => {
+                    tokio::io::copy(&mut stdout, file).await?;
+                    file.flush().await
+                }
+                None => stdout.read_to_end(&mut artifact).await.map(drop),
+            }
+        };
+        let (written, read, _) = tokio::join!(write, read, stderr.read_to_end(&mut message));
         let status = child.wait().await.map_err(|e| internal("wait", e))?;
         read.map_err(|e| internal("output", e))?;
         if !status.success() {
@@ -167,19 +218,35 @@ async fn in_child(
             return Err(LoadError::CompileTimeout(config.compile_timeout));
         }
     };
+    if let Some(pending) = into {
+        drop(sink);
+        pending.commit().map_err(|e| internal("artifact file", e))?;
+        return Ok(Compiled::Stored);
+    }
     // SAFETY: the artifact was produced just now by our own compiler executable, for an
     // engine configured from the same settings (wasmtime checks its compatibility hash
     // before loading), read from the child's stdout with nothing in between.
     #[allow(unsafe_code)]
     let component = unsafe { Component::deserialize(engine, &artifact) };
-    component.map_err(|e| LoadError::Internal(format!("the compiler's artifact does not load: {e:#}")))
+    component
+        .map(Compiled::Component)
+        .map_err(|e| LoadError::Internal(format!("the compiler's artifact does not load: {e:#}")))
 }
 
 /// Compiles on a blocking thread; the timeout answers but cannot stop it.
-async fn on_a_thread(engine: &Engine, config: &SandboxConfig, bytes: &[u8]) -> Result<Component, LoadError> {
+async fn on_a_thread(
+    engine: &Engine,
+    config: &SandboxConfig,
+    bytes: &[u8],
+    functions: Option<Arc<FunctionCache>>,
+) -> Result<Component, LoadError> {
     let engine = engine.clone();
     let owned = bytes.to_vec();
-    let job = tokio::task::spawn_blocking(move || Component::new(&engine, owned));
+    let job = tokio::task::spawn_blocking(move || {
+        let compiled = Component::new(&engine, owned);
+        flush(functions.as_deref());
+        compiled
+    });
     match tokio::time::timeout(config.compile_timeout, job).await {
         Err(_) => Err(LoadError::CompileTimeout(config.compile_timeout)),
         Ok(Err(join)) => Err(LoadError::Internal(format!("compiler worker failed: {join}"))),

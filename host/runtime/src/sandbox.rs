@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use crate::bindings::{v1, v2};
-use crate::cache::ArtifactCache;
-use crate::compile::Compiler;
+use crate::cache::{ArtifactCache, PendingArtifact};
+use crate::compile::{Compiled, Compiler};
 use crate::config::SandboxConfig;
 use crate::contract::{Contract, KindPre, Reported};
 use crate::control::{StepControl, Unsupervised};
@@ -115,7 +115,7 @@ pub fn content_digest(bytes: &[u8]) -> String {
 impl Runtime {
     /// Sets up the engine, the linker and the epoch ticker.
     pub fn new(config: SandboxConfig) -> Result<Self, SetupError> {
-        let engine = crate::compile::engine(&config)?;
+        let (engine, functions) = crate::compile::engine(&config)?;
         let mut linker = Linker::new(&engine);
         let setup = |e: wasmtime::Error| SetupError(format!("{e:#}"));
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(setup)?;
@@ -130,7 +130,7 @@ impl Runtime {
             None => None,
         };
         let ticker = Ticker::spawn(engine.clone(), config.epoch_tick)?;
-        let compiler = Compiler::new(&config);
+        let compiler = Compiler::new(&config, functions);
         let outbound = Arc::new(Shared::new(config.outbound.clone()));
         let threads = std::thread::available_parallelism().map_or(2, usize::from);
         let guests = tokio::runtime::Builder::new_multi_thread()
@@ -184,18 +184,29 @@ impl Runtime {
         let component = match cached {
             Some(component) => component,
             None => {
-                let compiled = self.compile(bytes).await?;
+                let pending = self.cache.as_ref().and_then(|cache| match cache.pending(&digest) {
+                    Ok(pending) => Some(pending),
+                    Err(e) => {
+                        tracing::warn!(digest, error = %e, "could not cache a compiled component");
+                        None
+                    }
+                });
                 // Cached, then mapped from the cache's file rather than kept as copied
                 // (see `ArtifactCache::load`): the version is loaded as a restart would.
-                match &self.cache {
-                    Some(cache) => match cache.store(&digest, &compiled) {
+                match (self.compile(bytes, pending).await?, &self.cache) {
+                    (Compiled::Stored, cache) => {
+                        cache.as_ref().and_then(|cache| cache.load(&self.engine, &digest)).ok_or_else(|| {
+                            LoadError::Internal("the compiled artifact does not load from the cache".into())
+                        })?
+                    }
+                    (Compiled::Component(compiled), Some(cache)) => match cache.store(&digest, &compiled) {
                         Ok(()) => cache.load(&self.engine, &digest).unwrap_or(compiled),
                         Err(e) => {
                             tracing::warn!(digest, error = %e, "could not cache a compiled component");
                             compiled
                         }
                     },
-                    None => compiled,
+                    (Compiled::Component(compiled), None) => compiled,
                 }
             }
         };
@@ -215,9 +226,9 @@ impl Runtime {
         Ok(LoadedKind { digest, spec, from_cache, load_time: started.elapsed(), input_schema, pre: Arc::new(pre) })
     }
 
-    async fn compile(&self, bytes: &[u8]) -> Result<Component, LoadError> {
+    async fn compile(&self, bytes: &[u8], into: Option<PendingArtifact>) -> Result<Compiled, LoadError> {
         self.compiles.fetch_add(1, Ordering::Relaxed);
-        self.compiler.compile(&self.engine, &self.config, bytes).await
+        self.compiler.compile(&self.engine, &self.config, bytes, into).await
     }
 
     /// Compiles started since the runtime was set up (cache hits are not compiles).

@@ -1,0 +1,326 @@
+//! Cranelift's incremental compilation cache on disk: each function's compiled code,
+//! keyed by what it was compiled from. A new version of a Python or JavaScript kind is the
+//! same interpreter with another snapshot of its data, so nearly every function is found
+//! here and compiling the version is mostly linking.
+//!
+//! One compile's new functions are written as one pack file when it ends (a file per
+//! function cost the first compile of a language as much again as compiling did), and a
+//! compile reads the packs' indexes once, at its first lookup. Entries are native code:
+//! each carries an HMAC-SHA256 under the host's artifact key over its cache key and its
+//! code, checked on every lookup, so a torn, tampered or planted entry is compiled again,
+//! never used. Past 1 GiB the packs are deleted when an engine opens the cache: entries of
+//! components long gone are never read again, and emptying costs one full compile per
+//! language.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::cache::{TAG_LEN, artifact_key};
+
+/// Bytes of packs the cache may hold before an engine opening it empties it.
+const MAX_BYTES: u64 = 1 << 30;
+/// The last bytes of a pack: its index's length, then this.
+const MAGIC: &[u8; 8] = b"spfunc01";
+
+/// Where one entry's code is.
+#[derive(Clone, Copy, Debug)]
+struct Location {
+    pack: usize,
+    offset: u64,
+    len: usize,
+}
+
+/// The packs' indexes, read at the first lookup. Packs are opened per lookup, not held:
+/// an engine that lives long (compiling on a thread) would otherwise hold one file per
+/// compile it ever ran.
+#[derive(Debug, Default)]
+struct Index {
+    packs: Vec<PathBuf>,
+    entries: HashMap<Vec<u8>, Location>,
+}
+
+/// The function cache of one engine.
+pub(crate) struct FunctionCache {
+    dir: PathBuf,
+    key: [u8; 32],
+    index: OnceLock<Mutex<Index>>,
+    /// Entries compiled since the last [`flush`](Self::flush).
+    pending: Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+impl std::fmt::Debug for FunctionCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FunctionCache").field("dir", &self.dir).finish()
+    }
+}
+
+impl FunctionCache {
+    /// The function cache inside the artifact cache `artifacts` (`…/functions`), under
+    /// the same key, emptied first if its packs hold more than 1 GiB.
+    pub(crate) fn open(artifacts: &Path) -> std::io::Result<Self> {
+        Self::open_bounded(artifacts, MAX_BYTES)
+    }
+
+    fn open_bounded(artifacts: &Path, max_bytes: u64) -> std::io::Result<Self> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(artifacts)?;
+        std::fs::set_permissions(artifacts, std::fs::Permissions::from_mode(0o700))?;
+        let dir = artifacts.join("functions");
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        let packs = pack_files(&dir)?;
+        let bytes: u64 = packs.iter().filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum();
+        if bytes > max_bytes {
+            tracing::info!(dir = %dir.display(), bytes, "emptying the function cache past its bound");
+            for pack in packs {
+                let _ = std::fs::remove_file(pack);
+            }
+        }
+        let key = artifact_key(&artifacts.with_extension("key"))?;
+        Ok(Self { dir, key, index: OnceLock::new(), pending: Mutex::default() })
+    }
+
+    fn tag(&self, key: &[u8], code: &[u8]) -> Hmac<Sha256> {
+        // A 32-byte key is always a valid HMAC key.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).unwrap_or_else(|_| unreachable!());
+        mac.update(&(key.len() as u64).to_le_bytes());
+        mac.update(key);
+        mac.update(code);
+        mac
+    }
+
+    fn index(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.index
+            .get_or_init(|| {
+                let mut index = Index::default();
+                for path in pack_files(&self.dir).unwrap_or_default() {
+                    if let Err(e) = read_pack_index(&path, &mut index) {
+                        tracing::warn!(pack = %path.display(), error = %e, "ignoring an unreadable function pack");
+                    }
+                }
+                Mutex::new(index)
+            })
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes the entries compiled since the last flush as one pack (atomically: write,
+    /// then rename). Compiles call it when they end.
+    pub(crate) fn flush(&self) -> std::io::Result<()> {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let name = format!("{:016x}{:016x}", rand::random::<u64>(), rand::random::<u64>());
+        let path = self.dir.join(format!("{name}.pack"));
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        let written = (|| {
+            let mut out = BufWriter::new(std::fs::File::create_new(&tmp)?);
+            let mut offset = 0u64;
+            let mut index = Vec::new();
+            for (key, code) in &pending {
+                out.write_all(code)?;
+                out.write_all(&self.tag(key, code).finalize().into_bytes())?;
+                index.extend_from_slice(&u32::try_from(key.len()).map_err(std::io::Error::other)?.to_le_bytes());
+                index.extend_from_slice(key);
+                index.extend_from_slice(&offset.to_le_bytes());
+                index.extend_from_slice(&u32::try_from(code.len()).map_err(std::io::Error::other)?.to_le_bytes());
+                offset += (code.len() + TAG_LEN) as u64;
+            }
+            out.write_all(&index)?;
+            out.write_all(&(index.len() as u64).to_le_bytes())?;
+            out.write_all(MAGIC)?;
+            out.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+            std::fs::rename(&tmp, &path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written?;
+        // Later compiles of this engine find them too.
+        if self.index.get().is_some() {
+            read_pack_index(&path, &mut self.index())?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FunctionCache {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::warn!(error = %e, "could not write compiled functions to the function cache");
+        }
+    }
+}
+
+impl wasmtime::CacheStore for FunctionCache {
+    fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
+        let (path, at) = {
+            let index = self.index();
+            let at = *index.entries.get(key)?;
+            (index.packs[at.pack].clone(), at)
+        };
+        let mut bytes = vec![0u8; at.len + TAG_LEN];
+        std::fs::File::open(path).ok()?.read_exact_at(&mut bytes, at.offset).ok()?;
+        let (code, trailer) = bytes.split_at(at.len);
+        if self.tag(key, code).verify_slice(trailer).is_err() {
+            tracing::warn!(dir = %self.dir.display(), "ignoring a cached function that fails authentication");
+            return None;
+        }
+        bytes.truncate(at.len);
+        Some(Cow::Owned(bytes))
+    }
+
+    fn insert(&self, key: &[u8], code: Vec<u8>) -> bool {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner).push((key.to_vec(), code));
+        true
+    }
+}
+
+/// The pack files in `dir` (not those still being written).
+fn pack_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut packs: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+        .collect();
+    packs.sort();
+    Ok(packs)
+}
+
+/// Adds the pack at `path` to `index`: its entries' keys and where their code is. The
+/// index is only where to look; each entry's code is authenticated when it is read.
+fn read_pack_index(path: &Path, index: &mut Index) -> std::io::Result<()> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {what}", path.display()));
+    let mut file = std::fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    let mut trailer = [0u8; 16];
+    if size < 16 {
+        return Err(bad("too short"));
+    }
+    file.seek(SeekFrom::Start(size - 16))?;
+    file.read_exact(&mut trailer)?;
+    let (len, magic) = trailer.split_at(8);
+    if magic != MAGIC {
+        return Err(bad("not a function pack"));
+    }
+    let len = u64::from_le_bytes(len.try_into().map_err(|_| bad("index length"))?);
+    let start = (size - 16).checked_sub(len).ok_or_else(|| bad("index length"))?;
+    let mut raw = vec![0u8; usize::try_from(len).map_err(|_| bad("index length"))?];
+    file.seek(SeekFrom::Start(start))?;
+    file.read_exact(&mut raw)?;
+    let pack = index.packs.len();
+    let mut entries = Vec::new();
+    let mut rest = raw.as_slice();
+    while !rest.is_empty() {
+        let take = |rest: &mut &[u8], n: usize| -> std::io::Result<Vec<u8>> {
+            if rest.len() < n {
+                return Err(bad("truncated index"));
+            }
+            let (head, tail) = rest.split_at(n);
+            *rest = tail;
+            Ok(head.to_vec())
+        };
+        let key_len = u32::from_le_bytes(take(&mut rest, 4)?.try_into().map_err(|_| bad("key length"))?) as usize;
+        let key = take(&mut rest, key_len)?;
+        let offset = u64::from_le_bytes(take(&mut rest, 8)?.try_into().map_err(|_| bad("offset"))?);
+        let code_len = u32::from_le_bytes(take(&mut rest, 4)?.try_into().map_err(|_| bad("code length"))?) as usize;
+        if offset.saturating_add((code_len + TAG_LEN) as u64) > start {
+            return Err(bad("an entry outside the pack"));
+        }
+        entries.push((key, Location { pack, offset, len: code_len }));
+    }
+    index.packs.push(path.to_owned());
+    index.entries.extend(entries);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FunctionCache;
+    use wasmtime::CacheStore;
+
+    fn scratch(label: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("spindle-{label}-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        dir.join("artifacts")
+    }
+
+    fn only_pack(artifacts: &std::path::Path) -> std::path::PathBuf {
+        let mut packs = super::pack_files(&artifacts.join("functions")).expect("the cache");
+        assert_eq!(packs.len(), 1, "{packs:?}");
+        packs.remove(0)
+    }
+
+    /// What one engine compiled is found by the next, once flushed as a pack.
+    #[test]
+    fn a_flushed_function_is_found_by_the_next_engine() {
+        let dir = scratch("functions-found");
+        let cache = FunctionCache::open(&dir).expect("a cache");
+        assert!(cache.insert(b"key", b"code".to_vec()));
+        assert!(cache.insert(b"other", b"more code".to_vec()));
+        drop(cache); // flushes
+        let cache = FunctionCache::open(&dir).expect("reopened");
+        assert_eq!(cache.get(b"key").as_deref(), Some(&b"code"[..]));
+        assert_eq!(cache.get(b"other").as_deref(), Some(&b"more code"[..]));
+        assert_eq!(cache.get(b"missing"), None);
+        // And a later flush of the same engine is found by it too.
+        assert!(cache.insert(b"third", b"3".to_vec()));
+        cache.flush().expect("a flush");
+        assert_eq!(cache.get(b"third").as_deref(), Some(&b"3"[..]));
+        let _ = std::fs::remove_dir_all(dir.parent().expect("the scratch directory"));
+    }
+
+    /// A cached function is native code: it is used only when it carries this host's tag
+    /// over its key and its code. A flipped byte, or another host's valid pack in this
+    /// cache, is a miss (compiled again), not a load.
+    #[test]
+    fn a_cached_function_is_used_only_as_this_host_stored_it() {
+        let (ours, theirs) = (scratch("functions-ours"), scratch("functions-theirs"));
+        let cache = FunctionCache::open(&ours).expect("a cache");
+        assert!(cache.insert(b"key", b"code".to_vec()));
+        drop(cache);
+        let pack = only_pack(&ours);
+        let mut bytes = std::fs::read(&pack).expect("the pack");
+        bytes[1] ^= 0x01;
+        std::fs::write(&pack, &bytes).expect("tampering");
+        assert_eq!(FunctionCache::open(&ours).expect("reopened").get(b"key"), None, "a tampered entry is not used");
+
+        let other = FunctionCache::open(&theirs).expect("another host's cache");
+        assert!(other.insert(b"key", b"evil".to_vec()));
+        drop(other);
+        std::fs::copy(only_pack(&theirs), &pack).expect("planting");
+        assert_eq!(FunctionCache::open(&ours).expect("reopened").get(b"key"), None, "another host's entry is not used");
+
+        std::fs::write(&pack, b"not a pack").expect("garbage");
+        assert_eq!(FunctionCache::open(&ours).expect("reopened").get(b"key"), None, "garbage is ignored");
+        for dir in [&ours, &theirs] {
+            let _ = std::fs::remove_dir_all(dir.parent().expect("the scratch directory"));
+        }
+    }
+
+    /// Past its bound the cache is emptied when an engine opens it (its entries are only
+    /// a speed-up), and the key stays: the artifacts beside it remain valid.
+    #[test]
+    fn a_function_cache_past_its_bound_is_emptied_when_opened() {
+        let dir = scratch("functions-bound");
+        let cache = FunctionCache::open_bounded(&dir, 128).expect("a cache");
+        assert!(cache.insert(b"a", vec![0; 40]));
+        drop(cache);
+        let key = std::fs::read(dir.with_extension("key")).expect("the key");
+        let cache = FunctionCache::open_bounded(&dir, 128).expect("reopened within bound");
+        assert!(cache.get(b"a").is_some(), "kept within the bound");
+        assert!(cache.insert(b"b", vec![0; 40]));
+        drop(cache);
+        let cache = FunctionCache::open_bounded(&dir, 128).expect("reopened past the bound");
+        assert_eq!((cache.get(b"a"), cache.get(b"b")), (None, None), "emptied");
+        assert_eq!(std::fs::read(dir.with_extension("key")).expect("the key"), key);
+        let _ = std::fs::remove_dir_all(dir.parent().expect("the scratch directory"));
+    }
+}
