@@ -74,6 +74,10 @@ pub struct BenchArgs {
     /// runs once per language in a child process of its own).
     #[arg(long, hide = true)]
     pub language: Option<String>,
+    /// Python and JavaScript versions the `languages` section deploys on one shared
+    /// host, across 30 tenants (0: skip that part).
+    #[arg(long, default_value_t = 300)]
+    pub shared_versions: usize,
 }
 
 /// Runs the benchmark and prints the report.
@@ -99,6 +103,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         guests: args.guests,
         work_dir: work_dir.clone(),
         language: args.language,
+        shared_versions: args.shared_versions,
     };
     let result = crate::run(settings, Progress::to_stderr()).await;
     let _ = std::fs::remove_dir_all(&work_dir);

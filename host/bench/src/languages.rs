@@ -11,6 +11,12 @@
 //! Each language is measured in a `spindle bench` process of its own, so that the resident
 //! set it adds is its own and not what an earlier language left in the allocator. A
 //! language whose component is not built is left out (`cargo xtask guests` builds all).
+//!
+//! Then a shared host ([`SharedHost`]), also in a process of its own: a host on a fresh
+//! database with its dispatcher running, into which 30 tenants deploy 300 Python and
+//! JavaScript versions (`--shared-versions`), each version a kind of its own with bytes
+//! of its own, a job run on each as it is deployed and again on every one once all are
+//! deployed; the host's resident set is read after each phase.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,8 +25,11 @@ use anyhow::{Context as _, bail};
 use serde::Serialize;
 use spindle_runtime::{GuestOutcome, Runtime, SandboxConfig, StepInput, StepRun, Unsupervised};
 
-use super::Context;
-use super::stats::{Summary, rss_mib, rss_split_mib};
+use spindle::store::TenantId;
+use spindle_core::JobState;
+
+use super::stats::{Summary, peak_rss_mib, reset_peak, rss_mib, rss_split_mib};
+use super::{Context, count_in_state, requests};
 
 /// The languages, by the suffix of their example's name.
 pub const LANGUAGES: [&str; 5] = ["rust", "python", "js", "c", "go"];
@@ -60,35 +69,190 @@ pub struct LanguageFigures {
     pub next_resident_mib: Option<(f64, f64, f64)>,
 }
 
-/// Measures every language whose greet component is built, each in a child process (or,
-/// in such a child, its one language).
-pub async fn measure(ctx: &Context) -> anyhow::Result<Vec<LanguageFigures>> {
-    if let Some(language) = &ctx.settings.language {
-        return Ok(measure_one(ctx, language).await?.into_iter().collect());
+/// The `--language` a child process is given to measure the shared host.
+const SHARED_HOST: &str = "shared-host";
+/// Tenants the shared host's versions are spread over.
+const SHARED_TENANTS: usize = 30;
+
+/// A host serving many tenants' Python and JavaScript versions.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct SharedHost {
+    /// Versions deployed (half Python, half JavaScript), each a kind of its own.
+    pub versions: usize,
+    /// Tenants they belong to.
+    pub tenants: usize,
+    /// Deploy of each version after its language's first (compile in a child process,
+    /// store), milliseconds.
+    pub next_deploy_ms: Option<Summary>,
+    /// The first Python and the first JavaScript deploy, milliseconds.
+    pub first_deploy_ms: Vec<f64>,
+    /// Jobs that succeeded (two per version: one as it is deployed, one once all are).
+    pub jobs_succeeded: i64,
+    /// Resident set once every version is deployed and its first job has run, MiB.
+    pub deployed_rss_mib: Option<f64>,
+    /// Resident set after a job has run on every version again, MiB.
+    pub rss_mib: Option<f64>,
+    /// Of that, the host's own pages and pages mapped from files, MiB.
+    pub rss_split_mib: Option<(f64, f64)>,
+    /// Peak resident set over the whole scenario, MiB.
+    pub peak_rss_mib: Option<f64>,
+    /// Versions loaded at the end (the registry's LRU keeps compiled code within its
+    /// budget; the rest load from the artifact cache when next stepped), and their
+    /// compiled code's bytes.
+    pub loaded: (usize, usize),
+}
+
+/// Measures every language whose greet component is built, each in a child process,
+/// then the shared host in another (or, in such a child, its one part).
+pub async fn measure(ctx: &Context) -> anyhow::Result<(Vec<LanguageFigures>, Option<SharedHost>)> {
+    match ctx.settings.language.as_deref() {
+        Some(SHARED_HOST) => return Ok((Vec::new(), measure_shared(ctx).await?)),
+        Some(language) => return Ok((measure_one(ctx, language).await?.into_iter().collect(), None)),
+        None => {}
     }
-    let task = ctx.progress.task("languages: the greet kind in each", Some(LANGUAGES.len() as u64));
-    let exe = std::env::current_exe().context("this executable, to measure each language in")?;
+    let task = ctx.progress.task("languages: the greet kind in each", Some(LANGUAGES.len() as u64 + 1));
     let mut out = Vec::new();
     for (i, language) in LANGUAGES.iter().enumerate() {
         task.note(format!("greet-{language}"));
-        let child = tokio::process::Command::new(&exe)
-            .args(["bench", "--only", "languages", "--json", "--language", language, "--guests"])
-            .arg(&ctx.settings.guests)
-            .arg("--work-dir")
-            .arg(&ctx.settings.work_dir)
-            .stderr(std::process::Stdio::null())
-            .output()
-            .await
-            .with_context(|| format!("measuring {language}"))?;
-        anyhow::ensure!(child.status.success(), "measuring {language} failed ({})", child.status);
-        let report: serde_json::Value = serde_json::from_slice(&child.stdout).context("the child's report")?;
+        let report = in_child(ctx, language).await?;
         for figures in report["languages"].as_array().into_iter().flatten() {
             out.push(serde_json::from_value(figures.clone()).context("a language's figures")?);
         }
         task.set(i as u64 + 1);
     }
+    let mut shared = None;
+    if ctx.settings.shared_versions > 0 {
+        task.note(format!("{} versions on a shared host", ctx.settings.shared_versions));
+        let report = in_child(ctx, SHARED_HOST).await?;
+        if !report["shared_host"].is_null() {
+            shared = Some(serde_json::from_value(report["shared_host"].clone()).context("the shared host's figures")?);
+        }
+    }
     task.finish(&format!("{} languages", out.len()));
-    Ok(out)
+    Ok((out, shared))
+}
+
+/// Runs `spindle bench --only languages --language <language>` and reads its JSON report.
+async fn in_child(ctx: &Context, language: &str) -> anyhow::Result<serde_json::Value> {
+    let exe = std::env::current_exe().context("this executable, to measure each language in")?;
+    let child = tokio::process::Command::new(&exe)
+        .args(["bench", "--only", "languages", "--json", "--language", language, "--guests"])
+        .arg(&ctx.settings.guests)
+        .arg("--work-dir")
+        .arg(&ctx.settings.work_dir)
+        .arg("--shared-versions")
+        .arg(ctx.settings.shared_versions.to_string())
+        .arg("--concurrency")
+        .arg(ctx.settings.concurrency.to_string())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .await
+        .with_context(|| format!("measuring {language}"))?;
+    anyhow::ensure!(child.status.success(), "measuring {language} failed ({})", child.status);
+    serde_json::from_slice(&child.stdout).context("the child's report")
+}
+
+/// The shared host: `--shared-versions` versions of greet-python and greet-js (each with
+/// a custom section of its own: new bytes, the same code) as kinds of 30 tenants, on a
+/// host whose dispatcher runs throughout and which compiles in a child process as
+/// `spindle serve` does, with an artifact cache of its own (so the first version of each
+/// language compiles from nothing). `None` when either component is not built.
+async fn measure_shared(ctx: &Context) -> anyhow::Result<Option<SharedHost>> {
+    let (Ok(python), Ok(js)) = (ctx.guest_bytes("greet-python"), ctx.guest_bytes("greet-js")) else {
+        return Ok(None);
+    };
+    let versions = ctx.settings.shared_versions;
+    let tenants = SHARED_TENANTS.min(versions).max(1);
+    let cache_dir = ctx.settings.work_dir.join("shared-host-cache");
+    let _ = std::fs::remove_dir_all(&cache_dir);
+    let compiler = std::env::current_exe().ok();
+    let mut scenario = ctx
+        .open_with("shared-host", ctx.settings.concurrency, |config| {
+            config.sandbox.cache_dir = Some(cache_dir.clone());
+            config.sandbox.compiler = compiler;
+        })
+        .await?;
+    scenario.start();
+    reset_peak();
+    let host = &scenario.host;
+    let task = ctx.progress.task(format!("shared host: {versions} versions, {tenants} tenants"), Some(versions as u64));
+    let input = br#"{"name": "Ada"}"#;
+    let (mut first, mut next) = (Vec::new(), Vec::new());
+    let mut deployed = Vec::with_capacity(versions);
+    for i in 0..versions {
+        let tenant = TenantId(format!("tenant-{:02}", i % tenants));
+        // Each tenant in turn, Python versions and JavaScript versions by rounds.
+        let (kind, base) = if (i / tenants).is_multiple_of(2) { ("greet-python", &python) } else { ("greet-js", &js) };
+        let bytes = with_custom_section(base, format!("spindle-bench-version-{i}").as_bytes());
+        let started = Instant::now();
+        let (version, _) = host
+            .registry
+            .deploy(&tenant, kind, &bytes, host.engine.now())
+            .await
+            .with_context(|| format!("deploying {kind} for {tenant}"))?;
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        if deployed.iter().any(|(_, k, _)| k == &kind) {
+            next.push(ms)
+        } else {
+            first.push(ms)
+        }
+        host.engine.submission().submit_many(&tenant, requests(kind, input, 1)).await.context("submitting")?;
+        deployed.push((tenant, kind, version.version));
+        task.set(i as u64 + 1);
+    }
+    wait_succeeded(host, versions as i64, &task).await?;
+    let deployed_rss_mib = rss_mib();
+    // Again on every version, the oldest first: each made current in turn (a rollback)
+    // and given a job, then the newest made current again.
+    for (tenant, kind, version) in &deployed {
+        host.registry.set_current(tenant, kind, *version, host.engine.now()).await?;
+        host.engine.submission().submit_many(tenant, requests(kind, input, 1)).await.context("submitting")?;
+    }
+    let mut newest = std::collections::HashMap::new();
+    for (tenant, kind, version) in &deployed {
+        newest.insert((tenant, kind), *version);
+    }
+    for ((tenant, kind), version) in newest {
+        host.registry.set_current(tenant, kind, version, host.engine.now()).await?;
+    }
+    let jobs_succeeded = wait_succeeded(host, 2 * versions as i64, &task).await?;
+    let figures = SharedHost {
+        versions,
+        tenants,
+        next_deploy_ms: Summary::of(&mut next),
+        first_deploy_ms: first,
+        jobs_succeeded,
+        deployed_rss_mib,
+        rss_mib: rss_mib(),
+        rss_split_mib: rss_split_mib(),
+        peak_rss_mib: peak_rss_mib(),
+        loaded: host.registry.loaded(),
+    };
+    task.finish(&format!("{:.0} MiB resident", figures.rss_mib.unwrap_or_default()));
+    ctx.close(scenario, std::time::Duration::from_secs(5)).await;
+    let _ = std::fs::remove_dir_all(&cache_dir);
+    Ok(Some(figures))
+}
+
+/// Waits until `target` jobs have succeeded, failing if any fails or it takes past ten
+/// minutes (a Python or JavaScript version evicted from the LRU loads again in
+/// milliseconds from the cache; one compiled afresh takes seconds).
+async fn wait_succeeded(host: &spindle::host::Host, target: i64, task: &super::progress::Task) -> anyhow::Result<i64> {
+    let started = Instant::now();
+    loop {
+        let succeeded = count_in_state(host, JobState::Succeeded).await?;
+        task.note(format!("{succeeded} of {target} jobs succeeded"));
+        if succeeded >= target {
+            return Ok(succeeded);
+        }
+        let failed = count_in_state(host, JobState::Failed).await?;
+        anyhow::ensure!(failed == 0, "{failed} greet jobs failed on the shared host");
+        anyhow::ensure!(
+            started.elapsed() < std::time::Duration::from_secs(600),
+            "only {succeeded} of {target} jobs succeeded in ten minutes"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// Measures `language` in this process; `None` when its component is not built.
@@ -128,9 +292,10 @@ async fn measure_one(ctx: &Context, language: &str) -> anyhow::Result<Option<Lan
     for _ in 0..=STEADY_CALLS {
         expect_complete(&kind, runtime.run_step(&next, input.clone(), control.clone()).await.run)?;
     }
-    let next_resident_mib = rss_mib().zip(before_next).zip(rss_split_mib().zip(before_next_split)).map(
-        |((after, before), ((own, file), (own0, file0)))| (after - before, own - own0, file - file0),
-    );
+    let next_resident_mib = rss_mib()
+        .zip(before_next)
+        .zip(rss_split_mib().zip(before_next_split))
+        .map(|((after, before), ((own, file), (own0, file0)))| (after - before, own - own0, file - file0));
     drop(next);
     drop(loaded);
     drop(runtime);

@@ -173,6 +173,8 @@ pub struct Settings {
     pub work_dir: PathBuf,
     /// The `languages` section's one language, when it runs in a process of its own.
     pub language: Option<String>,
+    /// Versions the `languages` section's shared host deploys (0: none).
+    pub shared_versions: usize,
 }
 
 /// What every section shares: the settings, the databases, a compiled-component cache.
@@ -383,7 +385,7 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Retention => {
                 report.retention = retention::measure(ctx, ctx.settings.retention_jobs).await?;
             }
-            Section::Languages => report.languages = languages::measure(ctx).await?,
+            Section::Languages => (report.languages, report.shared_host) = languages::measure(ctx).await?,
         }
         if let Some(peak) = stats::peak_rss_mib() {
             report.peaks.push(report::SectionPeak { section, peak_rss_mib: peak, since_section_start: reset });

@@ -62,6 +62,8 @@ pub struct Report {
     pub sql_submit: Option<super::sql_submit::SqlSubmit>,
     /// `languages`, one entry per language built.
     pub languages: Vec<super::languages::LanguageFigures>,
+    /// `languages`: many Python and JavaScript versions on one host.
+    pub shared_host: Option<super::languages::SharedHost>,
     /// `phases`.
     pub phases: Option<Phases>,
     /// Each section's peak resident memory.
@@ -130,6 +132,7 @@ impl Report {
             noisy_tenant: None,
             sql_submit: None,
             languages: Vec::new(),
+            shared_host: None,
             retention: Vec::new(),
             phases: None,
             peaks: Vec::new(),
@@ -534,6 +537,31 @@ impl Report {
                 }
             }
         }
+        if let Some(h) = &self.shared_host {
+            t.section(&format!(
+                "Shared host: {} Python and JavaScript versions across {} tenants, a job on each twice",
+                h.versions, h.tenants
+            ));
+            let mib = |v: Option<f64>| v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.0} MiB"));
+            let firsts = h.first_deploy_ms.iter().map(|ms| format!("{ms:.0}")).collect::<Vec<_>>().join(", ");
+            t.row("first deploy (Python, JavaScript)", &format!("{firsts} ms"));
+            if let Some(next) = &h.next_deploy_ms {
+                t.row(
+                    "each next version's deploy",
+                    &format!("p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms", next.p50, next.p99, next.max),
+                );
+            }
+            t.row("jobs succeeded", &h.jobs_succeeded.to_string());
+            t.row("resident, all deployed", &mib(h.deployed_rss_mib));
+            let split =
+                h.rss_split_mib.map_or_else(String::new, |(own, file)| format!(" ({own:.0} own, {file:.0} file)"));
+            t.row("resident, a job run on every version again", &format!("{}{split}", mib(h.rss_mib)));
+            t.row("peak resident", &mib(h.peak_rss_mib));
+            t.row(
+                "loaded at the end (LRU)",
+                &format!("{} versions, {:.0} MiB of compiled code", h.loaded.0, h.loaded.1 as f64 / 1048576.0),
+            );
+        }
         if let Some(n) = &self.noisy_tenant {
             t.section(&format!(
                 "Noisy tenant: A keeps {} jobs queued; B submits {} jobs at {}/s (B's enqueue→start)",
@@ -682,6 +710,7 @@ mod tests {
             guests: "target/guests".into(),
             work_dir: "/tmp".into(),
             language: None,
+            shared_versions: 0,
         };
         let machine = Machine {
             cpus: 2,
