@@ -68,6 +68,21 @@ pub(crate) fn artifact_key(path: &Path) -> std::io::Result<[u8; 32]> {
     Ok(key)
 }
 
+/// Deletes the temporary files in `dir` that a killed compile or store left (an
+/// artifact being written is `….tmp<pid>-<random>`) once they are an hour old: younger
+/// ones may still be another host's or compile's, being written.
+fn sweep_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let unfinished = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.starts_with("tmp"));
+        let age = entry.metadata().ok().and_then(|m| m.modified().ok()).and_then(|m| m.elapsed().ok());
+        if unfinished && age.is_some_and(|age| age > std::time::Duration::from_secs(3600)) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 impl ArtifactCache {
     pub(crate) fn new(dir: &Path, engine: &Engine) -> std::io::Result<Self> {
         // Compiled artifacts are native code this host loads: other local users may not
@@ -82,6 +97,7 @@ impl ArtifactCache {
         let mut hasher = std::hash::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let key = artifact_key(&dir.with_extension("key"))?;
+        sweep_stale(dir);
         Ok(Self { dir: dir.to_owned(), engine_tag: format!("{:016x}", hasher.finish()), key })
     }
 
@@ -222,7 +238,30 @@ impl Drop for PendingArtifact {
 
 #[cfg(test)]
 mod tests {
-    use super::artifact_key;
+    use super::{artifact_key, sweep_stale};
+
+    /// A compile killed while its artifact was being written leaves a temporary file;
+    /// it is deleted once an hour old, and one younger (maybe another compile's, still
+    /// writing) and every finished artifact are left.
+    #[test]
+    fn a_stale_unfinished_artifact_is_swept() {
+        let dir = std::env::temp_dir().join(format!("spindle-sweep-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let old = dir.join("d1-e.tmp123-00ff");
+        let young = dir.join("d2-e.tmp456-00ff");
+        let done = dir.join("d3-e.cwasm");
+        for path in [&old, &young, &done] {
+            std::fs::write(path, b"bytes").expect("a file");
+        }
+        let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        for path in [&old, &done] {
+            std::fs::File::options().write(true).open(path).expect("a file").set_modified(two_hours_ago).expect("aged");
+        }
+        sweep_stale(&dir);
+        assert!(!old.exists(), "the stale unfinished artifact is deleted");
+        assert!(young.exists() && done.exists(), "the young one and the finished one are left");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// Runtimes starting at once in one process (two hosts, parallel tests) all get the
     /// one key: the temporary file each writes first is its own, not the process's.

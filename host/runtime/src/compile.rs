@@ -60,9 +60,16 @@ pub(crate) fn engine(config: &SandboxConfig) -> Result<(Engine, Option<Arc<Funct
     if let Some(dir) = &config.cache_dir {
         // Functions compiled once are reused by every component that has them (the same
         // interpreter in each version of a Python or JavaScript kind): see `functions`.
-        let cache = Arc::new(FunctionCache::open(dir).map_err(|e| SetupError(format!("function cache: {e}")))?);
-        wasm.enable_incremental_compilation(cache.clone()).map_err(|e| SetupError(format!("{e:#}")))?;
-        functions = Some(cache);
+        // Without it compiles are slower, not wrong (the cache is not part of the
+        // engine's compatibility hash, so host and children still agree).
+        match FunctionCache::open(dir) {
+            Ok(cache) => {
+                let cache = Arc::new(cache);
+                wasm.enable_incremental_compilation(cache.clone()).map_err(|e| SetupError(format!("{e:#}")))?;
+                functions = Some(cache);
+            }
+            Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "compiling without the function cache"),
+        }
     }
     let engine = Engine::new(&wasm).map_err(|e| SetupError(format!("{e:#}")))?;
     Ok((engine, functions))
@@ -142,6 +149,9 @@ impl Compiler {
 pub(crate) enum Compiled {
     /// The component, in memory.
     Component(Component),
+    /// The compile succeeded but its artifact could not be written to the cache (a
+    /// full disk): compile again without it.
+    NotStored(std::io::Error),
     /// The artifact, entered into the cache: load it from there. A compiler child's
     /// output goes from its pipe to the file, so a Python or JavaScript artifact (tens of
     /// MiB) is never a buffer of the host's: freed, such a buffer stayed with the
@@ -186,18 +196,27 @@ async fn in_child(
         };
         let mut artifact = Vec::new();
         let mut message = Vec::new();
+        // Ok(Err(_)): the artifact could not be written. The rest of it is read and
+        // dropped all the same, so the child is not left blocked on a full pipe.
         let read = async {
             match sink.as_mut() {
                 Some(file) => {
-                    tokio::io::copy(&mut stdout, file).await?;
-                    file.flush().await
+                    let written = async {
+                        tokio::io::copy(&mut stdout, file).await?;
+                        file.flush().await
+                    }
+                    .await;
+                    if written.is_err() {
+                        tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await?;
+                    }
+                    Ok(written)
                 }
-                None => stdout.read_to_end(&mut artifact).await.map(drop),
+                None => stdout.read_to_end(&mut artifact).await.map(|_| Ok(())),
             }
         };
         let (written, read, _) = tokio::join!(write, read, stderr.read_to_end(&mut message));
         let status = child.wait().await.map_err(|e| internal("wait", e))?;
-        read.map_err(|e| internal("output", e))?;
+        let stored = read.map_err(|e| internal("output", e))?;
         if !status.success() {
             let message = String::from_utf8_lossy(&message).trim().to_owned();
             return Err(LoadError::Malformed(if message.is_empty() {
@@ -207,9 +226,9 @@ async fn in_child(
             }));
         }
         written.map_err(|e| internal("input", e))?;
-        Ok(artifact)
+        Ok((artifact, stored))
     };
-    let artifact = match tokio::time::timeout(config.compile_timeout, work).await {
+    let (artifact, stored) = match tokio::time::timeout(config.compile_timeout, work).await {
         Ok(artifact) => artifact?,
         Err(_) => {
             // Dropping the work dropped its wait; the child is killed when dropped too,
@@ -220,8 +239,10 @@ async fn in_child(
     };
     if let Some(pending) = into {
         drop(sink);
-        pending.commit().map_err(|e| internal("artifact file", e))?;
-        return Ok(Compiled::Stored);
+        return Ok(match stored.and_then(|()| pending.commit()) {
+            Ok(()) => Compiled::Stored,
+            Err(e) => Compiled::NotStored(e),
+        });
     }
     // SAFETY: the artifact was produced just now by our own compiler executable, for an
     // engine configured from the same settings (wasmtime checks its compatibility hash

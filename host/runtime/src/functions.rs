@@ -8,16 +8,20 @@
 //! compile reads the packs' indexes once, at its first lookup. Entries are native code:
 //! each carries an HMAC-SHA256 under the host's artifact key over its cache key and its
 //! code, checked on every lookup, so a torn, tampered or planted entry is compiled again,
-//! never used. Past 1 GiB the packs are deleted when an engine opens the cache: entries of
-//! components long gone are never read again, and emptying costs one full compile per
-//! language.
+//! never used. Past 1 GiB the packs are deleted (when an engine opens the cache, and when
+//! a flush takes it past): entries of components long gone are never read again, and
+//! emptying costs one full compile per language. A pack left half-written by a killed
+//! compile is deleted once it is an hour old. Nothing here can fail a compile: a cache
+//! that cannot be read or written only costs speed.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -28,6 +32,14 @@ use crate::cache::{TAG_LEN, artifact_key};
 const MAX_BYTES: u64 = 1 << 30;
 /// The last bytes of a pack: its index's length, then this.
 const MAGIC: &[u8; 8] = b"spfunc01";
+/// What a function's tag begins with, so that no function entry is ever taken for an
+/// artifact under the same key, or the reverse.
+const TAG_LABEL: &[u8] = b"spindle compiled function\0";
+/// Largest compiled function an index may claim: a planted index cannot make a lookup
+/// allocate more.
+const MAX_CODE_LEN: usize = 64 << 20;
+/// Age past which a pack still being written is taken for one whose compile was killed.
+const STALE: Duration = Duration::from_secs(3600);
 
 /// Where one entry's code is.
 #[derive(Clone, Copy, Debug)]
@@ -50,6 +62,9 @@ struct Index {
 pub(crate) struct FunctionCache {
     dir: PathBuf,
     key: [u8; 32],
+    max_bytes: u64,
+    /// Bytes of packs as this engine knows them: at open, plus what it wrote since.
+    bytes: AtomicU64,
     index: OnceLock<Mutex<Index>>,
     /// Entries compiled since the last [`flush`](Self::flush).
     pending: Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
@@ -74,21 +89,51 @@ impl FunctionCache {
         std::fs::set_permissions(artifacts, std::fs::Permissions::from_mode(0o700))?;
         let dir = artifacts.join("functions");
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-        let packs = pack_files(&dir)?;
-        let bytes: u64 = packs.iter().filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum();
-        if bytes > max_bytes {
-            tracing::info!(dir = %dir.display(), bytes, "emptying the function cache past its bound");
-            for pack in packs {
-                let _ = std::fs::remove_file(pack);
+        let mut bytes = 0;
+        for entry in std::fs::read_dir(&dir)?.filter_map(Result::ok) {
+            let Ok(meta) = entry.metadata() else { continue };
+            let path = entry.path();
+            let written = path.extension().is_some_and(|e| e == "pack");
+            let stale = meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age > STALE);
+            if !written && stale {
+                let _ = std::fs::remove_file(&path);
+            } else {
+                bytes += meta.len();
             }
         }
         let key = artifact_key(&artifacts.with_extension("key"))?;
-        Ok(Self { dir, key, index: OnceLock::new(), pending: Mutex::default() })
+        let cache = Self {
+            dir,
+            key,
+            max_bytes,
+            bytes: AtomicU64::new(bytes),
+            index: OnceLock::new(),
+            pending: Mutex::default(),
+        };
+        cache.bound();
+        Ok(cache)
+    }
+
+    /// Deletes every pack if they hold more than the bound.
+    fn bound(&self) {
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        if bytes <= self.max_bytes {
+            return;
+        }
+        tracing::info!(dir = %self.dir.display(), bytes, "emptying the function cache past its bound");
+        for pack in pack_files(&self.dir).unwrap_or_default() {
+            let _ = std::fs::remove_file(pack);
+        }
+        self.bytes.store(0, Ordering::Relaxed);
+        if let Some(index) = self.index.get() {
+            *index.lock().unwrap_or_else(PoisonError::into_inner) = Index::default();
+        }
     }
 
     fn tag(&self, key: &[u8], code: &[u8]) -> Hmac<Sha256> {
         // A 32-byte key is always a valid HMAC key.
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).unwrap_or_else(|_| unreachable!());
+        mac.update(TAG_LABEL);
         mac.update(&(key.len() as u64).to_le_bytes());
         mac.update(key);
         mac.update(code);
@@ -143,10 +188,12 @@ impl FunctionCache {
             let _ = std::fs::remove_file(&tmp);
         }
         written?;
+        self.bytes.fetch_add(std::fs::metadata(&path).map_or(0, |m| m.len()), Ordering::Relaxed);
         // Later compiles of this engine find them too.
         if self.index.get().is_some() {
             read_pack_index(&path, &mut self.index())?;
         }
+        self.bound();
         Ok(())
     }
 }
@@ -231,7 +278,7 @@ fn read_pack_index(path: &Path, index: &mut Index) -> std::io::Result<()> {
         let key = take(&mut rest, key_len)?;
         let offset = u64::from_le_bytes(take(&mut rest, 8)?.try_into().map_err(|_| bad("offset"))?);
         let code_len = u32::from_le_bytes(take(&mut rest, 4)?.try_into().map_err(|_| bad("code length"))?) as usize;
-        if offset.saturating_add((code_len + TAG_LEN) as u64) > start {
+        if code_len > MAX_CODE_LEN || offset.saturating_add((code_len + TAG_LEN) as u64) > start {
             return Err(bad("an entry outside the pack"));
         }
         entries.push((key, Location { pack, offset, len: code_len }));
@@ -303,6 +350,44 @@ mod tests {
         for dir in [&ours, &theirs] {
             let _ = std::fs::remove_dir_all(dir.parent().expect("the scratch directory"));
         }
+    }
+
+    /// A long-lived engine (compiling on a thread) keeps to the bound too: the flush
+    /// that takes the packs past it empties them.
+    #[test]
+    fn a_flush_past_the_bound_empties_the_cache() {
+        let dir = scratch("functions-flush-bound");
+        let cache = FunctionCache::open_bounded(&dir, 128).expect("a cache");
+        assert!(cache.insert(b"a", vec![0; 40]));
+        cache.flush().expect("a flush");
+        assert!(cache.get(b"a").is_some(), "kept within the bound");
+        assert!(cache.insert(b"b", vec![0; 40]));
+        cache.flush().expect("a flush past the bound");
+        assert_eq!((cache.get(b"a"), cache.get(b"b")), (None, None), "emptied");
+        assert!(super::pack_files(&dir.join("functions")).expect("the cache").is_empty());
+        let _ = std::fs::remove_dir_all(dir.parent().expect("the scratch directory"));
+    }
+
+    /// A pack a killed compile left half-written is deleted once it is an hour old (one
+    /// younger may be another compile's, still writing).
+    #[test]
+    fn a_stale_unfinished_pack_is_deleted_when_opened() {
+        let dir = scratch("functions-stale");
+        drop(FunctionCache::open(&dir).expect("a cache"));
+        let (old, young) = (dir.join("functions/old.tmp"), dir.join("functions/young.tmp"));
+        std::fs::write(&old, b"half").expect("a stale file");
+        std::fs::write(&young, b"half").expect("a fresh file");
+        let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .expect("the stale file")
+            .set_modified(two_hours_ago)
+            .expect("aged");
+        drop(FunctionCache::open(&dir).expect("reopened"));
+        assert!(!old.exists(), "the stale one is deleted");
+        assert!(young.exists(), "the young one is left to its compile");
+        let _ = std::fs::remove_dir_all(dir.parent().expect("the scratch directory"));
     }
 
     /// Past its bound the cache is emptied when an engine opens it (its entries are only

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use crate::bindings::{v1, v2};
@@ -183,32 +183,7 @@ impl Runtime {
         let from_cache = cached.is_some();
         let component = match cached {
             Some(component) => component,
-            None => {
-                let pending = self.cache.as_ref().and_then(|cache| match cache.pending(&digest) {
-                    Ok(pending) => Some(pending),
-                    Err(e) => {
-                        tracing::warn!(digest, error = %e, "could not cache a compiled component");
-                        None
-                    }
-                });
-                // Cached, then mapped from the cache's file rather than kept as copied
-                // (see `ArtifactCache::load`): the version is loaded as a restart would.
-                match (self.compile(bytes, pending).await?, &self.cache) {
-                    (Compiled::Stored, cache) => {
-                        cache.as_ref().and_then(|cache| cache.load(&self.engine, &digest)).ok_or_else(|| {
-                            LoadError::Internal("the compiled artifact does not load from the cache".into())
-                        })?
-                    }
-                    (Compiled::Component(compiled), Some(cache)) => match cache.store(&digest, &compiled) {
-                        Ok(()) => cache.load(&self.engine, &digest).unwrap_or(compiled),
-                        Err(e) => {
-                            tracing::warn!(digest, error = %e, "could not cache a compiled component");
-                            compiled
-                        }
-                    },
-                    (Compiled::Component(compiled), None) => compiled,
-                }
-            }
+            None => self.compile_and_cache(&digest, bytes).await?,
         };
         let pre = self
             .linker
@@ -224,6 +199,48 @@ impl Runtime {
             }
         };
         Ok(LoadedKind { digest, spec, from_cache, load_time: started.elapsed(), input_schema, pre: Arc::new(pre) })
+    }
+
+    /// Compiles `bytes` and caches the artifact, then maps it from the cache's file
+    /// rather than keeping a copy (see `ArtifactCache::load`): the version is loaded as a
+    /// restart would load it. A cache that cannot be written or read back costs a
+    /// compile in memory, never the deploy.
+    async fn compile_and_cache(&self, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+        let Some(cache) = &self.cache else { return self.compile_in_memory(bytes).await };
+        let pending = match cache.pending(digest) {
+            Ok(pending) => Some(pending),
+            Err(e) => {
+                tracing::warn!(digest, error = %e, "could not cache a compiled component");
+                None
+            }
+        };
+        let not_stored = match self.compile(bytes, pending).await? {
+            Compiled::Stored => match cache.load(&self.engine, digest) {
+                Some(component) => return Ok(component),
+                None => std::io::Error::other("the stored artifact does not load"),
+            },
+            Compiled::Component(compiled) => {
+                return Ok(match cache.store(digest, &compiled) {
+                    Ok(()) => cache.load(&self.engine, digest).unwrap_or(compiled),
+                    Err(e) => {
+                        tracing::warn!(digest, error = %e, "could not cache a compiled component");
+                        compiled
+                    }
+                });
+            }
+            Compiled::NotStored(e) => e,
+        };
+        tracing::warn!(digest, error = %not_stored, "could not cache a compiled component; compiling it in memory");
+        self.compile_in_memory(bytes).await
+    }
+
+    async fn compile_in_memory(&self, bytes: &[u8]) -> Result<Component, LoadError> {
+        match self.compile(bytes, None).await? {
+            Compiled::Component(component) => Ok(component),
+            Compiled::Stored | Compiled::NotStored(_) => {
+                Err(LoadError::Internal("a compile without a cache file answered no component".into()))
+            }
+        }
     }
 
     async fn compile(&self, bytes: &[u8], into: Option<PendingArtifact>) -> Result<Compiled, LoadError> {
