@@ -357,6 +357,7 @@ async fn compiled_components_are_cached_on_disk_and_corruption_is_recompiled() {
     let third = runtime(config).load(&guest("noop")).await.unwrap();
     assert!(!third.from_cache, "a corrupted artifact is recompiled, never loaded");
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("key"));
 }
 
 /// A next version of a kind is mostly the same code (a Python or JavaScript version is
