@@ -55,7 +55,7 @@ pub(crate) fn artifact_key(path: &Path) -> std::io::Result<[u8; 32]> {
     }
     let key: [u8; 32] = rand::random();
     // Its own temporary file: runtimes may start together in one process too.
-    let tmp = path.with_extension(format!("tmp{}-{:016x}", std::process::id(), rand::random::<u64>()));
+    let tmp = temporary(path);
     let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
     file.write_all(&key)?;
     file.sync_all()?;
@@ -68,19 +68,47 @@ pub(crate) fn artifact_key(path: &Path) -> std::io::Result<[u8; 32]> {
     Ok(key)
 }
 
+/// Where a file for `path` is written before it is renamed there: a name of its own,
+/// since runtimes may write at once, in one process or several.
+fn temporary(path: &Path) -> PathBuf {
+    path.with_extension(format!("tmp{}-{:016x}", std::process::id(), rand::random::<u64>()))
+}
+
+/// Age past which a file still being written is taken for one whose writer was killed.
+const STALE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Whether a file still being written, last modified as `meta` says, is stale.
+pub(crate) fn is_stale(meta: &std::fs::Metadata) -> bool {
+    meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age > STALE)
+}
+
 /// Deletes the temporary files in `dir` that a killed compile or store left (an
-/// artifact being written is `….tmp<pid>-<random>`) once they are an hour old: younger
-/// ones may still be another host's or compile's, being written.
+/// artifact being written is `….tmp<pid>-<random>`) once they are stale: younger ones
+/// may still be another host's or compile's, being written.
 fn sweep_stale(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.filter_map(Result::ok) {
         let path = entry.path();
         let unfinished = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.starts_with("tmp"));
-        let age = entry.metadata().ok().and_then(|m| m.modified().ok()).and_then(|m| m.elapsed().ok());
-        if unfinished && age.is_some_and(|age| age > std::time::Duration::from_secs(3600)) {
+        if unfinished && entry.metadata().is_ok_and(|m| is_stale(&m)) {
             let _ = std::fs::remove_file(&path);
         }
     }
+}
+
+/// Feeds `len` bytes of `file`, from where it stands, to `mac`, a chunk at a time: an
+/// artifact is tens of MiB, and a buffer that size, freed at once, would stay in the
+/// allocator's hands as the host's memory.
+fn update_from(mac: &mut Hmac<Sha256>, file: &mut std::fs::File, mut len: u64) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut chunk = vec![0u8; 1 << 20];
+    while len > 0 {
+        let take = chunk.len().min(usize::try_from(len).unwrap_or(usize::MAX));
+        file.read_exact(&mut chunk[..take])?;
+        mac.update(&chunk[..take]);
+        len -= take as u64;
+    }
+    Ok(())
 }
 
 impl ArtifactCache {
@@ -151,21 +179,13 @@ impl ArtifactCache {
     }
 
     /// Whether the file at `path` ends with this host's tag over `digest` and the rest
-    /// of the file. Read in chunks: a Python or JavaScript artifact is tens of MiB, and a
-    /// buffer that size, freed at once, would stay in the allocator's hands as the host's
-    /// memory.
+    /// of the file (read in chunks).
     fn verify(&self, digest: &str, path: &Path) -> std::io::Result<bool> {
         use std::io::Read;
         let mut file = std::fs::File::open(path)?;
-        let Some(mut left) = file.metadata()?.len().checked_sub(TAG_LEN as u64) else { return Ok(false) };
+        let Some(len) = file.metadata()?.len().checked_sub(TAG_LEN as u64) else { return Ok(false) };
         let mut mac = self.tag(digest, &[]);
-        let mut chunk = vec![0u8; 1 << 20];
-        while left > 0 {
-            let take = chunk.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-            file.read_exact(&mut chunk[..take])?;
-            mac.update(&chunk[..take]);
-            left -= take as u64;
-        }
+        update_from(&mut mac, &mut file, len)?;
         let mut trailer = [0u8; TAG_LEN];
         file.read_exact(&mut trailer)?;
         Ok(mac.verify_slice(&trailer).is_ok())
@@ -178,7 +198,7 @@ impl ArtifactCache {
         bytes.extend_from_slice(&tag);
         let path = self.path(digest);
         // Its own temporary file: runtimes may start together in one process too.
-        let tmp = path.with_extension(format!("tmp{}-{:016x}", std::process::id(), rand::random::<u64>()));
+        let tmp = temporary(&path);
         std::fs::write(&tmp, &bytes)?;
         std::fs::rename(&tmp, &path)
     }
@@ -189,7 +209,7 @@ impl ArtifactCache {
     /// in the host's memory.
     pub(crate) fn pending(&self, digest: &str) -> std::io::Result<PendingArtifact> {
         let path = self.path(digest);
-        let tmp = path.with_extension(format!("tmp{}-{:016x}", std::process::id(), rand::random::<u64>()));
+        let tmp = temporary(&path);
         let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         Ok(PendingArtifact { cache: self.clone(), digest: digest.to_owned(), tmp, file: Some(file) })
     }
@@ -212,17 +232,11 @@ impl PendingArtifact {
 
     /// Tags what was written and enters it into the cache (rename: atomic).
     pub(crate) fn commit(self) -> std::io::Result<()> {
-        use std::io::{Read, Write};
+        use std::io::Write;
         let mut file = std::fs::OpenOptions::new().read(true).append(true).open(&self.tmp)?;
         let mut mac = self.cache.tag(&self.digest, &[]);
-        let mut chunk = vec![0u8; 1 << 20];
-        loop {
-            let n = file.read(&mut chunk)?;
-            if n == 0 {
-                break;
-            }
-            mac.update(&chunk[..n]);
-        }
+        let len = file.metadata()?.len();
+        update_from(&mut mac, &mut file, len)?;
         file.write_all(&mac.finalize().into_bytes())?;
         drop(file);
         std::fs::rename(&self.tmp, self.cache.path(&self.digest))

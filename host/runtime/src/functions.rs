@@ -21,12 +21,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
-use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::cache::{TAG_LEN, artifact_key};
+use crate::cache::{TAG_LEN, artifact_key, is_stale};
 
 /// Bytes of packs the cache may hold before an engine opening it empties it.
 const MAX_BYTES: u64 = 1 << 30;
@@ -38,8 +37,6 @@ const TAG_LABEL: &[u8] = b"spindle compiled function\0";
 /// Largest compiled function an index may claim: a planted index cannot make a lookup
 /// allocate more.
 const MAX_CODE_LEN: usize = 64 << 20;
-/// Age past which a pack still being written is taken for one whose compile was killed.
-const STALE: Duration = Duration::from_secs(3600);
 
 /// Where one entry's code is.
 #[derive(Clone, Copy, Debug)]
@@ -94,8 +91,7 @@ impl FunctionCache {
             let Ok(meta) = entry.metadata() else { continue };
             let path = entry.path();
             let written = path.extension().is_some_and(|e| e == "pack");
-            let stale = meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age > STALE);
-            if !written && stale {
+            if !written && is_stale(&meta) {
                 let _ = std::fs::remove_file(&path);
             } else {
                 bytes += meta.len();
