@@ -33,6 +33,15 @@ pub struct Deployment {
     /// Steps of the kind running at once, on every host together (the latest
     /// deployment's limit holds for the kind).
     pub max_running: Option<u32>,
+    /// What the kind keeps of its jobs (`--record lean`): a lean job is one row, with no
+    /// step or history rows. Not stored when full, so that a build that knows nothing of
+    /// it (and refuses unknown fields) reads the deployments it could have written.
+    #[serde(skip_serializing_if = "is_full")]
+    pub record: spindle_core::Record,
+}
+
+fn is_full(record: &spindle_core::Record) -> bool {
+    *record == spindle_core::Record::Full
 }
 
 /// Why a deployment's allowances are refused.
@@ -81,6 +90,7 @@ impl Deployment {
             settings: parsed,
             secrets_in_body,
             max_running: None,
+            record: spindle_core::Record::Full,
         };
         deployment.validate()?;
         Ok(deployment)

@@ -171,8 +171,16 @@ impl Db {
         })
     }
 
-    /// The steps of `id`'s pass `pass`, as stored.
+    /// The steps of `id`'s pass `pass`, as stored: in step rows, or for a lean job (which
+    /// has none, as this checks) in its row, which holds its current pass alone.
     pub async fn pass_steps(&self, id: JobId, pass: u32) -> Vec<Step> {
+        if lean() {
+            assert_eq!(self.step_rows(id).await, 0, "a lean job {id} has step rows");
+            return match self.job(id).await.expect("load job") {
+                Some(record) if record.job.pass == pass => record.job.steps,
+                _ => Vec::new(),
+            };
+        }
         let rows = self
             .store
             .db()
@@ -191,6 +199,33 @@ impl Db {
                 step
             })
             .collect()
+    }
+
+    /// How many step rows job `id` has, in every pass.
+    pub async fn step_rows(&self, id: JobId) -> i64 {
+        self.count("SELECT count(*) FROM steps WHERE job_id = $1", id).await
+    }
+
+    /// How many history rows job `id` has.
+    pub async fn history_rows(&self, id: JobId) -> i64 {
+        self.count("SELECT count(*) FROM history WHERE job_id = $1", id).await
+    }
+
+    async fn count(&self, sql: &str, id: JobId) -> i64 {
+        let rows = self.store.db().fetch(sql, vec![Value::from(id.to_string())], &[Ty::Int]).await.expect(sql);
+        rows[0].int(0, "count").expect("a count")
+    }
+
+    /// The history the store kept of job `id`, oldest first; `None` in a lean run, after
+    /// checking that the store kept none (a lean kind keeps no history).
+    pub async fn kept_history(&self, id: JobId) -> Option<Vec<spindle_core::HistoryEvent>> {
+        let entries = self.history(id).await.expect("read history");
+        if lean() {
+            assert!(entries.is_empty(), "a lean job {id} has history: {entries:?}");
+            assert_eq!(self.history_rows(id).await, 0);
+            return None;
+        }
+        Some(entries.into_iter().map(|e| e.event).collect())
     }
 
     /// The indexed columns of job `id`'s row, as stored.
@@ -238,9 +273,19 @@ pub fn job_id() -> JobId {
     ))
 }
 
-/// Kind rules for tests: cancellable, three attempts, no hooks.
+tokio::task_local! {
+    /// Whether the test runs with every job a lean kind's (see `on_both_backends!`).
+    pub static LEAN: bool;
+}
+
+/// Whether this test's jobs are a lean kind's.
+pub fn lean() -> bool {
+    LEAN.try_with(|lean| *lean).unwrap_or(false)
+}
+
+/// Kind rules for tests: cancellable, three attempts, no hooks; lean in a lean run.
 pub fn rules() -> KindRules {
-    KindRules { cancellable: true, max_attempts: 3, failure_effect: false, notify_on_success: false }
+    KindRules { cancellable: true, max_attempts: 3, failure_effect: false, notify_on_success: false, lean: lean() }
 }
 
 /// A job of `kind` with `steps` steps, submitted at `now` under `acme`, normal

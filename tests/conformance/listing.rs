@@ -7,7 +7,7 @@ use crate::fixture::{
     Db, acme, at, claim, complete, derive, globex, ids, insert, job_id, load, new_job, settle, write_ok,
 };
 
-on_both_backends!(history_is_kept_in_order_and_appendable, listings_filter_page_and_count_jobs);
+on_both_backends!(listings_filter_page_and_count_jobs; once: history_is_kept_in_order_and_appendable);
 
 async fn history_is_kept_in_order_and_appendable(backend: Backend) {
     let db = Db::new(backend).await;

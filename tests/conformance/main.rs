@@ -8,9 +8,32 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-/// Generates `sqlite::NAME` and `postgres::NAME` tests from `async fn NAME(Backend)`.
+/// Generates `sqlite::NAME` and `postgres::NAME` tests from `async fn NAME(Backend)`, and
+/// the same again with every job a lean kind's (`sqlite_lean::NAME`, `postgres_lean::NAME`:
+/// [`fixture::rules`] answers lean rules): what the store promises holds for both records.
+/// A test that runs once per backend (of what only a full record keeps, step rows and
+/// history, or one that chooses its jobs' records itself) is listed after `once:`.
 macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident),* $(,)? $(; once: $($full:ident),* $(,)?)?) => {
+        on_both_backends!(@full $($name,)* $($($full,)*)?);
+        mod sqlite_lean {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    crate::fixture::LEAN.scope(true, super::$name(spindle::store::Backend::Sqlite)).await
+                }
+            )*
+        }
+        mod postgres_lean {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    crate::fixture::LEAN.scope(true, super::$name(spindle::store::Backend::Postgres)).await
+                }
+            )*
+        }
+    };
+    (@full $($name:ident),* $(,)?) => {
         mod sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

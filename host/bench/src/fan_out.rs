@@ -115,7 +115,8 @@ async fn one(ctx: &Context, scenario: &super::Scenario) -> anyhow::Result<Run> {
         .await;
     };
     ensure!(record.job.state == JobState::Succeeded, "the parent ended {}: {:?}", record.job.state, record.job.failure);
-    let history = engine.operations().history(&ctx.tenant, parent).await?;
+    let history =
+        engine.operations().history(&ctx.tenant, parent).await?.context("the parent kind keeps a full record")?;
     let at = |wanted: fn(&HistoryEvent) -> bool| history.iter().find(|e| wanted(&e.event)).map(|e| e.at);
     let outcome_at =
         at(|e| matches!(e, HistoryEvent::AwaitingChildren { .. })).context("the parent's fan-out in its history")?;

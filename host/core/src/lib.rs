@@ -41,7 +41,8 @@ pub use failure::SafeFailure;
 pub use history::HistoryEvent;
 pub use ids::{Actor, Fence, JobId};
 pub use job::{
-    Effect, EffectOrder, Job, JobEvent, JobState, KindRules, Refusal, StepReport, Submission, Transition, transition,
+    Effect, EffectOrder, Job, JobEvent, JobState, KindRules, Record, Refusal, StepReport, Submission, Transition,
+    transition,
 };
 pub use queue::QueueState;
 pub use reconcile::{Evidence, ReconcilePolicy};

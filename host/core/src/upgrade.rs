@@ -13,9 +13,11 @@
 //! |---|---|
 //! | 1 | the job row and the claimed step's row (the attempt's start) |
 //! | 2 | the job row alone: the claim records the attempt's start, and a reader restores it on the step (`Job::restore_claimed_step`), one row rewrite fewer per step |
+//! | 3 | as 2, and a lean kind's job is one row: its steps ride in its machine column, and it has no step or history rows |
 //!
-//! A format-1 reader reads a format-2 claim's step as still queued: that is the misread
-//! the gate exists to prevent.
+//! A format-1 reader reads a format-2 claim's step as still queued, and a format-2
+//! reader reads a lean job as one with no steps: those are the misreads the gate exists
+//! to prevent. Below format 3 a lean kind's jobs are written full ([`writes_lean`]).
 //!
 //! Pure, like the machines: the store reads the facts (the recorded format, the live
 //! hosts) under its lock, and writes what this module answers.
@@ -27,7 +29,7 @@ use std::ops::RangeInclusive;
 pub type Format = u32;
 
 /// The newest format this build reads and writes.
-pub const NEWEST: Format = 2;
+pub const NEWEST: Format = 3;
 
 /// The oldest format this build still reads and writes.
 pub const OLDEST: Format = 1;
@@ -168,6 +170,12 @@ impl ClaimRecord {
     pub fn of(format: Format) -> Self {
         if format >= 2 { Self::JobAlone } else { Self::JobAndStep }
     }
+}
+
+/// Whether jobs of a lean kind are written lean under `format` (3 and later); below it
+/// they are written full, which every build reads.
+pub fn writes_lean(format: Format) -> bool {
+    format >= 3
 }
 
 /// Whether a reader of `formats` restores a claim's attempt on its step (a format-2

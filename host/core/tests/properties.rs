@@ -45,7 +45,7 @@ fn scenario_job(
     max_attempts: u32,
     failure_effect: bool,
 ) -> (spindle_core::Job, spindle_core::Timestamp) {
-    let rules = KindRules { cancellable, max_attempts, failure_effect, notify_on_success: true };
+    let rules = KindRules { cancellable, max_attempts, failure_effect, notify_on_success: true, lean: false };
     (pending_with(rules), t0())
 }
 

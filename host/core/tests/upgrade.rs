@@ -10,6 +10,7 @@ use spindle_core::step::StepState;
 use spindle_core::transition;
 use spindle_core::upgrade::{
     ClaimRecord, Formats, GateRefusal, LiveHost, NEWEST, OLDEST, finalize, join, may_contract, restores_claimed_step,
+    writes_lean,
 };
 
 use common::{TTL, pending, t0};
@@ -23,17 +24,26 @@ fn live(id: &str, formats: Formats) -> LiveHost {
 }
 
 #[test]
-fn this_build_reads_both_formats_and_writes_the_newest() {
-    assert_eq!((OLDEST, NEWEST), (1, 2));
+fn this_build_reads_every_format_and_writes_the_newest() {
+    assert_eq!((OLDEST, NEWEST), (1, 3));
     let build = Formats::this_build();
-    assert_eq!(build.reads, 1..=2);
-    assert_eq!(build.writes, 2);
+    assert_eq!(build.reads, 1..=3);
+    assert_eq!(build.writes, 3);
     assert_eq!(pinned(1), Formats { reads: 1..=1, writes: 1 });
-    assert_eq!(pinned(2), build);
+    assert_eq!(pinned(2), Formats { reads: 1..=2, writes: 2 });
+    assert_eq!(pinned(3), build);
     assert_eq!(Formats::pinned(0), Err(GateRefusal::UnknownFormat { format: 0 }));
-    assert_eq!(Formats::pinned(3), Err(GateRefusal::UnknownFormat { format: 3 }));
+    assert_eq!(Formats::pinned(4), Err(GateRefusal::UnknownFormat { format: 4 }));
     assert!(restores_claimed_step(&build));
+    assert!(restores_claimed_step(&pinned(2)));
     assert!(!restores_claimed_step(&pinned(1)), "a format-1 build knew nothing of restoring claims");
+}
+
+#[test]
+fn lean_kinds_are_written_lean_only_from_format_3() {
+    assert!(!writes_lean(1), "a format-1 build reads no lean job");
+    assert!(!writes_lean(2), "a format-2 build would read a lean job as one without steps");
+    assert!(writes_lean(3));
 }
 
 #[test]
@@ -51,7 +61,9 @@ fn a_host_joins_a_database_it_can_read_and_write_and_is_refused_otherwise() {
         Row { why: "an old build on an old database", database: Some(1), host: pinned(1), want: Ok(1) },
         Row { why: "a new build on a new database", database: Some(2), host: pinned(2), want: Ok(2) },
         Row { why: "an old build meets a newer format", database: Some(2), host: pinned(1), want: Err(()) },
-        Row { why: "a format no build knows yet", database: Some(3), host: pinned(2), want: Err(()) },
+        Row { why: "a format-2 build meets lean jobs", database: Some(3), host: pinned(2), want: Err(()) },
+        Row { why: "this build on a format-2 database", database: Some(2), host: pinned(3), want: Ok(2) },
+        Row { why: "a format no build knows yet", database: Some(4), host: pinned(3), want: Err(()) },
         Row {
             why: "a build that reads a format but cannot write it",
             database: Some(2),
@@ -93,7 +105,19 @@ fn the_gate_moves_only_to_a_format_every_live_host_reads_and_writes() {
             live: vec![live("a", pinned(2)), live("old", pinned(1))],
             want: Err(vec!["old"]),
         },
-        Row { why: "already at the newest", database: 2, live: vec![live("a", pinned(2))], want: Err(vec!["a"]) },
+        Row { why: "already at the newest", database: 3, live: vec![live("a", pinned(3))], want: Err(vec!["a"]) },
+        Row {
+            why: "a format-2 host holds the gate at 2",
+            database: 1,
+            live: vec![live("a", pinned(3)), live("b", pinned(2))],
+            want: Ok(2),
+        },
+        Row {
+            why: "from 2 to 3 once every host runs this build",
+            database: 2,
+            live: vec![live("a", pinned(3)), live("b", pinned(3))],
+            want: Ok(3),
+        },
         Row {
             why: "a host that reads the new format but cannot write it holds the gate",
             database: 1,
@@ -147,7 +171,8 @@ fn a_format_1_claim_writes_the_step_and_a_format_2_claim_the_job_row_alone() {
 #[test]
 fn the_contract_steps_wait_for_the_gate() {
     assert_eq!(may_contract(None), Ok(()), "a database no host joined has no older host");
-    assert_eq!(may_contract(Some(2)), Ok(()), "the gate moved");
+    assert_eq!(may_contract(Some(3)), Ok(()), "the gate moved");
+    assert_eq!(may_contract(Some(2)), Err(GateRefusal::NotFinalized { database: 2 }), "format-2 hosts may run");
     assert_eq!(may_contract(Some(1)), Err(GateRefusal::NotFinalized { database: 1 }), "older hosts may run");
     assert!(may_contract(Some(1)).unwrap_err().to_string().contains("spindle upgrade finalize"));
 }

@@ -143,7 +143,7 @@ pub(super) async fn get_job(
     let history = state.host.engine.operations().history(&tenant, id).await?;
     let calls = state.host.engine.operations().job_calls(&tenant, id).await?;
     let logs = state.host.engine.operations().job_logs(&tenant, id, None, i64::MAX, 1).await?;
-    let mut view = views::job_view(&record, Some(&history));
+    let mut view = views::job_view(&record, history.as_deref());
     view.outbound = Some(calls.iter().map(Into::into).collect());
     view.actions = Some(if operator { read_only() } else { actions(&state.host.engine.operations().actions(&record)) });
     view.logs_capped = Some(logs.dropped > 0);

@@ -24,7 +24,8 @@ use crate::capabilities::Deployment;
 #[into_params(parameter_in = Query)]
 pub(super) struct DeployQuery {
     /// A `DeploymentView` as JSON: `{"allow": ["POST https://api.example.com/v1/*"],
-    /// "secrets": ["stripe"], "settings": {"region": "eu"}, "secrets_in_body": false}`.
+    /// "secrets": ["stripe"], "settings": {"region": "eu"}, "secrets_in_body": false,
+    /// "record": "lean"}`.
     deployment: Option<String>,
     /// Seconds to wait for the compile before answering `202` (default 2, at most 120;
     /// 0 answers at once).
@@ -89,6 +90,9 @@ pub(super) async fn deploy(
                 return Err(ApiError::invalid("max_running must be at least 1 (leave it out for no limit)"));
             }
             deployment.max_running = view.max_running;
+            if let Some(record) = &view.record {
+                deployment.record = record.parse().map_err(ApiError::invalid)?;
+            }
             deployment
         }
     };

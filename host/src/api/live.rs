@@ -185,7 +185,8 @@ fn json_event(name: &str, value: &impl serde::Serialize) -> Event {
 ///
 /// Server-sent events: `history` (one history entry, as `GET /v1/jobs/{id}` lists them) for
 /// every entry written, from the first; `job` (`{state, progress}`) whenever either changes;
-/// `end` once the job is final and every entry was sent.
+/// `end` once the job is final and every entry was sent. A lean kind's job (`record: lean`)
+/// keeps no history: its stream is `job` events and `end`.
 #[utoipa::path(
     get,
     path = "/v1/jobs/{id}/events",
@@ -224,8 +225,9 @@ pub(super) async fn events(
                 Ok(record) => record,
                 Err(_) => return None,
             };
+            // A lean job has no history: its stream is its state changes.
             let history = match f.state.host.engine.operations().history(&f.tenant, f.id).await {
-                Ok(history) => history,
+                Ok(history) => history.unwrap_or_default(),
                 Err(e) => {
                     tracing::warn!(job = %f.id, error = %e, "following a job's events failed");
                     return None;

@@ -301,10 +301,12 @@ impl super::Operations<'_> {
         }
     }
 
-    /// A tenant's job's history.
-    pub async fn history(&self, tenant: &TenantId, id: JobId) -> Result<Vec<HistoryEntry>, EngineError> {
-        self.job(tenant, id).await?;
-        Ok(self.store.history(id).await?)
+    /// A job's history, oldest first; `None` for a lean job, whose kind keeps none.
+    pub async fn history(&self, tenant: &TenantId, id: JobId) -> Result<Option<Vec<HistoryEntry>>, EngineError> {
+        if self.job(tenant, id).await?.job.rules.lean {
+            return Ok(None);
+        }
+        Ok(Some(self.store.history(id).await?))
     }
 
     /// Applies a run-control command for `actor`.
@@ -348,7 +350,7 @@ impl super::Operations<'_> {
         let spec = &current.kind.spec;
         Ok(RetryOnto {
             version: current.version.version,
-            rules: super::submit::kind_rules(spec),
+            rules: self.rules_of(&current),
             steps: spec.steps.iter().map(|s| (s.key.clone(), s.weight)).collect(),
         })
     }

@@ -294,7 +294,13 @@ mod tests {
     }
 
     fn write_of(n: u128) -> JobWrite {
-        let rules = KindRules { cancellable: false, max_attempts: 1, failure_effect: false, notify_on_success: false };
+        let rules = KindRules {
+            cancellable: false,
+            max_attempts: 1,
+            failure_effect: false,
+            notify_on_success: false,
+            lean: false,
+        };
         let submission = Submission {
             id: JobId(uuid::Uuid::from_u128(n)),
             rules,

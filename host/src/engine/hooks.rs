@@ -108,7 +108,11 @@ impl super::Execution<'_> {
             };
             let failed = self.run_hook(&record, hook).await;
             let ran = HistoryEvent::EffectRan { effect: item.effect.as_str().into(), failed: failed.clone() };
-            self.store.append_history(item.job_id, &[ran], self.now()).await?;
+            if !record.job.rules.lean {
+                // A lean kind keeps no history: the effect's outcome shows in the alert
+                // and the log below.
+                self.store.append_history(item.job_id, &[ran], self.now()).await?;
+            }
             if failed.is_some() && item.attempts + 1 < MAX_ATTEMPTS {
                 let delay = Duration::from_secs(2u64.saturating_pow(u32::try_from(item.attempts + 1).unwrap_or(10)));
                 self.store.outbox_retry(&[item.id], self.now().plus(delay)).await?;

@@ -42,13 +42,25 @@ pub fn untenant_key<'a>(tenant: &TenantId, key: &'a str) -> &'a str {
     key.strip_prefix(&format!("{tenant}/")).unwrap_or(key)
 }
 
-/// The rules of a kind version that its jobs' machines need.
-pub(crate) fn kind_rules(spec: &spindle_runtime::KindSpec) -> KindRules {
+/// The rules of a kind version that its jobs' machines need. A lean kind's jobs are
+/// written lean only once the storage format gate is at 3 (`lean_ok`): below it a host of
+/// an older build may be running, and it would read a lean job as one without steps.
+pub(crate) fn kind_rules(current: &crate::registry::Resolved, lean_ok: bool) -> KindRules {
+    let spec = &current.kind.spec;
     KindRules {
         cancellable: spec.cancellable,
         max_attempts: spec.retry.max_attempts,
         failure_effect: spec.has_failure_effect,
         notify_on_success: spec.notifies_on_success,
+        lean: lean_ok && current.deployment.record == spindle_core::Record::Lean,
+    }
+}
+
+impl Engine {
+    /// The rules of `current` for a job written now ([`kind_rules`]).
+    pub(crate) fn rules_of(&self, current: &crate::registry::Resolved) -> KindRules {
+        let lean_ok = self.gate.check().is_ok_and(spindle_core::upgrade::writes_lean);
+        kind_rules(current, lean_ok)
     }
 }
 
@@ -82,7 +94,7 @@ impl Engine {
                 return Err(EngineError::InvalidInput { kind: request.kind.clone(), index, violations });
             }
             let spec = &current.kind.spec;
-            let rules = kind_rules(spec);
+            let rules = self.rules_of(current);
             let submission = Submission {
                 id: new_job_id(),
                 rules,

@@ -93,7 +93,7 @@ impl Engine {
                 id: new_job_id(),
                 kind: child.kind,
                 kind_version: current.version.version,
-                rules: super::submit::kind_rules(spec),
+                rules: self.rules_of(current),
                 steps: spec.steps.iter().map(|s| (s.key.clone(), s.weight)).collect(),
                 payload: child.input,
                 idempotency_key: child.idempotency_key,

@@ -220,14 +220,14 @@ pub(super) fn seqs_unless_moved(answered: &[super::sql::Row]) -> Result<HashMap<
 /// Rows of statement values.
 pub(super) type Rows = Vec<Vec<Value>>;
 
-/// The step rows and history rows of `jobs`, in order.
+/// The step rows and history rows of `jobs`, in order (a lean job has neither).
 pub(super) fn steps_and_history<'a>(
     jobs: impl Iterator<Item = &'a NewJob>,
     now: Timestamp,
 ) -> Result<(Rows, Rows), StoreError> {
     let mut steps = Vec::new();
     let mut history = Vec::new();
-    for new in jobs {
+    for new in jobs.filter(|new| !new.job.rules.lean) {
         let job = &new.job;
         let id = job.id.to_string();
         for (i, step) in job.steps.iter().enumerate() {

@@ -7,6 +7,8 @@ use spindle_core::policy::priority::Priority;
 use spindle_core::step::Step;
 use spindle_core::{HistoryEvent, Job, Timestamp};
 
+use base64::Engine as _;
+
 use super::error::StoreError;
 use super::records::{JobRecord, TenantId};
 use super::rows::{Columns, MAX_PARAMS, Reader, corrupt};
@@ -56,10 +58,14 @@ pub(super) fn restore_claim(job: &mut Job) {
     }
 }
 
-/// A job row (without its steps: see [`attach_steps`]).
+/// A job row (without its steps, unless its record is lean: see [`attach_steps`]).
 pub(super) fn job_from_row(mut row: Row) -> Result<JobRecord, StoreError> {
     let mut r = JOB.read(&mut row);
-    let mut job: Job = r.json("machine")?;
+    let machine = r.text("machine")?;
+    let mut job: Job = serde_json::from_str(&machine).map_err(|e| r.corrupt("machine", e.to_string()))?;
+    if job.rules.lean {
+        job.steps = lean_steps(&machine).map_err(|e| r.corrupt("machine", e))?;
+    }
     job.id = r.id("id")?;
     let rank: i16 = r.num("priority")?;
     Ok(JobRecord {
@@ -99,17 +105,18 @@ pub(super) fn step_from(r: &mut Reader<'_>) -> Result<Step, StoreError> {
 }
 
 /// Loads the current pass's steps of `records` (one query) into their jobs, with the
-/// attempt a held claim began restored on its step (the claim alone records it).
+/// attempt a held claim began restored on its step (the claim alone records it). A lean
+/// job's steps came with its row.
 pub(super) async fn attach_steps(tx: &mut Tx, records: &mut [JobRecord]) -> Result<(), StoreError> {
-    if records.is_empty() {
-        return Ok(());
-    }
     let mut by_id: HashMap<String, usize> = HashMap::with_capacity(records.len());
     for (i, r) in records.iter_mut().enumerate() {
-        r.job.steps.clear();
-        by_id.insert(r.job.id.to_string(), i);
+        if !r.job.rules.lean {
+            r.job.steps.clear();
+            by_id.insert(r.job.id.to_string(), i);
+        }
     }
-    let ids: Vec<(String, i64)> = records.iter().map(|r| (r.job.id.to_string(), i64::from(r.job.pass))).collect();
+    let ids: Vec<(String, i64)> =
+        records.iter().filter(|r| !r.job.rules.lean).map(|r| (r.job.id.to_string(), i64::from(r.job.pass))).collect();
     for chunk in ids.chunks(MAX_PARAMS / 2) {
         let (sql, args) = steps_of(tx.backend(), chunk);
         let rows = tx.fetch(&sql, args, STEP.tys).await.map_err(|e| STEP.in_table(e))?;
@@ -184,8 +191,46 @@ pub(super) fn history_rows(
         .collect()
 }
 
+/// The machine column: the job as JSON, and for a lean job its steps too (under
+/// [`LEAN_STEPS`], each `[step, output]` with the output in base64), since it has no
+/// step rows.
 pub(super) fn machine_json(job: &Job) -> Result<String, StoreError> {
-    serde_json::to_string(job).map_err(|e| corrupt(format!("encode job: {e}")))
+    let mut json = serde_json::to_string(job).map_err(|e| corrupt(format!("encode job: {e}")))?;
+    if job.rules.lean {
+        let steps: Vec<(&Step, Option<String>)> =
+            job.steps.iter().map(|s| (s, s.output.as_deref().map(|o| BASE64.encode(o)))).collect();
+        let steps = serde_json::to_string(&steps).map_err(|e| corrupt(format!("encode steps: {e}")))?;
+        // The job is a JSON object with fields: its closing brace makes room for one more.
+        debug_assert!(json.ends_with('}') && json.len() > 2);
+        json.pop();
+        json.push_str(&format!(",\"{LEAN_STEPS}\":{steps}}}"));
+    }
+    Ok(json)
+}
+
+/// The machine's field that holds a lean job's steps (`Job` skips `steps`, and a build
+/// that knows nothing of lean records ignores it: the storage format gate keeps such a
+/// build off a database with lean jobs).
+const LEAN_STEPS: &str = "lean_steps";
+
+/// Base64 with padding, for lean steps' outputs.
+const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// A lean job's steps, from its machine column ([`machine_json`]).
+fn lean_steps(machine: &str) -> Result<Vec<Step>, String> {
+    #[derive(serde::Deserialize)]
+    struct Lean {
+        #[serde(default)]
+        lean_steps: Vec<(Step, Option<String>)>,
+    }
+    let lean: Lean = serde_json::from_str(machine).map_err(|e| format!("lean steps: {e}"))?;
+    lean.lean_steps
+        .into_iter()
+        .map(|(mut step, output)| {
+            step.output = output.map(|o| BASE64.decode(o)).transpose().map_err(|e| format!("lean output: {e}"))?;
+            Ok(step)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -445,6 +445,11 @@ impl JobStore for SqlStore {
             self.db.fetch(&sql, vec![Value::from(id.to_string())], JOB.tys).await.map_err(|e| JOB.in_table(e))?;
         let mut records = rows.into_iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
         let Some(mut record) = records.pop() else { return Ok(None) };
+        if record.job.rules.lean {
+            // Its steps came with its row.
+            restore_claim(&mut record.job);
+            return Ok(Some(record));
+        }
         let steps = self
             .db
             .fetch(
@@ -737,7 +742,13 @@ mod tests {
     use crate::store::test_db::fresh;
 
     fn new_job(run_at: Timestamp, now: Timestamp) -> NewJob {
-        let rules = KindRules { cancellable: true, max_attempts: 1, failure_effect: false, notify_on_success: false };
+        let rules = KindRules {
+            cancellable: true,
+            max_attempts: 1,
+            failure_effect: false,
+            notify_on_success: false,
+            lean: false,
+        };
         let id = JobId(uuid::Uuid::now_v7());
         let (job, history) = Job::submit(Submission { id, rules, steps: vec![("run".into(), 1)], run_at }, now);
         NewJob {

@@ -582,6 +582,7 @@ mod tests {
                         max_attempts: 3,
                         failure_effect: false,
                         notify_on_success: false,
+                        lean: false,
                     },
                     steps: vec![("a".into(), 1)],
                     run_at: spindle_core::Timestamp::from_micros(10),

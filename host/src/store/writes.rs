@@ -156,6 +156,10 @@ impl<'w> WithWrites<'w> {
             *self.freed.entry(tenant_gate(&w.record.tenant)).or_default() += 1;
             *self.freed.entry(kind_gate(&w.record.tenant, &w.record.kind)).or_default() += 1;
         }
+        if job.rules.lean {
+            // Its steps ride in its row; it keeps no history.
+            return self.add_effects(w, id, now);
+        }
         for &s in &w.steps_changed {
             if let Some(step) = job.steps.get(s) {
                 self.steps.push(step_row(&id, job.pass, s, step)?);
@@ -167,6 +171,12 @@ impl<'w> WithWrites<'w> {
             }
         }
         self.history.extend(history_rows(&id, w.at, &w.history)?);
+        self.add_effects(w, id, now)
+    }
+
+    /// Adds what `w` writes beside its job row other than steps and history: effects,
+    /// relays, new jobs, signals.
+    fn add_effects(&mut self, w: &'w JobWrite, id: String, now: Timestamp) -> Result<(), StoreError> {
         let queued = |job: String, effect: OutboxEffect, detail: Option<String>| {
             let at = Value::from(now.as_micros());
             vec![Value::from(job), Value::from(effect.as_str()), at.clone(), Value::from(0i64), at, Value::from(detail)]

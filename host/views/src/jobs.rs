@@ -161,6 +161,10 @@ pub struct HistoryEntryView {
     pub fields: Map<String, Value>,
 }
 
+fn full() -> String {
+    "full".to_owned()
+}
+
 /// A job, whole.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct JobView {
@@ -233,7 +237,12 @@ pub struct JobView {
     pub input_withheld: Option<Withheld>,
     /// Its steps, in order.
     pub steps: Vec<StepView>,
-    /// Its history, oldest first (only `GET /v1/jobs/{id}` includes it).
+    /// What its kind keeps of it: `full`, or `lean` (its row alone: the lifecycle shows in
+    /// its times, attempts and failure, and it has no history).
+    #[serde(default = "full")]
+    pub record: String,
+    /// Its history, oldest first (only `GET /v1/jobs/{id}` includes it, and never for a
+    /// `lean` job: its kind keeps none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<HistoryEntryView>>,
     /// The outbound requests its steps made, oldest first, the newest 500 (only

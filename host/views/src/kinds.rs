@@ -87,6 +87,11 @@ pub struct DeploymentView {
     /// limit holds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_running: Option<u32>,
+    /// What the kind keeps of its jobs: `full` (the default: the job row, a row per step,
+    /// the history) or `lean` (the job row alone: no step or history rows, for
+    /// high-volume kinds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<String>,
 }
 
 /// A kind.

@@ -28,6 +28,7 @@ struct Manifest {
     settings: std::collections::BTreeMap<String, String>,
     secrets_in_body: bool,
     max_running: Option<u32>,
+    record: Option<String>,
 }
 
 /// What `spindle deploy` was given (the fields of `ClientCommand::Deploy`): the component,
@@ -41,6 +42,7 @@ pub(super) struct DeployArgs {
     pub(super) settings: Vec<String>,
     pub(super) secrets_in_body: bool,
     pub(super) max_running: Option<u32>,
+    pub(super) record: Option<String>,
     pub(super) manifest: Option<PathBuf>,
     pub(super) no_wait: bool,
 }
@@ -48,7 +50,8 @@ pub(super) struct DeployArgs {
 /// `spindle deploy`: uploads the component with its deployment, then follows the compile
 /// unless `--no-wait`; a failed compile is the host's refusal.
 pub(super) async fn deploy(client: &Client, json: bool, args: DeployArgs) -> anyhow::Result<()> {
-    let DeployArgs { kind, file, allow, secrets, settings, secrets_in_body, max_running, manifest, no_wait } = args;
+    let DeployArgs { kind, file, allow, secrets, settings, secrets_in_body, max_running, record, manifest, no_wait } =
+        args;
     let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
     let beside = file.with_extension("toml");
     let manifest: Manifest = match manifest.or_else(|| beside.exists().then_some(beside)) {
@@ -64,6 +67,7 @@ pub(super) async fn deploy(client: &Client, json: bool, args: DeployArgs) -> any
         settings: manifest.settings,
         secrets_in_body: manifest.secrets_in_body || secrets_in_body,
         max_running: max_running.or(manifest.max_running),
+        record: record.or(manifest.record),
     };
     view.allow.extend(allow);
     view.secrets.extend(secrets);

@@ -74,6 +74,10 @@ pub enum ClientCommand {
         /// Steps of this kind running at once, on every host together.
         #[arg(long)]
         max_running: Option<u32>,
+        /// What the kind keeps of its jobs: `full` (default) or `lean` (one row per job,
+        /// no step or history rows: for high-volume kinds).
+        #[arg(long, value_parser = ["full", "lean"])]
+        record: Option<String>,
         /// The manifest (default: the component's path with `.toml`, if it exists).
         #[arg(long)]
         manifest: Option<PathBuf>,
@@ -251,6 +255,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
             settings,
             secrets_in_body,
             max_running,
+            record,
             manifest,
             no_wait,
         } => {
@@ -262,6 +267,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> anyhow::Result<u8>
                 settings,
                 secrets_in_body,
                 max_running,
+                record,
                 manifest,
                 no_wait,
             };

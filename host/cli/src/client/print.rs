@@ -150,6 +150,9 @@ pub(super) fn job(job: &JobView) {
             println!("  {} #{}.{} {} {} → {result} in {} ms", c.step, c.attempt, c.seq, c.method, c.url, c.duration_ms);
         }
     }
+    if job.record == "lean" {
+        println!("\nhistory  none: its kind keeps a lean record (the job row alone)");
+    }
     if let Some(history) = &job.history {
         println!("\nhistory");
         for entry in history {

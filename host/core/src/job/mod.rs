@@ -51,6 +51,54 @@ pub struct KindRules {
     pub failure_effect: bool,
     /// Whether the kind is notified on success.
     pub notify_on_success: bool,
+    /// Whether the job's record is lean ([`Record::Lean`]): its steps are kept in its
+    /// row, and no history is written for it. Absent (full) in every older row.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lean: bool,
+}
+
+/// What a kind keeps of its jobs, as its deployment declares it.
+///
+/// The machine is the same for both: every transition, guard, fence and lease holds. A
+/// lean record only stores less: a job's steps (state, attempts, checkpoint cursor,
+/// output, failure) ride in its one row, and no history entries are written, so a
+/// high-volume kind pays one row write per transition instead of a job row, step rows
+/// and history rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Record {
+    /// The job row, a row per step and the history entries (the default).
+    #[default]
+    Full,
+    /// The job row alone.
+    Lean,
+}
+
+impl Record {
+    /// Its name, as deployments and views spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Lean => "lean",
+        }
+    }
+
+    /// The record `rules` keep.
+    pub fn of(rules: &KindRules) -> Self {
+        if rules.lean { Self::Lean } else { Self::Full }
+    }
+}
+
+impl std::str::FromStr for Record {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "full" => Ok(Self::Full),
+            "lean" => Ok(Self::Lean),
+            other => Err(format!("a record is `full` or `lean`, not {other:?}")),
+        }
+    }
 }
 
 /// A recorded request for a run-control action.

@@ -26,7 +26,7 @@ pub fn at(secs: u64) -> Timestamp {
 }
 
 pub fn rules() -> KindRules {
-    KindRules { cancellable: true, max_attempts: 3, failure_effect: true, notify_on_success: true }
+    KindRules { cancellable: true, max_attempts: 3, failure_effect: true, notify_on_success: true, lean: false }
 }
 
 pub fn actor() -> Actor {

@@ -100,7 +100,7 @@ export async function renderJob(view, ctx, id) {
     paintWorkflow();
     paintRelated();
     replace(dataBox, dataCard(job, open));
-    replace(historyBox, historyCard(job.history || [], open));
+    replace(historyBox, job.record === 'lean' ? leanHistoryCard() : historyCard(job.history || [], open));
     replace(outboundBox, job.outbound && job.outbound.length ? outboundCard(job.outbound, open) : null);
     logs.sync(job);
   }
@@ -113,6 +113,7 @@ export async function renderJob(view, ctx, id) {
       ['State', h('span', {}, badge(job.state, { 'data-test': 'job-state' }), live ? h('span', { class: `live-dot ${st.live}`, 'data-test': 'job-live' }, live) : null)],
       ['Progress', progressBar(job.progress, { 'data-test': 'job-progress' })],
       ['Priority', job.priority],
+      job.record === 'lean' ? ['Record', h('span', { 'data-test': 'job-record', title: 'the job row alone: no step or history rows' }, 'lean')] : null,
       ['Pass', String(job.pass ?? 1)],
       ['Created', timeEl(job.created_at, { both: true })],
       ['Runs at', timeEl(job.run_at, { both: true })],
@@ -574,6 +575,14 @@ function detailOf(entry) {
     else parts.push(h('span', { class: 'kv' }, `${k} `, mono(typeof v === 'string' ? v : JSON.stringify(v))));
   }
   return parts;
+}
+
+// A lean kind's job is its row alone: its lifecycle is in the header and the step
+// timeline (times, attempts, failure), and no history is written for it.
+function leanHistoryCard() {
+  return h('section', { class: 'panel card', 'data-test': 'history', 'data-record': 'lean' },
+    h('h2', {}, 'History'),
+    empty('None kept: this kind keeps a lean record (the job row alone, for volume).'));
 }
 
 function historyCard(history, open) {

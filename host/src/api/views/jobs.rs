@@ -155,6 +155,7 @@ pub fn job_view(record: &JobRecord, history: Option<&[HistoryEntry]>) -> JobView
         input,
         input_withheld,
         steps: job.steps.iter().map(step_view).collect(),
+        record: spindle_core::Record::of(&job.rules).as_str().to_owned(),
         history: history.map(|entries| entries.iter().map(Into::into).collect()),
         outbound: None,
         actions: None,

@@ -43,6 +43,7 @@ impl From<&Deployment> for DeploymentView {
             settings: d.settings.clone(),
             secrets_in_body: d.secrets_in_body,
             max_running: d.max_running,
+            record: (d.record != spindle_core::Record::Full).then(|| d.record.as_str().to_owned()),
         }
     }
 }
