@@ -176,7 +176,7 @@ mod tests {
     #[test]
     fn an_engine_that_never_announces_writes_its_newest_format() {
         let gate = Gate::unannounced(Formats::this_build());
-        assert_eq!(gate.check(), Ok(2));
+        assert_eq!(gate.check(), Ok(3));
         assert_eq!(gate.claim_record(), Some(ClaimRecord::JobAlone));
         let pinned = Gate::unannounced(Formats::pinned(1).expect("format 1"));
         assert_eq!(pinned.claim_record(), Some(ClaimRecord::JobAndStep));

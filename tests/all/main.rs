@@ -35,6 +35,7 @@ mod e2e;
 mod engine;
 mod hardening;
 mod languages;
+mod lean;
 mod logs;
 mod outbound;
 mod reconciler;

@@ -10,6 +10,9 @@
 //! a format-2 claim (its step still `queued`) is the misread an older build would make.
 //! The misread check is shown to bite: with the gate bypassed (moved in the database
 //! behind the live old host's back) the same check finds claimed steps read as queued.
+//!
+//! Format 3 (lean kinds' jobs are one row) is rehearsed with a host pinned to format 2:
+//! while it is live, a lean kind's jobs are written full, which a format-2 build reads.
 
 use std::time::Duration;
 
@@ -44,9 +47,14 @@ impl Rolling {
     /// Starts a host: `pinned` to format 1 or of this build; every host renews its row
     /// rarely (a long lease), so that the bypassed gate is not noticed by the old one.
     fn host(&self, id: &str, pinned: bool, extra: &[&str]) -> Served {
+        self.host_at(id, pinned.then_some("1"), extra)
+    }
+
+    /// Starts a host pinned to storage format `format`, or of this build.
+    fn host_at(&self, id: &str, format: Option<&str>, extra: &[&str]) -> Served {
         let mut args = vec!["--host-id", id, "--concurrency", "8", "--lease-ttl", "600s"];
-        if pinned {
-            args.extend(["--storage-format", "1"]);
+        if let Some(format) = format {
+            args.extend(["--storage-format", format]);
         }
         args.extend_from_slice(extra);
         Served::start(&self.database, &args)
@@ -206,7 +214,7 @@ async fn hosts_of_two_builds_share_a_database_through_the_gate_and_an_old_build_
         .iter()
         .map(|h| (h["id"].as_str().unwrap_or_default(), &h["reads"], h["live"] == true))
         .collect();
-    assert_eq!(seen, [("new", &json!([1, 2]), true), ("old", &json!([1, 1]), true)], "{hosts}");
+    assert_eq!(seen, [("new", &json!([1, 3]), true), ("old", &json!([1, 1]), true)], "{hosts}");
     let (_, health) = rolling.get(&new, "/v1/health", "").await;
     assert_eq!(health["storage"]["writing"], 1, "the new build writes the old format while the old one runs");
 
@@ -228,11 +236,11 @@ async fn hosts_of_two_builds_share_a_database_through_the_gate_and_an_old_build_
     assert_eq!(code, 0, "the old host stops cleanly");
     let ran = new.cli(Some(&operator), &["upgrade", "finalize", "--json"]);
     assert_eq!(ran.code, 0, "finalize: {}", ran.stderr);
-    assert_eq!(ran.json(), json!({ "from": 1, "to": 2 }));
+    assert_eq!(ran.json(), json!({ "from": 1, "to": 3 }));
     let (_, health) = rolling.get(&new, "/v1/health", "").await;
-    assert_eq!(health["storage"]["writing"], 2, "the new build writes format 2 at once");
+    assert_eq!(health["storage"]["writing"], 3, "the new build writes format 3 at once");
 
-    // Format 2 from now on: claims write the job row alone, and read back right.
+    // Format 3 from now on: claims write the job row alone, and read back right.
     ordinary.extend(rolling.load(&[&new], 60).await);
     let probes = rolling.probes(&new, 4).await;
     assert_eq!(rolling.misreads(&new, &new, &probes).await, 0);
@@ -253,7 +261,7 @@ async fn hosts_of_two_builds_share_a_database_through_the_gate_and_an_old_build_
     let (_, health) = rolling.get(&late, "/v1/health", "").await;
     assert_eq!(health["status"], "refusing", "{health}");
     let why = health["storage"]["refusal"].as_str().unwrap_or_default();
-    assert!(why.contains("storage format is 2") && why.contains("refuses to claim or write"), "{why}");
+    assert!(why.contains("storage format is 3") && why.contains("refuses to claim or write"), "{why}");
     let (status, body) =
         rolling.post(&late, "/v1/jobs", &rolling.token, json!({ "kind": "scripted", "input": {} })).await;
     assert_eq!((status, body["error"]["code"].as_str()), (503, Some("storage-format")), "{body}");
@@ -482,7 +490,7 @@ async fn a_rolling_upgrade_of_three_hosts_follows_the_runbook() {
         .map(|h| (h["id"].as_str().unwrap_or_default().to_owned(), h["reads"].clone()))
         .collect();
     assert_eq!(live.len(), 3, "{list}");
-    assert!(live.iter().all(|(id, reads)| id.ends_with("-new") && *reads == json!([1, 2])), "{list}");
+    assert!(live.iter().all(|(id, reads)| id.ends_with("-new") && *reads == json!([1, 3])), "{list}");
     assert_eq!(list["gate"]["format"], 1, "the gate has not moved yet");
 
     // Steps 4 and 5.
@@ -593,4 +601,60 @@ async fn assert_migrated_keeping_every_job(db: &PgPool) {
     .await;
     assert_eq!(invalid, 0, "no invalid index left");
     assert_eq!(count("SELECT count(*) FROM jobs WHERE id LIKE 'bulk-%'").await, 100_000, "every job kept");
+}
+
+/// A lean kind beside a host of the build before format 3 (pinned to format 2): its jobs
+/// are written full (a row per step, history) while the gate is at 2, since that build
+/// would read a lean job as one without steps; once the old host stopped and the gate
+/// moved to 3, they are one row each. Every job succeeds either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lean_kind_writes_full_jobs_until_the_gate_reaches_format_3() {
+    let rolling = &mut Rolling::new().await;
+    let old = rolling.host_at("old", Some("2"), &[]);
+    let new = rolling.host_at("new", None, &[]);
+    rolling.token = old.tenant("acme");
+    let scripted = spindle_tests::guest_path("scripted");
+    let ran = new.cli(Some(&rolling.token), &["deploy", "scripted", scripted.to_str().unwrap(), "--record", "lean"]);
+    assert_eq!(ran.code, 0, "deploy: {}", ran.stderr);
+    let (_, health) = rolling.get(&new, "/v1/health", "").await;
+    assert_eq!(health["storage"]["writing"], 2, "the gate waits for the old host");
+
+    let rows = |id: String| {
+        let db = rolling.db.clone();
+        async move {
+            let count = |table: &'static str| {
+                let sql = format!("SELECT count(*) FROM {table} WHERE job_id = $1");
+                let (db, id) = (db.clone(), id.clone());
+                async move {
+                    sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&db).await.expect("count")
+                }
+            };
+            (count("steps").await, count("history").await)
+        }
+    };
+    let mut full = Vec::new();
+    for host in [&old, &new] {
+        full.push(rolling.submit(host, json!({})).await);
+    }
+    rolling.wait_final(&new, &full).await;
+    for id in &full {
+        let (steps, history) = rows(id.clone()).await;
+        assert_eq!(steps, 3, "job {id} is written full below format 3");
+        assert!(history > 0, "job {id} has its history");
+        let (_, job) = rolling.get(&new, &format!("/v1/jobs/{id}"), &rolling.token).await;
+        assert_eq!((job["state"].as_str(), job["record"].as_str()), (Some("succeeded"), Some("full")), "{job}");
+    }
+
+    let (code, _) = old.terminate();
+    assert_eq!(code, 0, "the old host stops cleanly");
+    let operator = new.operator.clone();
+    let moved = new.cli(Some(&operator), &["upgrade", "finalize", "--json"]);
+    assert_eq!(moved.code, 0, "finalize: {}", moved.stderr);
+    assert_eq!(moved.json(), json!({ "from": 2, "to": 3 }));
+    let lean = vec![rolling.submit(&new, json!({})).await];
+    rolling.wait_final(&new, &lean).await;
+    let (_, job) = rolling.get(&new, &format!("/v1/jobs/{}", lean[0]), &rolling.token).await;
+    assert_eq!((job["state"].as_str(), job["record"].as_str()), (Some("succeeded"), Some("lean")), "{job}");
+    assert_eq!(job["steps"].as_array().map(Vec::len), Some(3), "its steps read from its row: {job}");
+    assert_eq!(rows(lean[0].clone()).await, (0, 0), "one row from format 3 on");
 }
