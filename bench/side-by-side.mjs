@@ -16,6 +16,9 @@ const rows = [
   ["jobs/s, bulk submission → all done", (g) => g.live.jobs_per_sec, (s) => s.throughput1?.live.jobs_per_sec, 0],
   ["jobs/s, enqueue only", (g) => g.drain.enqueue_jobs_per_sec, (s) => s.throughput1?.drain.enqueue_jobs_per_sec, 0],
   ["jobs/s, drain (enqueued first)", (g) => g.drain.drain_jobs_per_sec, (s) => s.throughput1?.drain.drain_jobs_per_sec, 0],
+  // A lean kind's one-step jobs (the job row alone: no step or history rows).
+  ["jobs/s, lean kind: bulk submission → all done", (g) => g.live.jobs_per_sec, (s) => s.throughput1_lean?.live.jobs_per_sec, 0],
+  ["jobs/s, lean kind: drain (enqueued first)", (g) => g.drain.drain_jobs_per_sec, (s) => s.throughput1_lean?.drain.drain_jobs_per_sec, 0],
   ["enqueue→start p50, ms", (g) => g.latency.start_ms.p50, (s) => s.latency?.start_ms.p50, 2],
   ["enqueue→start p99, ms", (g) => g.latency.start_ms.p99, (s) => s.latency?.start_ms.p99, 2],
   // graphile-worker's clock stops in its task handler, after its claim committed;

@@ -10,7 +10,7 @@
 //!
 //! | section | what it measures |
 //! |---|---|
-//! | [`throughput`] | jobs/s of one-step (`throughput1`) and three-step (`throughput3`) no-op jobs |
+//! | [`throughput`] | jobs/s of one-step (`throughput1`) and three-step (`throughput3`) no-op jobs, and of one-step jobs of a lean kind (`throughput1-lean`) |
 //! | [`validation`] | bulk submission to a kind without and with an input schema |
 //! | [`submit`] | 64 clients submitting one job per call to one tenant |
 //! | [`wal`] | PostgreSQL: WAL bytes, index entries and heap writes per one-step job (`pg_walinspect`) |
@@ -67,6 +67,7 @@ use spindle::host::{Host, HostConfig};
 use spindle::reconciler::Reconciler;
 use spindle::store::sql::{Ty, Value};
 use spindle::store::{Backend, TenantId};
+use spindle_core::Record;
 
 /// A part of the benchmark, for `--only`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, Serialize)]
@@ -85,6 +86,11 @@ pub enum Section {
     Throughput1,
     /// Throughput of three-step no-op jobs.
     Throughput3,
+    /// Throughput of one-step no-op jobs of a lean kind (`record: lean`: the job row
+    /// alone, no step or history rows).
+    #[value(name = "throughput1-lean")]
+    #[serde(rename = "throughput1-lean")]
+    Throughput1Lean,
     /// Bulk submission (host stopped) to a kind without and with an input schema.
     Validation,
     /// 64 clients submitting one job per call to one tenant (host stopped).
@@ -126,6 +132,7 @@ impl Section {
             Self::Phases,
             Self::Throughput1,
             Self::Throughput3,
+            Self::Throughput1Lean,
             Self::Validation,
             Self::ConcurrentSubmit,
             Self::Wal,
@@ -251,12 +258,18 @@ impl Context {
 
     /// Deploys the example kind `kind` from the guests directory.
     pub async fn deploy(&self, scenario: &Scenario, kind: &str) -> anyhow::Result<()> {
+        self.deploy_keeping(scenario, kind, Record::Full).await
+    }
+
+    /// [`deploy`](Self::deploy), the kind keeping `record` of its jobs.
+    pub async fn deploy_keeping(&self, scenario: &Scenario, kind: &str, record: Record) -> anyhow::Result<()> {
         let bytes = self.guest_bytes(kind)?;
         let now = scenario.host.engine.now();
+        let deployment = spindle::capabilities::Deployment { record, ..Default::default() };
         scenario
             .host
             .registry
-            .deploy(&self.tenant, kind, &bytes, now)
+            .deploy_with(&self.tenant, kind, &bytes, &deployment, now)
             .await
             .with_context(|| format!("deploying {kind}"))?;
         Ok(())
@@ -370,8 +383,13 @@ async fn run_sections(ctx: &Context) -> anyhow::Result<Report> {
             Section::Sandbox => report.sandbox = sandbox::measure(ctx).await?,
             Section::Compile => report.compile = compile::measure(ctx).await?,
             Section::Phases => report.phases = Some(phases::measure(ctx).await?),
-            Section::Throughput1 => report.throughput1 = Some(throughput::measure(ctx, "noop", 1).await?),
-            Section::Throughput3 => report.throughput3 = Some(throughput::measure(ctx, "noop3", 3).await?),
+            Section::Throughput1 => report.throughput1 = Some(throughput::measure(ctx, "noop", 1, Record::Full).await?),
+            Section::Throughput3 => {
+                report.throughput3 = Some(throughput::measure(ctx, "noop3", 3, Record::Full).await?)
+            }
+            Section::Throughput1Lean => {
+                report.throughput1_lean = Some(throughput::measure(ctx, "noop", 1, Record::Lean).await?);
+            }
             Section::Validation => report.validation = Some(validation::measure(ctx).await?),
             Section::ConcurrentSubmit => report.concurrent_submit = Some(submit::measure(ctx).await?),
             Section::Wal => report.wal = wal::measure(ctx).await?,

@@ -1,4 +1,5 @@
-//! End-to-end throughput of trivial jobs: `noop` (one step) or `noop3` (three steps).
+//! End-to-end throughput of trivial jobs: `noop` (one step) or `noop3` (three steps),
+//! of a kind that keeps a full record or a lean one (the job row alone).
 //!
 //! Two runs on fresh databases, both durable (the backend's settings as reported):
 //!
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::ensure;
 use serde::Serialize;
-use spindle_core::JobState;
+use spindle_core::{JobState, Record};
 
 use super::{Context, count_in_state, stats, submit_bulk, wait_settled};
 use spindle::store::{Backend, SqliteSync};
@@ -32,6 +33,8 @@ use spindle::store::{Backend, SqliteSync};
 pub struct Throughput {
     /// The kind (`noop` or `noop3`).
     pub kind: String,
+    /// What the kind keeps of its jobs (`full` or `lean`).
+    pub record: String,
     /// Steps per job.
     pub steps_per_job: u64,
     /// Jobs per run.
@@ -108,17 +111,19 @@ pub struct DrainRun {
     pub end_to_end_jobs_per_sec: f64,
 }
 
-/// Measures `kind`, whose jobs have `steps_per_job` steps.
-pub async fn measure(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::Result<Throughput> {
+/// Measures `kind`, whose jobs have `steps_per_job` steps, deployed keeping `record`.
+pub async fn measure(ctx: &Context, kind: &str, steps_per_job: u64, record: Record) -> anyhow::Result<Throughput> {
+    let run = Run { kind, steps_per_job, record };
     let live_full = if ctx.databases.backend() == Backend::Sqlite && steps_per_job == 1 {
-        Some(live(ctx, kind, steps_per_job, SqliteSync::Full).await?)
+        Some(live(ctx, &run, SqliteSync::Full).await?)
     } else {
         None
     };
-    let live = live(ctx, kind, steps_per_job, SqliteSync::Normal).await?;
-    let drain = drain(ctx, kind, steps_per_job).await?;
+    let live = live(ctx, &run, SqliteSync::Normal).await?;
+    let drain = drain(ctx, &run).await?;
     Ok(Throughput {
         kind: kind.into(),
+        record: record.as_str().into(),
         steps_per_job,
         jobs: ctx.settings.jobs,
         concurrency: ctx.settings.concurrency,
@@ -133,19 +138,39 @@ fn timeout(steps: u64) -> Duration {
     Duration::from_secs(60 + steps / 100)
 }
 
-async fn live(ctx: &Context, kind: &str, steps_per_job: u64, sync: SqliteSync) -> anyhow::Result<LiveRun> {
+/// What a run measures: the kind, its steps per job and its record.
+struct Run<'a> {
+    kind: &'a str,
+    steps_per_job: u64,
+    record: Record,
+}
+
+impl Run<'_> {
+    /// The kind as progress lines and scenario names show it.
+    fn label(&self) -> String {
+        match self.record {
+            Record::Full => self.kind.to_owned(),
+            Record::Lean => format!("{} (lean)", self.kind),
+        }
+    }
+}
+
+async fn live(ctx: &Context, run: &Run<'_>, sync: SqliteSync) -> anyhow::Result<LiveRun> {
+    let Run { kind, steps_per_job, record } = *run;
     let jobs = ctx.settings.jobs;
     let target = jobs as u64 * steps_per_job;
     let label = match sync {
         SqliteSync::Normal => "live",
         SqliteSync::Full => "live, synchronous=FULL",
     };
-    let mut scenario =
-        ctx.open_with(&format!("{kind}-{label}"), ctx.settings.concurrency, |c| c.sqlite_sync = sync).await?;
-    ctx.deploy(&scenario, kind).await?;
+    let name = run.label();
+    let mut scenario = ctx
+        .open_with(&format!("{kind}-{}-{label}", record.as_str()), ctx.settings.concurrency, |c| c.sqlite_sync = sync)
+        .await?;
+    ctx.deploy_keeping(&scenario, kind, record).await?;
     scenario.start();
     let engine = scenario.host.engine.clone();
-    let task = ctx.progress.task(format!("{kind} × {jobs}: {label}"), Some(target));
+    let task = ctx.progress.task(format!("{name} × {jobs}: {label}"), Some(target));
     let cpu_before = stats::process_cpu_secs();
     let started = Instant::now();
     let settled = || engine.counters().steps_settled.load(Ordering::Relaxed);
@@ -185,13 +210,14 @@ async fn live(ctx: &Context, kind: &str, steps_per_job: u64, sync: SqliteSync) -
     Ok(run)
 }
 
-async fn drain(ctx: &Context, kind: &str, steps_per_job: u64) -> anyhow::Result<DrainRun> {
+async fn drain(ctx: &Context, run: &Run<'_>) -> anyhow::Result<DrainRun> {
+    let Run { kind, steps_per_job, record } = *run;
     let jobs = ctx.settings.jobs;
     let target = jobs as u64 * steps_per_job;
-    let mut scenario = ctx.open(&format!("{kind}-drain"), ctx.settings.concurrency).await?;
-    ctx.deploy(&scenario, kind).await?;
+    let mut scenario = ctx.open(&format!("{kind}-{}-drain", record.as_str()), ctx.settings.concurrency).await?;
+    ctx.deploy_keeping(&scenario, kind, record).await?;
     let engine = scenario.host.engine.clone();
-    let task = ctx.progress.task(format!("{kind} × {jobs}: enqueue, then drain"), Some(target));
+    let task = ctx.progress.task(format!("{} × {jobs}: enqueue, then drain", run.label()), Some(target));
     let started = Instant::now();
     let mut submitted = 0u64;
     let mut left = jobs;

@@ -7,12 +7,15 @@
 //! WAL is the server's, so the section wants a server nothing else writes to; a
 //! checkpoint before each phase makes the full-page images (reported apart) comparable
 //! from run to run. PostgreSQL only: SQLite's log is rewritten in place by checkpoints.
+//!
+//! The same again for a lean kind's jobs (the job row alone), and, where the server has
+//! `pg_stat_statements` loaded, the statements' execution time per job in each phase.
 
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use serde::Serialize;
-use spindle_core::JobState;
+use spindle_core::{JobState, Record};
 
 use super::{Context, count_in_state, submit_bulk, wait_settled};
 use spindle::store::Backend;
@@ -30,6 +33,10 @@ pub struct WalBench {
     pub submit: WalPhase,
     /// Running them to the end, host started.
     pub run: WalPhase,
+    /// The same two phases for a lean kind's jobs.
+    pub lean_submit: WalPhase,
+    /// The lean kind's run.
+    pub lean_run: WalPhase,
 }
 
 /// One phase's WAL, per job.
@@ -51,6 +58,9 @@ pub struct WalPhase {
     pub locks_per_job: f64,
     /// Commits per job.
     pub commits_per_job: f64,
+    /// Statement execution time per job, µs (`pg_stat_statements`; `None` where the
+    /// server does not load it).
+    pub statement_us_per_job: Option<f64>,
     /// The largest record types: name, records per job, bytes per job (with images).
     pub top: Vec<(String, f64, f64)>,
     /// Records per job by the table or index they touch (first block) and type, the
@@ -58,39 +68,69 @@ pub struct WalPhase {
     pub by_relation: Vec<(String, String, f64)>,
 }
 
-/// Measures both phases; `None` on SQLite.
+/// Measures both phases, for a full kind and a lean one; `None` on SQLite.
 pub async fn measure(ctx: &Context) -> anyhow::Result<Option<WalBench>> {
     if ctx.databases.backend() != Backend::Postgres {
         return Ok(None);
     }
+    let (submit, run) = phases(ctx, Record::Full).await?;
+    let (lean_submit, lean_run) = phases(ctx, Record::Lean).await?;
+    Ok(Some(WalBench { jobs: ctx.settings.jobs, submit, run, lean_submit, lean_run }))
+}
+
+/// The submit and run phases of `noop` jobs, the kind keeping `record`.
+async fn phases(ctx: &Context, record: Record) -> anyhow::Result<(WalPhase, WalPhase)> {
     let jobs = ctx.settings.jobs;
-    let mut scenario = ctx.open("wal", ctx.settings.concurrency).await?;
+    let mut scenario = ctx.open(&format!("wal-{}", record.as_str()), ctx.settings.concurrency).await?;
     let db = scenario.host.store.db().clone();
     db.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect", vec![])
         .await
         .context("pg_walinspect (in PostgreSQL's contrib; creating it needs a superuser)")?;
-    ctx.deploy(&scenario, "noop").await?;
+    // Statement times where the server loads the module (`shared_preload_libraries`).
+    let timed = db.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements", vec![]).await.is_ok()
+        && statement_ms(&db).await.is_some();
+    ctx.deploy_keeping(&scenario, "noop", record).await?;
     let engine = scenario.host.engine.clone();
-    let task = ctx.progress.task(format!("WAL of {jobs} noop jobs: submit, then run"), Some(jobs as u64));
+    let task = ctx
+        .progress
+        .task(format!("WAL of {jobs} noop jobs ({} record): submit, then run", record.as_str()), Some(jobs as u64));
 
     let start = checkpoint(&db).await?;
+    let ms = if timed { statement_ms(&db).await } else { None };
     submit_bulk(ctx, &engine, "noop", b"{}", jobs, &task, || 0).await?;
     let submitted = lsn(&db).await?;
-    let submit = phase(&db, &start, &submitted, jobs).await?;
+    let mut submit = phase(&db, &start, &submitted, jobs).await?;
+    submit.statement_us_per_job = per_job_us(ms, if timed { statement_ms(&db).await } else { None }, jobs);
 
     let start = checkpoint(&db).await?;
+    let ms = if timed { statement_ms(&db).await } else { None };
     scenario.start();
     wait_settled(&engine, jobs as u64, Duration::from_secs(60 + jobs as u64 / 100), &task).await?;
     let succeeded = count_in_state(&scenario.host, JobState::Succeeded).await?;
     ensure!(succeeded == jobs as i64, "{succeeded} of {jobs} noop jobs succeeded");
     let ran = lsn(&db).await?;
-    let run = phase(&db, &start, &ran, jobs).await?;
+    let after = if timed { statement_ms(&db).await } else { None };
+    let mut run = phase(&db, &start, &ran, jobs).await?;
+    run.statement_us_per_job = per_job_us(ms, after, jobs);
     task.finish(&format!(
         "{:.0} + {:.0} B of WAL, {:.1} + {:.1} B-tree inserts per job",
         submit.bytes_per_job, run.bytes_per_job, submit.btree_inserts_per_job, run.btree_inserts_per_job
     ));
     ctx.close(scenario, Duration::from_secs(5)).await;
-    Ok(Some(WalBench { jobs, submit, run }))
+    Ok((submit, run))
+}
+
+/// The server's statements' total execution time so far, ms (every database's: the
+/// scenario's is the only one at work).
+async fn statement_ms(db: &Db) -> Option<f64> {
+    let sql = "SELECT COALESCE(sum(total_exec_time), 0)::float8::text FROM pg_stat_statements";
+    let rows = db.fetch(sql, vec![], &[Ty::Text]).await.ok()?;
+    rows.first()?.text(0, "bench row").ok()?.parse().ok()
+}
+
+/// The time between two readings of [`statement_ms`], µs per job.
+fn per_job_us(before: Option<f64>, after: Option<f64>, jobs: usize) -> Option<f64> {
+    Some((after? - before?) * 1000.0 / jobs.max(1) as f64)
 }
 
 /// A checkpoint, then the WAL position after it.
@@ -175,6 +215,7 @@ async fn phase(db: &Db, from: &str, to: &str, jobs: usize) -> anyhow::Result<Wal
         hot_updates_per_job: per_job(sum(&|t| t.starts_with("Heap/HOT_UPDATE"))),
         locks_per_job: per_job(sum(&|t| t == "Heap/LOCK")),
         commits_per_job: per_job(sum(&|t| t.starts_with("Transaction/COMMIT"))),
+        statement_us_per_job: None,
         top,
         by_relation: by_relation(db, from, to, jobs).await?,
     })
