@@ -55,8 +55,8 @@ fn until_state(host: &Served, token: Option<&str>, id: &str, state: &str) -> Val
 async fn a_lean_kind_runs_on_one_row_per_job_through_the_cli_and_the_api(backend: Backend) {
     let (store, url, _scratch) = fresh_store(backend).await;
     let host = Served::start(&url, &[]);
-    let token = host.tenant("acme");
-    let token = Some(token.as_str());
+    let bearer = host.tenant("acme");
+    let token = Some(bearer.as_str());
     let deployed = host.cli(token, &["deploy", "scripted", &wasm("scripted"), "--record", "lean"]);
     assert_eq!(deployed.code, 0, "{}", deployed.stderr);
     let kinds = host.cli(token, &["kinds", "scripted", "--json"]).json();
@@ -81,7 +81,7 @@ async fn a_lean_kind_runs_on_one_row_per_job_through_the_cli_and_the_api(backend
     // Its event stream: state changes only, then the end.
     let events = reqwest::Client::new()
         .get(format!("{}/v1/jobs/{id}/events", host.url))
-        .bearer_auth(token.unwrap())
+        .bearer_auth(&bearer)
         .send()
         .await
         .expect("events")

@@ -895,3 +895,44 @@ async fn a_jobs_outbound_requests_have_their_own_card_with_each_denial_and_its_l
     browser.shot("outbound").await;
     browser.close().await;
 }
+
+/// A lean kind's job (its row alone) shows its lifecycle on its page from that row: its
+/// state, its record, each step with its attempts, and a History card that says no
+/// history is kept rather than an empty list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lean_kinds_job_page_shows_its_lifecycle_from_its_row_and_says_no_history_is_kept() {
+    let (host, _data) = host().await;
+    let token = host.tenant("acme");
+    let guest = spindle_tests::guest_path("scripted");
+    let ran = host.cli(Some(&token), &["deploy", "scripted", guest.to_str().unwrap(), "--record", "lean"]);
+    assert_eq!(ran.code, 0, "deploy: {}", ran.stderr);
+    let id = submit(&host, &token, "scripted", &json!({ "second": ["retryable", "complete"] }));
+    assert_eq!(wait(&host, &token, &id)["state"], "succeeded");
+
+    let browser = Browser::start("lean").await;
+    browser.sign_in(&host.url, &token).await;
+    browser.goto(&format!("{}/#/jobs/{id}", host.url)).await;
+    browser.until_text("job-state", "succeeded").await;
+    browser.until_text("job-record", "lean").await;
+    let history = browser.find("history").await;
+    assert_eq!(history.attr("data-record").await.unwrap().as_deref(), Some("lean"));
+    let said = history.text().await.unwrap();
+    assert!(said.contains("None kept"), "{said}");
+    browser
+        .until("three steps succeeded, the second after a retry", || async {
+            let steps = browser.client.find_all(Locator::Css("[data-test=\"step\"]")).await.ok()?;
+            let mut states = Vec::new();
+            for step in &steps {
+                states.push(step.attr("data-state").await.ok()??);
+            }
+            let second = steps.get(1)?.find_all(Locator::Css("[data-test=\"attempt\"]")).await.ok()?;
+            let mut outcomes = Vec::new();
+            for attempt in &second {
+                outcomes.push(attempt.attr("data-outcome").await.ok()??);
+            }
+            (states == ["completed", "completed", "completed"] && outcomes == ["retryable", "completed"]).then_some(())
+        })
+        .await;
+    browser.shot("job-lean").await;
+    browser.close().await;
+}

@@ -8,7 +8,37 @@ use crate::fixture::{
     Db, at, claim, complete, derive, held_fence, insert, job_id, load, new_job, run_step, settle, write, write_ok,
 };
 
-on_both_backends!(a_retry_job_is_created_with_the_write; once: a_restart_keeps_the_previous_pass_steps);
+on_both_backends!(
+    a_retry_job_is_created_with_the_write;
+    once: a_restart_keeps_the_previous_pass_steps, a_lean_jobs_restart_begins_a_fresh_pass_in_its_row,
+);
+
+/// A lean job keeps its current pass alone: a restart at the step boundary begins a
+/// fresh pass in its row (every step queued, no output), writes no step row for either
+/// pass, and the new pass runs from its first step.
+async fn a_lean_jobs_restart_begins_a_fresh_pass_in_its_row(backend: Backend) {
+    let db = Db::new(backend).await;
+    let rules = spindle_core::KindRules { lean: true, ..crate::fixture::rules() };
+    let job = insert(&db, crate::fixture::new_job_with("resize", 3, rules, at(0), at(0)), at(0)).await;
+    run_step(&db, &job, b"fetched", at(1_000)).await;
+    let running = claim(&db, 1, at(2_000)).await.remove(0);
+    let request = derive(&running, &JobEvent::RequestRestart { actor: Actor::new("ops") }, at(3_000));
+    let version = write_ok(&db, request.clone(), at(3_000)).await;
+    let requested = JobRecord { version, ..request.record };
+    let fence = held_fence(&requested);
+    let checkpoint = StepReport::More { cursor: "row:500".into(), partial: Partial { done: 500, total: Some(1_000) } };
+    let boundary = derive(&requested, &JobEvent::Report { fence, report: checkpoint }, at(4_000));
+    assert!(boundary.previous_pass.is_some(), "the core hands over pass 1 as for any job");
+    write_ok(&db, boundary, at(4_000)).await;
+
+    let reread = load(&db, job.job.id).await;
+    assert_eq!(reread.job.pass, 2);
+    assert!(reread.job.steps.iter().all(|s| s.state == StepState::Queued && s.output.is_none()), "a fresh pass");
+    let next = run_step(&db, &reread, b"fetched again", at(5_000)).await;
+    assert_eq!(next.job.steps[0].output.as_deref(), Some(&b"fetched again"[..]));
+    assert_eq!(load(&db, job.job.id).await.job.steps[0].attempts.len(), 1, "its attempts start over");
+    assert_eq!((db.step_rows(job.job.id).await, db.history_rows(job.job.id).await), (0, 0), "one row throughout");
+}
 
 async fn a_restart_keeps_the_previous_pass_steps(backend: Backend) {
     let db = Db::new(backend).await;

@@ -245,6 +245,11 @@ class DeploymentView(TypedDict, total=False):
     """Steps of the kind running at once, on every host together (the latest deployment's
     limit holds).
     """
+    record: Optional[str]
+    """What the kind keeps of its jobs: `full` (the default: the job row, a row per step,
+    the history) or `lean` (the job row alone: no step or history rows, for
+    high-volume kinds).
+    """
     secrets: List[str]
     """The tenant secrets its steps may use (names only)."""
     secrets_in_body: bool
@@ -478,7 +483,7 @@ class JobSummaryView(_JobSummaryViewRequired, total=False):
     """When it became final."""
 
 
-JobView = TypedDict("JobView", {"actions": "Optional[Actions]", "cancel_requested": "Optional[CancelRequestView]", "children": "Optional[str]", "claimed": "bool", "created_at": "str", "failure": "Optional[FailureView]", "history": "Optional[List[HistoryEntryView]]", "id": "str", "idempotency_key": "Optional[str]", "input": "Any", "input_withheld": "Optional[Withheld]", "kind": "str", "kind_version": "int", "lease_keys": "List[str]", "logs_capped": "Optional[bool]", "outbound": "Optional[List[CallView]]", "parent": "Optional[str]", "pass": "int", "pause_requested": "bool", "pending_signals": "Dict[str, int]", "predecessor": "Optional[str]", "priority": "str", "progress": "int", "restart_requested": "bool", "run_at": "str", "settled_at": "Optional[str]", "started_at": "Optional[str]", "state": "str", "steps": "List[StepView]", "successor": "Optional[str]", "waiting_for": "Any"}, total=False)
+JobView = TypedDict("JobView", {"actions": "Optional[Actions]", "cancel_requested": "Optional[CancelRequestView]", "children": "Optional[str]", "claimed": "bool", "created_at": "str", "failure": "Optional[FailureView]", "history": "Optional[List[HistoryEntryView]]", "id": "str", "idempotency_key": "Optional[str]", "input": "Any", "input_withheld": "Optional[Withheld]", "kind": "str", "kind_version": "int", "lease_keys": "List[str]", "logs_capped": "Optional[bool]", "outbound": "Optional[List[CallView]]", "parent": "Optional[str]", "pass": "int", "pause_requested": "bool", "pending_signals": "Dict[str, int]", "predecessor": "Optional[str]", "priority": "str", "progress": "int", "record": "str", "restart_requested": "bool", "run_at": "str", "settled_at": "Optional[str]", "started_at": "Optional[str]", "state": "str", "steps": "List[StepView]", "successor": "Optional[str]", "waiting_for": "Any"}, total=False)
 """A job, whole."""
 
 

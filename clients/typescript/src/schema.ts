@@ -286,7 +286,8 @@ export interface paths {
          * A job's events, live
          * @description Server-sent events: `history` (one history entry, as `GET /v1/jobs/{id}` lists them) for
          *     every entry written, from the first; `job` (`{state, progress}`) whenever either changes;
-         *     `end` once the job is final and every entry was sent.
+         *     `end` once the job is final and every entry was sent. A lean kind's job (`record: lean`)
+         *     keeps no history: its stream is `job` events and `end`.
          */
         get: operations["events"];
         put?: never;
@@ -1306,6 +1307,13 @@ export interface components {
              */
             max_running: number | null;
             /**
+             * @description What the kind keeps of its jobs: `full` (the default: the job row, a row per step,
+             *     the history) or `lean` (the job row alone: no step or history rows, for
+             *     high-volume kinds).
+             * @default null
+             */
+            record: string | null;
+            /**
              * @description The tenant secrets its steps may use (names only).
              * @default []
              */
@@ -1583,7 +1591,10 @@ export interface components {
             /** @description When it was submitted. */
             created_at: string;
             failure?: null | components["schemas"]["FailureView"];
-            /** @description Its history, oldest first (only `GET /v1/jobs/{id}` includes it). */
+            /**
+             * @description Its history, oldest first (only `GET /v1/jobs/{id}` includes it, and never for a
+             *     `lean` job: its kind keeps none).
+             */
             history?: components["schemas"]["HistoryEntryView"][] | null;
             /** @description The job's id (a UUID). */
             id: string;
@@ -1636,6 +1647,11 @@ export interface components {
              * @description Percent done, by step weight.
              */
             progress: number;
+            /**
+             * @description What its kind keeps of it: `full`, or `lean` (its row alone: the lifecycle shows in
+             *     its times, attempts and failure, and it has no history).
+             */
+            record?: string;
             /** @description A restart waits for the step boundary. */
             restart_requested: boolean;
             /** @description When it may run. */
@@ -3933,7 +3949,8 @@ export interface operations {
             query?: {
                 /**
                  * @description A `DeploymentView` as JSON: `{"allow": ["POST https://api.example.com/v1/*"],
-                 *     "secrets": ["stripe"], "settings": {"region": "eu"}, "secrets_in_body": false}`.
+                 *     "secrets": ["stripe"], "settings": {"region": "eu"}, "secrets_in_body": false,
+                 *     "record": "lean"}`.
                  */
                 deployment?: string;
                 /**
