@@ -12,7 +12,7 @@
 //! behind the live old host's back) the same check finds claimed steps read as queued.
 //!
 //! Format 3 (lean kinds' jobs are one row) is rehearsed with a host pinned to format 2:
-//! while it is live, a lean kind's jobs are written full, which a format-2 build reads.
+//! while it is live, a lean record is refused at deploy.
 
 use std::time::Duration;
 
@@ -603,18 +603,27 @@ async fn assert_migrated_keeping_every_job(db: &PgPool) {
     assert_eq!(count("SELECT count(*) FROM jobs WHERE id LIKE 'bulk-%'").await, 100_000, "every job kept");
 }
 
-/// A lean kind beside a host of the build before format 3 (pinned to format 2): its jobs
-/// are written full (a row per step, history) while the gate is at 2, since that build
-/// would read a lean job as one without steps; once the old host stopped and the gate
-/// moved to 3, they are one row each. Every job succeeds either way.
+/// A lean kind beside a host of the build before format 3 (pinned to format 2): the
+/// deploy is refused with what to do while the gate is at 2 (that build would refuse the
+/// deployment and read a lean job as one without steps), and the kind's jobs, deployed
+/// full, keep their rows; once the old host stopped and the gate moved to 3, the lean
+/// deploy goes through and its jobs are one row each. Every job succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_lean_kind_writes_full_jobs_until_the_gate_reaches_format_3() {
+async fn a_lean_record_waits_for_the_gate_to_reach_format_3() {
     let rolling = &mut Rolling::new().await;
     let old = rolling.host_at("old", Some("2"), &[]);
     let new = rolling.host_at("new", None, &[]);
     rolling.token = old.tenant("acme");
     let scripted = spindle_tests::guest_path("scripted");
-    let ran = new.cli(Some(&rolling.token), &["deploy", "scripted", scripted.to_str().unwrap(), "--record", "lean"]);
+    let path = scripted.to_str().unwrap();
+    let refused = new.cli(Some(&rolling.token), &["deploy", "scripted", path, "--record", "lean"]);
+    assert_ne!(refused.code, 0, "a lean record before the gate moved");
+    assert!(
+        refused.stderr.contains("illegal-transition") && refused.stderr.contains("spindle upgrade finalize"),
+        "{}",
+        refused.stderr
+    );
+    let ran = new.cli(Some(&rolling.token), &["deploy", "scripted", path]);
     assert_eq!(ran.code, 0, "deploy: {}", ran.stderr);
     let (_, health) = rolling.get(&new, "/v1/health", "").await;
     assert_eq!(health["storage"]["writing"], 2, "the gate waits for the old host");
@@ -639,7 +648,7 @@ async fn a_lean_kind_writes_full_jobs_until_the_gate_reaches_format_3() {
     rolling.wait_final(&new, &full).await;
     for id in &full {
         let (steps, history) = rows(id.clone()).await;
-        assert_eq!(steps, 3, "job {id} is written full below format 3");
+        assert_eq!(steps, 3, "job {id} keeps a row per step");
         assert!(history > 0, "job {id} has its history");
         let (_, job) = rolling.get(&new, &format!("/v1/jobs/{id}"), &rolling.token).await;
         assert_eq!((job["state"].as_str(), job["record"].as_str()), (Some("succeeded"), Some("full")), "{job}");
@@ -651,6 +660,8 @@ async fn a_lean_kind_writes_full_jobs_until_the_gate_reaches_format_3() {
     let moved = new.cli(Some(&operator), &["upgrade", "finalize", "--json"]);
     assert_eq!(moved.code, 0, "finalize: {}", moved.stderr);
     assert_eq!(moved.json(), json!({ "from": 2, "to": 3 }));
+    let ran = new.cli(Some(&rolling.token), &["deploy", "scripted", path, "--record", "lean"]);
+    assert_eq!(ran.code, 0, "the lean deploy once the gate moved: {}", ran.stderr);
     let lean = vec![rolling.submit(&new, json!({})).await];
     rolling.wait_final(&new, &lean).await;
     let (_, job) = rolling.get(&new, &format!("/v1/jobs/{}", lean[0]), &rolling.token).await;

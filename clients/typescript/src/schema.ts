@@ -4018,6 +4018,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `illegal-transition`: a lean record before the storage format gate reached 3 */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description `payload-too-large`: over the host's component cap */
             413: {
                 headers: {

@@ -17,7 +17,8 @@
 //!
 //! A format-1 reader reads a format-2 claim's step as still queued, and a format-2
 //! reader reads a lean job as one with no steps: those are the misreads the gate exists
-//! to prevent. Below format 3 a lean kind's jobs are written full ([`writes_lean`]).
+//! to prevent. Below format 3 a lean record is refused at deploy, and a lean kind's jobs
+//! would be written full ([`writes_lean`]).
 //!
 //! Pure, like the machines: the store reads the facts (the recorded format, the live
 //! hosts) under its lock, and writes what this module answers.

@@ -32,6 +32,26 @@ pub(super) struct DeployQuery {
     wait: Option<u64>,
 }
 
+/// Refuses a lean record while the storage format gate is below 3: a host of an older
+/// build may still run, and it would refuse the deployment (it knows no `record`) and
+/// misread a lean job. Once the gate moved, no such host can run.
+fn may_keep(state: &ApiState, record: spindle_core::Record) -> Result<(), ApiError> {
+    if record == spindle_core::Record::Full {
+        return Ok(());
+    }
+    let format = state.host.engine.gate().check().map_err(|why| ApiError::new(ErrorCode::StorageFormat, why))?;
+    if spindle_core::upgrade::writes_lean(format) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::IllegalTransition,
+        format!(
+            "a lean record needs storage format 3, and the gate is at {format}: once every host runs this build, \
+             run `spindle upgrade finalize`, then deploy again"
+        ),
+    ))
+}
+
 /// How long a deploy waits for its compile by default: a small component has compiled
 /// by then and is answered as deployed; a 20 MB one (Python, JavaScript) is answered
 /// `202` and compiles on.
@@ -64,6 +84,7 @@ const MAX_DEPLOY_WAIT_SECS: u64 = 120;
         (status = 400, description = "`invalid-request`: an invalid kind name", body = ErrorBody),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
         (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
+        (status = 409, description = "`illegal-transition`: a lean record before the storage format gate reached 3", body = ErrorBody),
         (status = 413, description = "`payload-too-large`: over the host's component cap", body = ErrorBody),
         (status = 422, description = "`invalid-component`: `reason` is its `component.*` code", body = ErrorBody),
         (status = 429, description = "`quota-exceeded`: the tenant's deployed bytes would pass its limit", body = ErrorBody),
@@ -96,6 +117,7 @@ pub(super) async fn deploy(
             deployment
         }
     };
+    may_keep(&state, deployment.record)?;
     let wait = query.wait.map_or(DEPLOY_WAIT, |secs| std::time::Duration::from_secs(secs.min(MAX_DEPLOY_WAIT_SECS)));
     let bytes = body(bytes)?;
     let (registry, engine) = (state.host.registry.clone(), state.host.engine.clone());
