@@ -205,7 +205,7 @@ mod tests {
         assert!(said.contains("could not renew its announcement"), "{said}");
         assert_eq!(gate.claim_record(), None);
         assert!(gate.lapsed(), "a lapse, which a writer renews, not a refusal");
-        let refusal = spindle_core::upgrade::join(Some(3), gate.formats()).expect_err("refused");
+        let refusal = spindle_core::upgrade::join(Some(4), gate.formats()).expect_err("refused");
         gate.refused(&refusal);
         assert!(!gate.lapsed(), "a refusal is not renewed by writers");
     }

@@ -61,6 +61,8 @@ async fn a_lean_kind_runs_on_one_row_per_job_through_the_cli_and_the_api(backend
     assert_eq!(deployed.code, 0, "{}", deployed.stderr);
     let kinds = host.cli(token, &["kinds", "scripted", "--json"]).json();
     assert_eq!(kinds["versions"][0]["deployment"]["record"], "lean", "{kinds}");
+    let shown = host.cli(token, &["kinds", "scripted"]);
+    assert!(shown.stdout.contains("record lean"), "{}", shown.stdout);
     let refused = host.cli(token, &["deploy", "scripted", &wasm("scripted"), "--record", "thin"]);
     assert_ne!(refused.code, 0, "an unknown record is refused");
 

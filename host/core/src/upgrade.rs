@@ -110,9 +110,23 @@ pub enum GateRefusal {
     },
 }
 
+/// The format builds from before the gate wrote (they never announce themselves, and
+/// record no format).
+pub const BEFORE_THE_GATE: Format = 2;
+
+/// The format a database that records none stands at: a fresh one (no job yet) at none,
+/// so that it starts at the newest format of the first host to join; one that builds
+/// from before the gate wrote jobs to at theirs ([`BEFORE_THE_GATE`]), which such a host
+/// may still be running on: starting it at a newer format would let this build write
+/// what they misread.
+pub fn unrecorded(has_jobs: bool) -> Option<Format> {
+    has_jobs.then_some(BEFORE_THE_GATE)
+}
+
 /// What a host that announces itself is told: the format to write, or why it may not
-/// run. `database` is the recorded format, `None` on a database no host has joined yet
-/// (which then starts at the newest format the joining host writes).
+/// run. `database` is the recorded format (or [`unrecorded`]'s answer), `None` on a
+/// fresh database no host has joined yet, which then starts at the newest format the
+/// joining host writes.
 pub fn join(database: Option<Format>, host: &Formats) -> Result<Format, GateRefusal> {
     let Some(format) = database else { return Ok(host.writes) };
     if host.runs_on(format) {

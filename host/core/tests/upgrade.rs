@@ -9,8 +9,8 @@ use spindle_core::job::JobEvent;
 use spindle_core::step::StepState;
 use spindle_core::transition;
 use spindle_core::upgrade::{
-    ClaimRecord, Formats, GateRefusal, LiveHost, NEWEST, OLDEST, finalize, join, may_contract, restores_claimed_step,
-    writes_lean,
+    BEFORE_THE_GATE, ClaimRecord, Formats, GateRefusal, LiveHost, NEWEST, OLDEST, finalize, join, may_contract,
+    restores_claimed_step, unrecorded, writes_lean,
 };
 
 use common::{TTL, pending, t0};
@@ -37,6 +37,15 @@ fn this_build_reads_every_format_and_writes_the_newest() {
     assert!(restores_claimed_step(&build));
     assert!(restores_claimed_step(&pinned(2)));
     assert!(!restores_claimed_step(&pinned(1)), "a format-1 build knew nothing of restoring claims");
+}
+
+#[test]
+fn a_database_with_jobs_and_no_recorded_format_is_at_the_format_before_the_gate() {
+    assert_eq!(unrecorded(false), None, "a fresh database starts at the first host's newest");
+    assert_eq!(unrecorded(true), Some(BEFORE_THE_GATE));
+    assert_eq!(BEFORE_THE_GATE, 2, "builds from before the gate wrote format 2");
+    assert_eq!(join(unrecorded(true), &Formats::this_build()), Ok(2), "this build joins at 2, not 3");
+    assert!(join(unrecorded(true), &pinned(1)).is_err(), "a format-1 build cannot read their jobs");
 }
 
 #[test]

@@ -109,8 +109,8 @@ impl super::Execution<'_> {
             let failed = self.run_hook(&record, hook).await;
             let ran = HistoryEvent::EffectRan { effect: item.effect.as_str().into(), failed: failed.clone() };
             if !record.job.rules.lean {
-                // A lean kind keeps no history: the effect's outcome shows in the alert
-                // and the log below.
+                // A lean kind keeps no history: a failed effect is retried, and one that
+                // fails every attempt is counted and logged below, as for any job.
                 self.store.append_history(item.job_id, &[ran], self.now()).await?;
             }
             if failed.is_some() && item.attempts + 1 < MAX_ATTEMPTS {

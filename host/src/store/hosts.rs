@@ -125,7 +125,11 @@ impl HostStore for SqlStore {
         let mut tx = self.db.begin().await?;
         let mut recorded = locked_gate(&mut tx).await?;
         if recorded.is_none() {
-            let first = match decide(None) {
+            // No host announced itself here yet: a fresh database, or one that builds
+            // from before the gate wrote jobs to.
+            let any = tx.fetch("SELECT count(*) FROM (SELECT 1 FROM jobs LIMIT 1) AS j", vec![], &[Ty::Int]).await?;
+            let has_jobs = any.first().map(|r| r.int(0, "jobs (any)")).transpose()?.unwrap_or(0) > 0;
+            let first = match decide(spindle_core::upgrade::unrecorded(has_jobs)) {
                 Ok(format) => format,
                 Err(refusal) => return Ok(Err(refusal)),
             };
@@ -141,8 +145,8 @@ impl HostStore for SqlStore {
                     &[Ty::Int],
                 )
                 .await?;
-            // Another host set it first: decide on what it set.
-            recorded = if inserted.is_empty() { locked_gate(&mut tx).await? } else { None };
+            // Another host set it first: decide on what it set; else on what this one set.
+            recorded = if inserted.is_empty() { locked_gate(&mut tx).await? } else { Some(first) };
         }
         let format = match recorded.map(Some).map_or_else(|| decide(None), decide) {
             Ok(format) => format,
@@ -301,7 +305,7 @@ mod tests {
             assert_eq!((gate.format, gate.moved_by.as_str()), (NEWEST, "operator"));
             // An old build now is refused, and its row is not written.
             let late = host("late", Formats::pinned(1).expect("format 1"), 4_000);
-            assert!(matches!(join(&store, &late).await, Err(GateRefusal::CannotRead { database: 2, .. })));
+            assert!(matches!(join(&store, &late).await, Err(GateRefusal::CannotRead { database: NEWEST, .. })));
             let listed = store.hosts().await.expect("hosts");
             let ids: Vec<&str> = listed.iter().map(|h| h.id.as_str()).collect();
             assert_eq!(ids, ["new", "old"], "{backend:?}: the expired row stays until it leaves");
@@ -310,6 +314,55 @@ mod tests {
             assert_eq!(store.hosts().await.expect("hosts").len(), 1, "{backend:?}");
             test.drop().await;
         }
+    }
+
+    /// A database that builds from before the gate wrote jobs to (it has jobs and records
+    /// no format) starts at their format, 2, whatever the first host of this build could
+    /// write: they may still be running on it, and would misread a lean job. A fresh one
+    /// starts at the newest.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_database_with_jobs_and_no_gate_starts_at_the_format_before_the_gate() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let Some(test) = fresh(backend).await else { return };
+            let store = SqlStore::on(test.db.clone());
+            store.migrate(&[Phase::Expand, Phase::Contract]).await.expect("migrate");
+            let rules = spindle_core::KindRules {
+                cancellable: false,
+                max_attempts: 1,
+                failure_effect: false,
+                notify_on_success: false,
+                lean: false,
+            };
+            let at = Timestamp::from_micros(1_000);
+            let submission = spindle_core::Submission {
+                id: spindle_core::JobId(uuid::Uuid::from_u128(7)),
+                rules,
+                steps: vec![("run".into(), 1)],
+                run_at: at,
+            };
+            let (job, history) = spindle_core::Job::submit(submission, at);
+            let new = crate::store::NewJob {
+                job,
+                tenant: crate::store::TenantId("acme".into()),
+                kind: "noop".into(),
+                kind_version: 1,
+                priority: spindle_core::policy::priority::Priority::Normal,
+                payload: b"{}".to_vec(),
+                idempotency_key: None,
+                lease_keys: Vec::new(),
+                history,
+            };
+            crate::store::JobStore::insert_jobs(&store, vec![new], at).await.expect("a job written before the gate");
+            let first = host("first", Formats::this_build(), 2_000);
+            assert_eq!(join(&store, &first).await, Ok(upgrade::BEFORE_THE_GATE), "{backend:?}");
+            assert_eq!(store.gate().await.expect("gate").map(|g| g.format), Some(2), "{backend:?}: recorded");
+            test.drop().await;
+        }
+        let Some(test) = fresh(Backend::Sqlite).await else { return };
+        let store = SqlStore::on(test.db.clone());
+        store.migrate(&[Phase::Expand, Phase::Contract]).await.expect("migrate");
+        assert_eq!(join(&store, &host("first", Formats::this_build(), 1_000)).await, Ok(NEWEST), "a fresh database");
+        test.drop().await;
     }
 
     /// Hosts that start together on a fresh database agree on one format.

@@ -220,7 +220,7 @@ const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::
 fn lean_steps(machine: &str) -> Result<Vec<Step>, String> {
     #[derive(serde::Deserialize)]
     struct Lean {
-        #[serde(default)]
+        // Required: a lean row without it is damaged, not a job without steps.
         lean_steps: Vec<(Step, Option<String>)>,
     }
     let lean: Lean = serde_json::from_str(machine).map_err(|e| format!("lean steps: {e}"))?;

@@ -124,6 +124,10 @@ pub(super) async fn show(client: &Client, json: bool, kind: &str) -> anyhow::Res
     let found: KindView = client.get(&format!("/v1/kinds/{kind}")).await?;
     emit(json, &found, |k| {
         println!("{} (current version {}, latest {})", k.kind, k.current_version, k.latest_version);
+        let current = k.versions.iter().flatten().find(|v| v.version == k.current_version);
+        if let Some(record) = current.and_then(|v| v.deployment.as_ref()).and_then(|d| d.record.as_deref()) {
+            println!("  record {record}: its jobs are the job row alone (no step or history rows)");
+        }
         println!("  {:<8} {:<14} {:<28} {:<10} steps", "version", "digest", "deployed", "breaker");
         for version in k.versions.iter().flatten() {
             let breaker = k.breakers.iter().find(|b| b.version == version.version);

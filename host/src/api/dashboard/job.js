@@ -241,7 +241,7 @@ export async function renderJob(view, ctx, id) {
     if (w && w.for === 'signal' && !signalName.value) signalName.value = w.name;
     const rows = [
       ['Waits for', w ? waitDescription(w) : h('span', { class: 'muted' }, 'nothing now')],
-      ['Signals received', received.length
+      ['Signals received', job.record === 'lean' ? h('span', { class: 'muted' }, 'not kept (a lean record keeps no history)') : received.length
         ? h('ul', { class: 'plain' }, received.map((e) => h('li', { 'data-test': 'signal-received' }, mono(e.name), ' ', timeEl(e.at))))
         : h('span', { class: 'muted' }, 'none')],
       ['Pending signals', pending.length
