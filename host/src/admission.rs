@@ -37,7 +37,9 @@ impl Admission {
             loop {
                 loop {
                     match engine.submission().admit_sql(BATCH).await {
-                        Ok(pass) if pass.admitted + pass.refused == BATCH as usize => {}
+                        // A pass ends at its rows or its bytes: another follows while
+                        // one found anything.
+                        Ok(pass) if pass.admitted + pass.refused > 0 => {}
                         Ok(_) => break,
                         Err(e) => {
                             tracing::warn!(error = %e, "admitting SQL submissions failed; trying again");

@@ -120,7 +120,7 @@ async fn a_job_submitted_in_a_transaction_exists_if_and_only_if_the_transaction_
     // The rolled-back one never was, and never will be.
     let (status, _) = door.get(&host, &format!("/v1/submissions/{rolled_back}")).await;
     assert_eq!(status, 404);
-    assert_eq!(door.count("SELECT count(*) FROM sql_submissions").await, 1);
+    assert_eq!(door.count("SELECT count(*) FROM spindle.sql_submissions").await, 1);
     assert_eq!(door.count("SELECT count(*) FROM jobs").await, 1, "one job in all");
 }
 
@@ -151,7 +151,11 @@ async fn a_host_killed_between_admitting_and_recording_leaves_one_job() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     drop(dying.kill_hard());
-    assert_eq!(door.count("SELECT count(*) FROM sql_submissions WHERE state = 'queued'").await, 1, "no verdict yet");
+    assert_eq!(
+        door.count("SELECT count(*) FROM spindle.sql_submissions WHERE state = 'queued'").await,
+        1,
+        "no verdict yet"
+    );
     let next = Served::start(&database, &["--host-id", "next"]);
     let view = door.settled(&next, &id).await;
     assert_eq!(view["state"], "admitted", "{view}");
@@ -210,7 +214,7 @@ async fn a_mapped_role_may_submit_for_its_tenant_and_do_nothing_else() {
     let host = Served::start(&database, &["--host-id", "h1"]);
     let door = Door::new(&host, database).await;
     let id = door.submit("scripted", json!({}), json!({}), true).await;
-    let tenant: String = sqlx::query_scalar("SELECT tenant_id FROM sql_submissions WHERE id = $1")
+    let tenant: String = sqlx::query_scalar("SELECT tenant_id FROM spindle.sql_submissions WHERE id = $1")
         .bind(&id)
         .fetch_one(&door.admin)
         .await
@@ -225,10 +229,15 @@ async fn a_mapped_role_may_submit_for_its_tenant_and_do_nothing_else() {
         }
     };
     denied("SELECT count(*) FROM jobs").await;
+    denied("SELECT count(*) FROM spindle.sql_submissions").await;
+    denied("SELECT count(*) FROM spindle.sql_roles").await;
+    denied("SELECT key FROM spindle.door_key").await;
+    denied("INSERT INTO spindle.sql_submissions (id) VALUES ('forged')").await;
+    denied("UPDATE spindle.sql_roles SET tenant_id = 'globex'").await;
+    // The views older hosts read through are closed to it as well.
     denied("SELECT count(*) FROM sql_submissions").await;
-    denied("SELECT count(*) FROM sql_roles").await;
-    denied("INSERT INTO sql_submissions (id) VALUES ('forged')").await;
     denied("UPDATE sql_roles SET tenant_id = 'globex'").await;
+    denied("CREATE FUNCTION spindle.planted() RETURNS int LANGUAGE sql AS 'SELECT 1'").await;
     // A role no operator mapped may not submit at all.
     let stranger = fresh_role();
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE ROLE {stranger} LOGIN")))
@@ -274,4 +283,209 @@ async fn the_sql_submit_benchmark_reports_its_figures() {
     {
         assert!(figure.as_f64().is_some_and(|f| f > 0.0), "{sql}");
     }
+}
+
+/// Runs `sql` (statements, no parameters) on `pool`.
+async fn run(pool: &PgPool, sql: &str) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// `url` with the user `role` instead of `postgres`.
+fn as_user(url: &str, role: &str) -> String {
+    url.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1)
+}
+
+/// Objects that shadow, for their exact argument types, every operator and function
+/// `spindle.submit` uses, each recording in `public.ran` that it ran (and, run with a
+/// superuser's rights, making `who` one). Planted by `who`, suffixed `tag`.
+fn planted(who: &str, tag: &str) -> String {
+    let record = format!(
+        "INSERT INTO public.ran VALUES (current_user, '{tag}'); \
+         BEGIN EXECUTE 'ALTER ROLE {who} SUPERUSER'; EXCEPTION WHEN OTHERS THEN NULL; END;"
+    );
+    let function = |name: &str, args: &str, returns: &str, value: &str| {
+        format!(
+            "CREATE FUNCTION public.{name}({args}) RETURNS {returns} LANGUAGE plpgsql AS $p$ BEGIN {record} \
+             RETURN {value}; END $p$;"
+        )
+    };
+    [
+        function(&format!("times_{tag}"), "numeric, integer", "numeric", "$1"),
+        format!("CREATE OPERATOR public.* (leftarg = numeric, rightarg = integer, function = public.times_{tag});"),
+        function(&format!("ftimes_{tag}"), "float8, float8", "float8", "$1"),
+        format!("CREATE OPERATOR public.* (leftarg = float8, rightarg = float8, function = public.ftimes_{tag});"),
+        function(&format!("eq_{tag}"), "text, text", "boolean", "true"),
+        format!("CREATE OPERATOR public.= (leftarg = text, rightarg = text, function = public.eq_{tag});"),
+        function(&format!("ne_{tag}"), "text, text", "boolean", "false"),
+        format!("CREATE OPERATOR public.<> (leftarg = text, rightarg = text, function = public.ne_{tag});"),
+        function("gen_random_uuid", "", "uuid", "'00000000-0000-0000-0000-000000000000'"),
+        function("jsonb_typeof", "jsonb", "text", "'object'"),
+        function("pg_notify", "text, text", "void", ""),
+        function("clock_timestamp", "", "timestamptz", "now()"),
+        function("date_part", "text, timestamptz", "float8", "0"),
+        function("sha256", "bytea", "bytea", "'\\x00'::bytea"),
+        function("encode", "bytea, text", "text", "''"),
+        function("convert_to", "text, name", "bytea", "'\\x00'::bytea"),
+    ]
+    .join("\n")
+}
+
+/// CVE-2018-1058's case: roles that may create in `public` — the database's owner (on
+/// PostgreSQL 15 it owns `public`) and a mapped role granted CREATE there — plant
+/// operators and functions that `spindle.submit`'s body would prefer to the built-in ones
+/// if it resolved any name through `public`. Nothing of theirs runs with the function's
+/// rights: submissions still make their tenant's jobs, nobody became superuser, and
+/// neither can create in or change the `spindle` schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nothing_a_caller_plants_in_public_runs_with_the_doors_rights() {
+    let database = spindle_tests::postgres::fresh_database().await;
+    let owner = fresh_role();
+    {
+        let admin = PgPool::connect(&database).await.expect("connect");
+        let name = database.rsplit('/').next().expect("a database name");
+        run(&admin, &format!("CREATE ROLE {owner} LOGIN; ALTER DATABASE {name} OWNER TO {owner}")).await;
+        admin.close().await;
+    }
+    let host = Served::start(&database, &["--host-id", "h1"]);
+    let door = Door::new(&host, database.clone()).await;
+    let as_owner = PgPool::connect(&as_user(&database, &owner)).await.expect("connect as the owner");
+    run(&as_owner, "CREATE TABLE public.ran (who text, what text); GRANT ALL ON public.ran TO PUBLIC").await;
+    run(&as_owner, &planted(&owner, "owner")).await;
+    let first = door.submit("scripted", json!({}), json!({}), true).await;
+
+    // A mapped role that may create in `public` plants the same, under its own names.
+    run(&door.admin, &format!("GRANT CREATE ON SCHEMA public TO {}", door.role)).await;
+    run(&as_owner, "DROP FUNCTION public.gen_random_uuid(), public.jsonb_typeof(jsonb), public.pg_notify(text, text), \
+        public.clock_timestamp(), public.date_part(text, timestamptz), public.sha256(bytea), public.encode(bytea, text), \
+        public.convert_to(text, name) CASCADE").await;
+    run(&as_owner, "DROP OPERATOR public.* (numeric, integer), public.* (float8, float8), public.= (text, text), public.<> (text, text)").await;
+    run(&door.app, &planted(&door.role, "app")).await;
+    let second = door.submit("scripted", json!({}), json!({}), true).await;
+
+    for id in [&first, &second] {
+        let view = door.settled(&host, id).await;
+        assert_eq!(view["state"], "admitted", "{view}");
+    }
+    assert_eq!(door.count("SELECT count(*) FROM public.ran").await, 0, "a planted object ran");
+    let superusers: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_roles WHERE rolsuper AND rolname = ANY($1)")
+        .bind(vec![owner.clone(), door.role.clone()])
+        .fetch_one(&door.admin)
+        .await
+        .expect("roles");
+    assert_eq!(superusers, 0, "nobody became superuser");
+    assert_eq!(door.count("SELECT count(*) FROM jobs WHERE tenant_id <> 'acme'").await, 0, "no job in another tenant");
+    assert_eq!(door.count("SELECT count(*) FROM jobs WHERE tenant_id = 'acme'").await, 2);
+
+    // Neither can plant in `spindle`, nor move the door's tables out of their way.
+    for (pool, who) in [(&as_owner, "the database's owner"), (&door.app, "a mapped role")] {
+        for sql in [
+            "CREATE FUNCTION spindle.planted() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+            "CREATE TABLE spindle.planted (x int)",
+            "DROP TABLE spindle.sql_roles",
+            "ALTER TABLE spindle.sql_roles RENAME TO moved",
+        ] {
+            let e = sqlx::raw_sql(sql).execute(pool).await.expect_err(sql);
+            let code = e.as_database_error().and_then(|d| d.code()).map(|c| c.into_owned());
+            assert_eq!(code.as_deref(), Some("42501"), "{who}: {sql}: {e}");
+        }
+    }
+    // Every function that runs with its owner's rights fixes its search path.
+    let loose: Vec<String> = sqlx::query_scalar(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+         WHERE p.prosecdef AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+         AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)",
+    )
+    .fetch_all(&door.admin)
+    .await
+    .expect("functions");
+    assert_eq!(loose, Vec::<String>::new(), "SECURITY DEFINER functions without search_path = pg_catalog, pg_temp");
+    as_owner.close().await;
+}
+
+/// The documented URL, `postgres://spindle@…/spindle`: a database user named like the
+/// door's schema, owning the database (not a superuser). Its search path (`"$user",
+/// public`) finds the schema `spindle` first; the door works all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_door_works_for_a_database_user_named_spindle_that_owns_the_database() {
+    let database = spindle_tests::postgres::fresh_database().await;
+    {
+        let admin = PgPool::connect(&database).await.expect("connect");
+        let name = database.rsplit('/').next().expect("a database name");
+        // Roles are the server's: another test process may have made it already.
+        run(
+            &admin,
+            &format!(
+                "DO $$ BEGIN CREATE ROLE spindle LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$; \
+                 ALTER DATABASE {name} OWNER TO spindle"
+            ),
+        )
+        .await;
+        admin.close().await;
+    }
+    let url = as_user(&database, "spindle");
+    let host = Served::start(&url, &["--host-id", "h1"]);
+    let mut door = Door::new(&host, database.clone()).await;
+    let admitted = door.submit("scripted", json!({}), json!({}), true).await;
+    let view = door.settled(&host, &admitted).await;
+    assert_eq!(view["state"], "admitted", "{view}");
+    let job = view["job"].as_str().expect("a job").to_owned();
+    assert_eq!(door.final_job(&host, &job).await["state"], "succeeded");
+    let owner: String = sqlx::query_scalar(
+        "SELECT pg_get_userbyid(c.relowner)::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = 'spindle' AND c.relname = 'sql_roles'",
+    )
+    .fetch_one(&door.admin)
+    .await
+    .expect("the door's table");
+    assert_eq!(owner, "spindle");
+
+    // Unmapped, the role's next call is refused; a second unmapping finds nothing.
+    let ran = host.cli(Some(&host.operator), &["tenant", "revoke-sql", "acme", "--role", &door.role]);
+    assert_eq!(ran.code, 0, "revoke-sql: {}", ran.stderr);
+    let e = sqlx::query("SELECT spindle.submit('scripted', '{}', '{}')")
+        .execute(&door.app)
+        .await
+        .expect_err("an unmapped role");
+    assert_eq!(e.as_database_error().and_then(|d| d.code()).as_deref(), Some("42501"), "{e}");
+    let again = host.cli(Some(&host.operator), &["tenant", "revoke-sql", "acme", "--role", &door.role]);
+    assert_ne!(again.code, 0, "nothing left to unmap");
+    assert!(again.stderr.contains("not-found"), "{}", again.stderr);
+    // Mapped again (to another tenant), it submits there.
+    let ran = host.cli(Some(&host.operator), &["tenant", "grant-sql", "globex", "--role", &door.role]);
+    assert_eq!(ran.code, 0, "grant-sql: {}", ran.stderr);
+    door.app = PgPool::connect(&as_user(&database, &door.role)).await.expect("reconnect");
+    let moved = door.submit("scripted", json!({}), json!({}), true).await;
+    let tenant: String = sqlx::query_scalar("SELECT tenant_id FROM spindle.sql_submissions WHERE id = $1")
+        .bind(&moved)
+        .fetch_one(&door.admin)
+        .await
+        .expect("read");
+    assert_eq!(tenant, "globex");
+}
+
+/// Inputs are measured as the API measures them (compact JSON), and one over what a host
+/// reads is refused by its size alone: the database's spacing of a JSON value never
+/// makes an input the API takes too large here, and a 25 MiB one is never read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inputs_are_measured_as_the_api_measures_them_and_oversized_ones_are_never_read() {
+    let database = spindle_tests::postgres::fresh_database().await;
+    let host = Served::start(&database, &["--host-id", "h1", "--max-payload-bytes", "1000000"]);
+    let door = Door::new(&host, database).await;
+    // A script of 220,000 steps' actions: 880,007 bytes compact, 1,100,006 as the database
+    // spaces them (`"x", "x", …`).
+    let script = |n: usize| json!({ "s": vec!["x"; n] });
+    let spaced = door.submit("scripted", script(220_000), json!({}), true).await;
+    let huge = door.submit("scripted", json!({ "s": "x".repeat(25 << 20) }), json!({}), true).await;
+    let over = door.submit("scripted", script(300_000), json!({}), true).await;
+    let view = door.settled(&host, &spaced).await;
+    assert_eq!(view["state"], "admitted", "{view}");
+    for id in [&huge, &over] {
+        let view = door.settled(&host, id).await;
+        assert_eq!(
+            (view["state"].as_str(), view["code"].as_str()),
+            (Some("refused"), Some("payload-too-large")),
+            "{view}"
+        );
+    }
+    assert!(door.settled(&host, &huge).await["message"].as_str().is_some_and(|m| m.contains("26214409 bytes")));
 }

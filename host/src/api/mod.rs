@@ -142,7 +142,7 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
         .routes(routes!(hosts::list_hosts))
         .routes(routes!(hosts::finalize))
         .routes(routes!(submissions::get_submission))
-        .routes(routes!(submissions::grant_sql_role))
+        .routes(routes!(submissions::grant_sql_role, submissions::revoke_sql_role))
         .routes(routes!(control::cancel))
         .routes(routes!(control::pause))
         .routes(routes!(control::resume))

@@ -179,6 +179,7 @@ mod tests {
         ("post", "/v1/upgrade/finalize"),
         ("get", "/v1/submissions/{id}"),
         ("put", "/v1/tenants/{name}/sql-roles/{role}"),
+        ("delete", "/v1/tenants/{name}/sql-roles/{role}"),
     ];
 
     const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];

@@ -64,3 +64,31 @@ pub(super) async fn grant_sql_role(
     state.host.engine.tenancy().grant_sql(&tenant, &role).await?;
     Ok(Json(SqlRoleGranted { tenant: tenant.0, role }))
 }
+
+/// Stop a database role submitting as a tenant
+///
+/// Unmaps PostgreSQL role `role` from the tenant and takes back its `EXECUTE` on
+/// `spindle.submit` and its use of the `spindle` schema: its next call is refused. What it
+/// already committed is still admitted. PostgreSQL only.
+#[utoipa::path(
+    delete,
+    path = "/v1/tenants/{name}/sql-roles/{role}",
+    tag = "tenants",
+    params(("name" = String, Path, description = "The tenant"), ("role" = String, Path, description = "The database role")),
+    responses(
+        (status = 204, description = "Unmapped"),
+        (status = 400, description = "`invalid-request`: not PostgreSQL, or not a plain role name", body = ErrorBody),
+        (status = 401, description = "`unauthorised`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not an operator token", body = ErrorBody),
+        (status = 404, description = "`not-found`: the role is not mapped to this tenant", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody)
+    )
+)]
+pub(super) async fn revoke_sql_role(
+    State(state): State<ApiState>,
+    _: OperatorAuth,
+    Path((name, role)): Path<(String, String)>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    state.host.engine.tenancy().revoke_sql(&TenantId(name), &role).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}

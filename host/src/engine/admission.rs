@@ -15,7 +15,7 @@ use spindle_core::Timestamp;
 use spindle_core::policy::priority::Priority;
 
 use super::{EngineError, Submission, SubmitRequest, Tenancy};
-use crate::store::{SqlSubmission, SqlVerdict, StoreError, TenantId};
+use crate::store::{SqlSubmission, SqlTake, SqlText, SqlVerdict, StoreError, TakenSql, TenantId};
 
 /// The options object `spindle.submit` takes, as `POST /v1/jobs` names them.
 #[derive(Debug, Default, Deserialize)]
@@ -55,10 +55,43 @@ fn refused(code: &str, message: impl Into<String>) -> SqlVerdict {
     SqlVerdict::Refused { code: code.to_owned(), message: message.into(), violations: None }
 }
 
-/// The request a submission stands for, or the refusal of its options.
-fn request_of(submission: &SqlSubmission, now: Timestamp) -> Result<SubmitRequest, SqlVerdict> {
+/// Bytes of inputs and options one admission pass reads at most: with the input cap, what
+/// bounds the host's memory for a pass whatever applications commit.
+const PASS_BYTES: u64 = 16 << 20;
+
+/// Bytes of an options object a host reads at most (its fields are a few short values).
+const OPTIONS_CAP: u64 = 64 << 10;
+
+/// The request a submission stands for, or the refusal of its options or its size.
+/// `max_input` is the engine's cap on an input, which the API measures on the input's
+/// compact JSON: so is this one, whatever spacing the database's text gave it.
+fn request_of(taken: TakenSql, now: Timestamp, max_input: usize) -> Result<SubmitRequest, SqlVerdict> {
+    let submission = &taken.submission;
+    let options = match taken.options {
+        SqlText::Read(text) => text,
+        SqlText::Unread { bytes } => {
+            return Err(refused(
+                "invalid-request",
+                format!("options: {bytes} bytes, over the {OPTIONS_CAP} a host reads"),
+            ));
+        }
+    };
+    let input = match taken.input {
+        SqlText::Read(text) => serde_json::from_str::<serde_json::Value>(&text)
+            .and_then(|value| serde_json::to_vec(&value))
+            .map_err(|e| refused("invalid-request", format!("input: {e}")))?,
+        SqlText::Unread { bytes } => {
+            return Err(refused("payload-too-large", format!("the input is {bytes} bytes; the cap is {max_input}")));
+        }
+    };
+    if input.len() > max_input {
+        return Err(refused(
+            "payload-too-large",
+            format!("the input is {} bytes; the cap is {max_input}", input.len()),
+        ));
+    }
     let options: SqlOptions =
-        serde_json::from_str(&submission.options).map_err(|e| refused("invalid-request", format!("options: {e}")))?;
+        serde_json::from_str(&options).map_err(|e| refused("invalid-request", format!("options: {e}")))?;
     let priority = match options.priority.as_deref() {
         None => Priority::Normal,
         Some(p) => Priority::parse(p).ok_or_else(|| {
@@ -80,7 +113,7 @@ fn request_of(submission: &SqlSubmission, now: Timestamp) -> Result<SubmitReques
     };
     Ok(SubmitRequest {
         kind: submission.kind.clone(),
-        input: submission.input.clone().into_bytes(),
+        input,
         priority,
         run_at,
         idempotency_key: Some(options.idempotency_key.unwrap_or_else(|| format!("sql:{}", submission.id))),
@@ -109,7 +142,8 @@ fn verdict_of(error: &EngineError) -> Option<SqlVerdict> {
 }
 
 impl Submission<'_> {
-    /// Admits up to `limit` queued SQL submissions, oldest first.
+    /// Admits up to `limit` queued SQL submissions, oldest first, reading at most
+    /// [`PASS_BYTES`] of their inputs.
     pub async fn admit_sql(&self, limit: u32) -> Result<AdmissionPass, EngineError> {
         let mut pass = AdmissionPass::default();
         if self.refusing() {
@@ -119,10 +153,20 @@ impl Submission<'_> {
         let mut verdicts = Vec::new();
         // Each tenant's submissions go in one insert, as a bulk `POST /v1/jobs` would.
         let mut groups: BTreeMap<TenantId, Vec<(String, SubmitRequest)>> = BTreeMap::new();
-        for submission in self.store.take_sql_submissions(limit, now, LEASE_MICROS).await? {
-            match request_of(&submission, now) {
-                Ok(request) => groups.entry(submission.tenant).or_default().push((submission.id, request)),
-                Err(verdict) => verdicts.push((submission.id, verdict)),
+        let max_input = self.config.max_payload_bytes;
+        let take = SqlTake {
+            rows: limit,
+            bytes: PASS_BYTES,
+            // The database's text of a JSON value spaces it (`{"a": 1, "b": 2}`): one up
+            // to twice the cap may still be within it once compact, so it is read.
+            input_cap: u64::try_from(max_input).unwrap_or(u64::MAX).saturating_mul(2),
+            options_cap: OPTIONS_CAP,
+        };
+        for taken in self.store.take_sql_submissions(take, now, LEASE_MICROS).await? {
+            let (id, tenant) = (taken.submission.id.clone(), taken.submission.tenant.clone());
+            match request_of(taken, now, max_input) {
+                Ok(request) => groups.entry(tenant).or_default().push((id, request)),
+                Err(verdict) => verdicts.push((id, verdict)),
             }
         }
         for (tenant, group) in groups {
@@ -206,5 +250,15 @@ impl Tenancy<'_> {
             return Err(EngineError::Store(StoreError::NotFound(format!("tenant {tenant}"))));
         }
         Ok(self.store.grant_sql(tenant, role, self.now()).await?)
+    }
+
+    /// Unmaps database role `role` from `tenant`: its next `spindle.submit` is refused.
+    /// What it already committed is still admitted.
+    pub async fn revoke_sql(&self, tenant: &TenantId, role: &str) -> Result<(), EngineError> {
+        if self.store.revoke_sql(tenant, role).await? {
+            Ok(())
+        } else {
+            Err(EngineError::Store(StoreError::NotFound(format!("role {role:?} mapped to tenant {tenant}"))))
+        }
     }
 }

@@ -38,6 +38,7 @@
 pub mod audit;
 pub mod capacity;
 mod collation;
+mod door_tags;
 mod error;
 mod handle;
 pub mod hosts;
@@ -84,7 +85,7 @@ pub use records::{
 };
 pub use registry::{DeployRecord, DeployState, KindEntry, KindVersion, RegistryStore};
 pub use sql::{Backend, ConnectOptions, SqliteSync};
-pub use sql_submissions::{SqlSubmission, SqlSubmissionStore, SqlVerdict};
+pub use sql_submissions::{SqlSubmission, SqlSubmissionStore, SqlTake, SqlText, SqlVerdict, TakenSql};
 pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantStore, TokenInfo, token_id};
 pub use traces::TraceStore;
 pub use workflows::{ScheduleRow, WorkflowStore};
@@ -134,6 +135,7 @@ pub const LAYERS: &[&str] = &[
     "sql",
     "rows",
     "collation",
+    "door_tags",
     "schema",
     "test_db",
     "records",

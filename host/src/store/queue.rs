@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use spindle_core::Timestamp;
 
 use super::capacity::{CAPACITY_RECHECK, Freeing, Verdict, freeing_failed, gate_claims};
+use super::door_tags::DoorTags;
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::job_rows::{JOB_COLS, JOB_TYS, attach_steps, fetch_jobs, job_from_row};
@@ -81,6 +82,9 @@ pub struct ReadySignals {
     channel: &'static str,
     listener: Option<sqlx::postgres::PgListener>,
     local: Option<tokio::sync::watch::Receiver<u64>>,
+    /// The door's channel: a notification counts only with the door's tag (read with
+    /// the key when the listener connects).
+    door: Option<Option<DoorTags>>,
 }
 
 /// How long a lost `LISTEN` connection waits before it connects again.
@@ -99,7 +103,22 @@ impl ReadySignals {
         loop {
             if self.listener.is_none() {
                 match listen(pool, self.channel).await {
-                    Ok(listener) => self.listener = Some(listener),
+                    Ok(listener) => {
+                        if let Some(door) = self.door.as_mut() {
+                            match sqlx::query_scalar::<_, String>("SELECT key FROM spindle.door_key")
+                                .fetch_one(pool)
+                                .await
+                            {
+                                Ok(key) => *door = Some(DoorTags::new(key)),
+                                Err(e) => {
+                                    tracing::warn!(error = %e, "reading the SQL door's key failed; retrying");
+                                    tokio::time::sleep(RELISTEN_AFTER).await;
+                                    continue;
+                                }
+                            }
+                        }
+                        self.listener = Some(listener);
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "LISTEN connection failed; retrying");
                         tokio::time::sleep(RELISTEN_AFTER).await;
@@ -109,7 +128,13 @@ impl ReadySignals {
             }
             let Some(listener) = self.listener.as_mut() else { continue };
             match listener.recv().await {
-                Ok(_) => return,
+                Ok(notification) => {
+                    let door = self.door.as_mut().and_then(Option::as_mut);
+                    if door.is_none_or(|tags| tags.accepts(notification.payload())) {
+                        return;
+                    }
+                    tracing::trace!(channel = self.channel, "a notification without the door's tag; ignored");
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
                     self.listener = None;
@@ -455,14 +480,19 @@ impl QueueStore for SqlStore {
 
     fn ready_signals(&self) -> ReadySignals {
         match &self.db {
-            Db::Postgres(pool) => {
-                ReadySignals { pool: Some(pool.clone()), channel: "spindle_ready", listener: None, local: None }
-            }
+            Db::Postgres(pool) => ReadySignals {
+                pool: Some(pool.clone()),
+                channel: "spindle_ready",
+                listener: None,
+                local: None,
+                door: None,
+            },
             Db::Sqlite { turns, .. } => ReadySignals {
                 pool: None,
                 channel: "spindle_ready",
                 listener: None,
                 local: Some(turns.ready_signals()),
+                door: None,
             },
         }
     }
@@ -472,6 +502,6 @@ impl QueueStore for SqlStore {
             Db::Postgres(pool) => Some(pool.clone()),
             Db::Sqlite { .. } => None,
         };
-        ReadySignals { pool, channel: "spindle_submissions", listener: None, local: None }
+        ReadySignals { pool, channel: "spindle_submissions", listener: None, local: None, door: Some(None) }
     }
 }

@@ -80,6 +80,7 @@ const POSTGRES: &[(i64, Phase, Step)] = &[
     (17, Expand, Script(include_str!("../../migrations/postgres/0017_hosts.sql"))),
     (18, Contract, CollationSwap),
     (19, Expand, Script(include_str!("../../migrations/postgres/0019_sql_submissions.sql"))),
+    (20, Expand, Script(include_str!("../../migrations/postgres/0020_door_in_its_own_schema.sql"))),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.
@@ -436,7 +437,8 @@ mod tests {
     const ONLY_POSTGRES: &[(&str, &str)] = &[("history", "key job_id,id")];
 
     /// Tables of PostgreSQL's door for applications' own transactions (`spindle.submit`,
-    /// migration 0019), which an embedded SQLite database has no use for.
+    /// migration 0019), which an embedded SQLite database has no use for: in the schema
+    /// `spindle` since 0020, with a view of each where they were, for older hosts.
     const POSTGRES_ONLY_TABLES: &[&str] = &["sql_submissions", "sql_roles"];
 
     fn facts(schema: &Schema) -> BTreeSet<(String, String)> {

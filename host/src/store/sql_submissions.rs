@@ -1,16 +1,22 @@
 //! Submissions applications make inside their own PostgreSQL transactions
-//! (`spindle.submit`, migration 0019), the roles mapped to tenants that may make them,
-//! and each submission's fate once a host looked at it. The store decides nothing: the
-//! engine admits each through the path `POST /v1/jobs` takes and says what to record.
+//! (`spindle.submit`, migrations 0019 and 0020), the roles mapped to tenants that may make
+//! them, and each submission's fate once a host looked at it. The store decides nothing:
+//! the engine admits each through the path `POST /v1/jobs` takes and says what to record.
+//!
+//! Everything of the door lives in the schema `spindle`, which only Spindle's role
+//! creates in (0020), and every statement here names it: nothing a caller plants in
+//! `public` is ever resolved. PostgreSQL only; rows are read by their column labels.
 
 use async_trait::async_trait;
 use spindle_core::{JobId, Timestamp};
+use sqlx::Row as _;
+use sqlx::postgres::PgRow;
 
 use super::error::StoreError;
 use super::handle::SqlStore;
 use super::records::TenantId;
-use super::rows::{Columns, parse_id};
-use super::sql::{Backend, Row, Ty, Value};
+use super::rows::parse_id;
+use super::sql::Db;
 
 /// Where a submission stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,7 +37,8 @@ pub enum SqlVerdict {
     },
 }
 
-/// A submission made through `spindle.submit`.
+/// A submission made through `spindle.submit`, as its tenant reads it (its input stays in
+/// the database: no reader needs it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SqlSubmission {
     /// Its id, which `spindle.submit` answered.
@@ -40,10 +47,6 @@ pub struct SqlSubmission {
     pub tenant: TenantId,
     /// The kind.
     pub kind: String,
-    /// The input, as JSON text.
-    pub input: String,
-    /// The options object, as JSON text.
-    pub options: String,
     /// The role that submitted it.
     pub submitted_by: String,
     /// When its transaction called the function.
@@ -52,20 +55,62 @@ pub struct SqlSubmission {
     pub verdict: SqlVerdict,
 }
 
+/// A text column of a taken submission: read, or left in the database because it is
+/// over what a host reads (its size is all the host learns; the engine refuses it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SqlText {
+    /// The text, as `spindle.submit` stored it.
+    Read(String),
+    /// Not read: this many bytes.
+    Unread {
+        /// Its size in bytes, as the database counts it.
+        bytes: u64,
+    },
+}
+
+/// A queued submission a host took to admit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TakenSql {
+    /// The submission.
+    pub submission: SqlSubmission,
+    /// Its input (JSON text).
+    pub input: SqlText,
+    /// Its options object (JSON text).
+    pub options: SqlText,
+}
+
+/// How much one admission pass takes: a host's memory for a pass is bounded by these,
+/// whatever applications commit (a 25 MiB input must not be read to be refused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqlTake {
+    /// Submissions at most.
+    pub rows: u32,
+    /// Bytes of inputs and options read at most (at least one submission is taken).
+    pub bytes: u64,
+    /// An input over this many bytes is not read.
+    pub input_cap: u64,
+    /// An options object over this many bytes is not read.
+    pub options_cap: u64,
+}
+
 /// The door for applications' own transactions.
 #[async_trait]
 pub trait SqlSubmissionStore: Send + Sync {
     /// Maps database role `role` to `tenant`, and lets it execute `spindle.submit` (and
     /// nothing else). PostgreSQL only; the role must exist.
     async fn grant_sql(&self, tenant: &TenantId, role: &str, now: Timestamp) -> Result<(), StoreError>;
-    /// Takes up to `limit` queued submissions no other host holds, oldest first, for
+    /// Unmaps `role` from `tenant` and takes back what `grant_sql` gave it: its next
+    /// `spindle.submit` is refused. Answers whether it was mapped to `tenant`;
+    /// submissions it already committed stay (and are admitted).
+    async fn revoke_sql(&self, tenant: &TenantId, role: &str) -> Result<bool, StoreError>;
+    /// Takes queued submissions no other host holds, oldest first, within `take`, for
     /// `lease_micros` (another host takes them when the lease ends without a verdict).
     async fn take_sql_submissions(
         &self,
-        limit: u32,
+        take: SqlTake,
         now: Timestamp,
         lease_micros: i64,
-    ) -> Result<Vec<SqlSubmission>, StoreError>;
+    ) -> Result<Vec<TakenSql>, StoreError>;
     /// Records queued submissions' verdicts (by id), in one transaction; answers how many
     /// were still queued.
     async fn settle_sql_submissions(
@@ -80,63 +125,44 @@ pub trait SqlSubmissionStore: Send + Sync {
     async fn prune_sql_submissions(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError>;
 }
 
-static SUBMISSION: Columns = Columns {
-    table: "sql_submissions",
-    names: &[
-        "id",
-        "tenant_id",
-        "kind",
-        "input",
-        "options",
-        "submitted_by",
-        "submitted_at",
-        "state",
-        "job_id",
-        "code",
-        "message",
-        "violations",
-    ],
-    tys: &[
-        Ty::Text,
-        Ty::Text,
-        Ty::Text,
-        Ty::Text,
-        Ty::Text,
-        Ty::Text,
-        Ty::Int,
-        Ty::Text,
-        Ty::OptText,
-        Ty::OptText,
-        Ty::OptText,
-        Ty::OptText,
-    ],
-};
+/// The columns a reader of a submission sees (never its input or options).
+const SUBMISSION: &str = "id, tenant_id, kind, submitted_by, submitted_at, state, job_id, code, message, violations";
 
-fn submission_from_row(mut row: Row) -> Result<SqlSubmission, StoreError> {
-    let r = SUBMISSION.read(&mut row);
-    let verdict = match r.text("state")?.as_str() {
+fn submission_from_row(row: &PgRow) -> Result<SqlSubmission, StoreError> {
+    let corrupt = |column: &str, what: &str| StoreError::Corrupt(format!("spindle.sql_submissions.{column}: {what}"));
+    let state: String = row.try_get("state")?;
+    let verdict = match state.as_str() {
         "queued" => SqlVerdict::Queued,
         "admitted" => {
-            let job =
-                r.opt_text("job_id")?.ok_or_else(|| r.corrupt("job_id", "an admitted submission names no job"))?;
-            SqlVerdict::Admitted(parse_id(&job, "sql_submissions.job_id")?)
+            let job: Option<String> = row.try_get("job_id")?;
+            let job = job.ok_or_else(|| corrupt("job_id", "an admitted submission names no job"))?;
+            SqlVerdict::Admitted(parse_id(&job, "spindle.sql_submissions.job_id")?)
         }
         "refused" => SqlVerdict::Refused {
-            code: r.opt_text("code")?.unwrap_or_default(),
-            message: r.opt_text("message")?.unwrap_or_default(),
-            violations: r.opt_text("violations")?,
+            code: row
+                .try_get::<Option<String>, _>("code")?
+                .ok_or_else(|| corrupt("code", "a refusal without its code"))?,
+            message: row.try_get::<Option<String>, _>("message")?.unwrap_or_default(),
+            violations: row.try_get("violations")?,
         },
-        other => return Err(r.corrupt("state", format!("unknown state {other:?}"))),
+        other => return Err(corrupt("state", &format!("unknown state {other:?}"))),
     };
     Ok(SqlSubmission {
-        id: r.text("id")?,
-        tenant: TenantId(r.text("tenant_id")?),
-        kind: r.text("kind")?,
-        input: r.text("input")?,
-        options: r.text("options")?,
-        submitted_by: r.text("submitted_by")?,
-        submitted_at: r.ts("submitted_at")?,
+        id: row.try_get("id")?,
+        tenant: TenantId(row.try_get("tenant_id")?),
+        kind: row.try_get("kind")?,
+        submitted_by: row.try_get("submitted_by")?,
+        submitted_at: Timestamp::from_micros(row.try_get("submitted_at")?),
         verdict,
+    })
+}
+
+/// A text column read only when it fits (`{column}` holds it, `{column}_bytes` its size).
+fn text_from_row(row: &PgRow, column: &str) -> Result<SqlText, StoreError> {
+    let bytes: i64 = row.try_get(format!("{column}_bytes").as_str())?;
+    Ok(match row.try_get::<Option<String>, _>(column)? {
+        Some(text) => SqlText::Read(text),
+        None => SqlText::Unread { bytes: u64::try_from(bytes).unwrap_or(0) },
     })
 }
 
@@ -148,67 +174,146 @@ fn plain_role(role: &str) -> bool {
         && !role.starts_with(|c: char| c.is_ascii_digit())
 }
 
+impl SqlStore {
+    /// The PostgreSQL pool, or the refusal a store without the door gives.
+    fn door(&self) -> Result<&sqlx::PgPool, StoreError> {
+        match &self.db {
+            Db::Postgres(pool) => Ok(pool),
+            Db::Sqlite { .. } => Err(StoreError::Unsupported("submitting through SQL needs PostgreSQL".into())),
+        }
+    }
+}
+
+/// `role`, checked to be a plain name (it is quoted into `GRANT`/`REVOKE`).
+fn checked_role(role: &str) -> Result<&str, StoreError> {
+    if plain_role(role) {
+        Ok(role)
+    } else {
+        Err(StoreError::Unsupported(format!(
+            "role {role:?}: 1-63 characters of a-z, 0-9 and _, not starting with a digit"
+        )))
+    }
+}
+
+/// A missing role (`42704`) as not found; anything else as the database failing.
+fn missing_role(role: &str, e: sqlx::Error) -> StoreError {
+    match e.as_database_error().and_then(|d| d.code()) {
+        Some(code) if code == "42704" => StoreError::NotFound(format!("database role {role:?}")),
+        _ => e.into(),
+    }
+}
+
 #[async_trait]
 impl SqlSubmissionStore for SqlStore {
     async fn grant_sql(&self, tenant: &TenantId, role: &str, now: Timestamp) -> Result<(), StoreError> {
-        if self.db.backend() != Backend::Postgres {
-            return Err(StoreError::Unsupported("submitting through SQL needs PostgreSQL".into()));
-        }
-        if !plain_role(role) {
-            return Err(StoreError::Unsupported(format!(
-                "role {role:?}: 1-63 characters of a-z, 0-9 and _, not starting with a digit"
-            )));
-        }
-        let mut tx = self.db.begin().await?;
-        tx.execute(
-            "INSERT INTO sql_roles (role, tenant_id, granted_at) VALUES ($1, $2, $3) \
+        let pool = self.door()?;
+        let role = checked_role(role)?;
+        let mut tx = pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO spindle.sql_roles (role, tenant_id, granted_at) VALUES ($1, $2, $3) \
              ON CONFLICT (role) DO UPDATE SET tenant_id = excluded.tenant_id, granted_at = excluded.granted_at",
-            vec![Value::from(role), Value::from(tenant.0.as_str()), Value::from(now.as_micros())],
         )
+        .bind(role)
+        .bind(tenant.0.as_str())
+        .bind(now.as_micros())
+        .execute(&mut *tx)
         .await?;
         for grant in [
             format!("GRANT USAGE ON SCHEMA spindle TO \"{role}\""),
             format!("GRANT EXECUTE ON FUNCTION spindle.submit(text, jsonb, jsonb) TO \"{role}\""),
         ] {
-            tx.execute(&grant, vec![]).await.map_err(|e| match e.as_database_error().and_then(|d| d.code()) {
-                Some(code) if code == "42704" => StoreError::NotFound(format!("database role {role:?}")),
-                _ => e.into(),
-            })?;
+            sqlx::query(sqlx::AssertSqlSafe(grant)).execute(&mut *tx).await.map_err(|e| missing_role(role, e))?;
         }
         tx.commit().await?;
         Ok(())
     }
 
+    async fn revoke_sql(&self, tenant: &TenantId, role: &str) -> Result<bool, StoreError> {
+        let pool = self.door()?;
+        let role = checked_role(role)?;
+        let mut tx = pool.begin().await?;
+        let unmapped = sqlx::query("DELETE FROM spindle.sql_roles WHERE role = $1 AND tenant_id = $2")
+            .bind(role)
+            .bind(tenant.0.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if unmapped == 0 {
+            return Ok(false);
+        }
+        for revoke in [
+            format!("REVOKE EXECUTE ON FUNCTION spindle.submit(text, jsonb, jsonb) FROM \"{role}\""),
+            format!("REVOKE USAGE ON SCHEMA spindle FROM \"{role}\""),
+        ] {
+            match sqlx::query(sqlx::AssertSqlSafe(revoke)).execute(&mut *tx).await.map_err(|e| missing_role(role, e)) {
+                // A role dropped since it was mapped has nothing left to take back.
+                Ok(_) | Err(StoreError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
     async fn take_sql_submissions(
         &self,
-        limit: u32,
+        take: SqlTake,
         now: Timestamp,
         lease_micros: i64,
-    ) -> Result<Vec<SqlSubmission>, StoreError> {
-        if self.db.backend() != Backend::Postgres {
+    ) -> Result<Vec<TakenSql>, StoreError> {
+        let Db::Postgres(pool) = &self.db else { return Ok(Vec::new()) };
+        let cap = |cap: u64| i64::try_from(cap).unwrap_or(i64::MAX);
+        let mut tx = pool.begin().await?;
+        // First the candidates' sizes (the database knows them without reading the
+        // values), locked; then the prefix that fits the pass's bytes is leased and read.
+        let sizes: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT id, octet_length(input)::int8, octet_length(options)::int8 FROM spindle.sql_submissions \
+             WHERE state = 'queued' AND (leased_until IS NULL OR leased_until <= $1) \
+             ORDER BY submitted_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(now.as_micros())
+        .bind(i64::from(take.rows))
+        .fetch_all(&mut *tx)
+        .await?;
+        let read = |bytes: i64, limit: u64| if u64::try_from(bytes).unwrap_or(u64::MAX) > limit { 0 } else { bytes };
+        let mut chosen = Vec::new();
+        let mut total: u64 = 0;
+        for (id, input, options) in sizes {
+            let bytes = u64::try_from(read(input, take.input_cap) + read(options, take.options_cap)).unwrap_or(0);
+            if !chosen.is_empty() && total.saturating_add(bytes) > take.bytes {
+                break;
+            }
+            total = total.saturating_add(bytes);
+            chosen.push(id);
+        }
+        if chosen.is_empty() {
+            tx.commit().await?;
             return Ok(Vec::new());
         }
-        let mut tx = self.db.begin().await?;
-        let rows = tx
-            .fetch(
-                &format!(
-                    "UPDATE sql_submissions SET leased_until = $2 WHERE id IN (SELECT id FROM sql_submissions \
-                     WHERE state = 'queued' AND (leased_until IS NULL OR leased_until <= $1) \
-                     ORDER BY submitted_at LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING {}",
-                    SUBMISSION.list()
-                ),
-                vec![
-                    Value::from(now.as_micros()),
-                    Value::from(now.as_micros().saturating_add(lease_micros)),
-                    Value::from(i64::from(limit)),
-                ],
-                SUBMISSION.tys,
-            )
-            .await
-            .map_err(|e| SUBMISSION.in_table(e))?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE spindle.sql_submissions SET leased_until = $2 WHERE id = ANY($1) RETURNING {SUBMISSION}, \
+             CASE WHEN octet_length(input) <= $3 THEN input END AS input, octet_length(input)::int8 AS input_bytes, \
+             CASE WHEN octet_length(options) <= $4 THEN options END AS options, \
+             octet_length(options)::int8 AS options_bytes"
+        )))
+        .bind(&chosen)
+        .bind(now.as_micros().saturating_add(lease_micros))
+        .bind(cap(take.input_cap))
+        .bind(cap(take.options_cap))
+        .fetch_all(&mut *tx)
+        .await?;
         tx.commit().await?;
-        let mut taken = rows.into_iter().map(submission_from_row).collect::<Result<Vec<_>, _>>()?;
-        taken.sort_by_key(|s| s.submitted_at);
+        let mut taken = rows
+            .iter()
+            .map(|row| {
+                Ok(TakenSql {
+                    submission: submission_from_row(row)?,
+                    input: text_from_row(row, "input")?,
+                    options: text_from_row(row, "options")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        taken.sort_by_key(|t| t.submission.submitted_at);
         Ok(taken)
     }
 
@@ -220,64 +325,59 @@ impl SqlSubmissionStore for SqlStore {
         if verdicts.is_empty() {
             return Ok(0);
         }
-        let mut tx = self.db.begin().await?;
+        let pool = self.door()?;
+        let mut tx = pool.begin().await?;
         let mut changed = 0;
         for (id, verdict) in verdicts {
             let (state, job, code, message, violations) = match verdict {
                 SqlVerdict::Queued => continue,
                 SqlVerdict::Admitted(job) => ("admitted", Some(job.to_string()), None, None, None),
                 SqlVerdict::Refused { code, message, violations } => {
-                    ("refused", None, Some(code.clone()), Some(message.clone()), violations.clone())
+                    ("refused", None, Some(code.as_str()), Some(message.as_str()), violations.as_deref())
                 }
             };
-            changed += tx
-                .execute(
-                    "UPDATE sql_submissions SET state = $2, job_id = $3, code = $4, message = $5, violations = $6, \
-                     settled_at = $7 WHERE id = $1 AND state = 'queued'",
-                    vec![
-                        Value::from(id.as_str()),
-                        Value::from(state),
-                        Value::from(job),
-                        Value::from(code),
-                        Value::from(message),
-                        Value::from(violations),
-                        Value::from(now.as_micros()),
-                    ],
-                )
-                .await?;
+            changed += sqlx::query(
+                "UPDATE spindle.sql_submissions SET state = $2, job_id = $3, code = $4, message = $5, \
+                 violations = $6, settled_at = $7 WHERE id = $1 AND state = 'queued'",
+            )
+            .bind(id.as_str())
+            .bind(state)
+            .bind(job)
+            .bind(code)
+            .bind(message)
+            .bind(violations)
+            .bind(now.as_micros())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         }
         tx.commit().await?;
         Ok(changed)
     }
 
     async fn prune_sql_submissions(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
-        if self.db.backend() != Backend::Postgres {
-            return Ok(0);
-        }
-        Ok(self
-            .db
-            .execute(
-                "DELETE FROM sql_submissions WHERE id IN (SELECT id FROM sql_submissions \
-                 WHERE state <> 'queued' AND settled_at < $1 LIMIT $2)",
-                vec![Value::from(before.as_micros()), Value::from(i64::from(limit))],
-            )
-            .await?)
+        let Db::Postgres(pool) = &self.db else { return Ok(0) };
+        Ok(sqlx::query(
+            "DELETE FROM spindle.sql_submissions WHERE id IN (SELECT id FROM spindle.sql_submissions \
+             WHERE state <> 'queued' AND settled_at < $1 LIMIT $2)",
+        )
+        .bind(before.as_micros())
+        .bind(i64::from(limit))
+        .execute(pool)
+        .await?
+        .rows_affected())
     }
 
     async fn sql_submission(&self, tenant: &TenantId, id: &str) -> Result<Option<SqlSubmission>, StoreError> {
-        if self.db.backend() != Backend::Postgres {
-            return Ok(None);
-        }
-        let rows = self
-            .db
-            .fetch(
-                &format!("SELECT {} FROM sql_submissions WHERE id = $1 AND tenant_id = $2", SUBMISSION.list()),
-                vec![Value::from(id), Value::from(tenant.0.as_str())],
-                SUBMISSION.tys,
-            )
-            .await
-            .map_err(|e| SUBMISSION.in_table(e))?;
-        rows.into_iter().next().map(submission_from_row).transpose()
+        let Db::Postgres(pool) = &self.db else { return Ok(None) };
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SUBMISSION} FROM spindle.sql_submissions WHERE id = $1 AND tenant_id = $2"
+        )))
+        .bind(id)
+        .bind(tenant.0.as_str())
+        .fetch_optional(pool)
+        .await?;
+        row.as_ref().map(submission_from_row).transpose()
     }
 }
 
@@ -285,7 +385,27 @@ impl SqlSubmissionStore for SqlStore {
 mod tests {
     use super::*;
     use crate::store::schema::Phase;
+    use crate::store::sql::Backend;
     use crate::store::test_db::fresh;
+
+    const TAKE: SqlTake = SqlTake { rows: 2, bytes: 1 << 20, input_cap: 1 << 10, options_cap: 1 << 10 };
+
+    async fn queued(pool: &sqlx::PgPool, id: &str, at: i64, input: &str) {
+        sqlx::query(
+            "INSERT INTO spindle.sql_submissions (id, tenant_id, kind, input, options, submitted_by, submitted_at, state) \
+             VALUES ($1, 'acme', 'noop', $2, '{}', 'app', $3, 'queued')",
+        )
+        .bind(id)
+        .bind(input)
+        .bind(at)
+        .execute(pool)
+        .await
+        .expect("a submission");
+    }
+
+    fn ids(taken: &[TakenSql]) -> Vec<&str> {
+        taken.iter().map(|t| t.submission.id.as_str()).collect()
+    }
 
     /// What a host takes, settles and prunes, as the store keeps it: a taken submission is
     /// not taken again while its lease runs, a verdict is recorded once, a queued
@@ -295,22 +415,16 @@ mod tests {
         let Some(test) = fresh(Backend::Postgres).await else { return };
         let store = SqlStore::on(test.db.clone());
         store.migrate(&[Phase::Expand]).await.expect("migrate");
+        let Db::Postgres(pool) = &test.db else { unreachable!("a PostgreSQL store") };
         for (id, at) in [("s-1", 10), ("s-2", 20), ("s-3", 30)] {
-            test.db
-                .execute(
-                    "INSERT INTO sql_submissions (id, tenant_id, kind, input, options, submitted_by, submitted_at, state) \
-                     VALUES ($1, 'acme', 'noop', '{}', '{}', 'app', $2, 'queued')",
-                    vec![Value::from(id), Value::from(at)],
-                )
-                .await
-                .expect("a submission");
+            queued(pool, id, at, "{}").await;
         }
         let t = Timestamp::from_micros;
-        let taken = store.take_sql_submissions(2, t(100), 1_000).await.expect("take");
-        let ids: Vec<&str> = taken.iter().map(|s| s.id.as_str()).collect();
-        assert_eq!(ids, ["s-1", "s-2"], "oldest first");
-        let again = store.take_sql_submissions(10, t(500), 1_000).await.expect("take");
-        assert_eq!(again.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["s-3"], "the leased ones wait");
+        let taken = store.take_sql_submissions(TAKE, t(100), 1_000).await.expect("take");
+        assert_eq!(ids(&taken), ["s-1", "s-2"], "oldest first");
+        assert_eq!(taken[0].input, SqlText::Read("{}".into()));
+        let again = store.take_sql_submissions(SqlTake { rows: 10, ..TAKE }, t(500), 1_000).await.expect("take");
+        assert_eq!(ids(&again), ["s-3"], "the leased ones wait");
         let job = JobId(uuid::Uuid::from_u128(7));
         let refused = SqlVerdict::Refused { code: "unknown-kind".into(), message: "no".into(), violations: None };
         let verdicts = vec![("s-1".to_owned(), SqlVerdict::Admitted(job)), ("s-2".to_owned(), refused.clone())];
@@ -322,10 +436,44 @@ mod tests {
         assert_eq!(store.sql_submission(&acme, "s-2").await.expect("read").expect("s-2").verdict, refused);
         assert_eq!(store.sql_submission(&TenantId("globex".into()), "s-1").await.expect("read"), None, "tenant's own");
         // Leases over: the queued one is taken again; pruning never touches it.
-        assert_eq!(store.take_sql_submissions(10, t(5_000), 1_000).await.expect("take").len(), 1);
+        assert_eq!(store.take_sql_submissions(TAKE, t(5_000), 1_000).await.expect("take").len(), 1);
         assert_eq!(store.prune_sql_submissions(t(1_500), 10).await.expect("prune"), 2);
         assert_eq!(store.prune_sql_submissions(t(i64::MAX), 10).await.expect("prune"), 0);
         assert!(store.sql_submission(&acme, "s-3").await.expect("read").is_some());
+        // A refusal stored without its code is corrupt, not a refusal with an empty code.
+        sqlx::query("UPDATE spindle.sql_submissions SET state = 'refused', code = NULL WHERE id = 's-3'")
+            .execute(pool)
+            .await
+            .expect("damage");
+        assert!(matches!(store.sql_submission(&acme, "s-3").await, Err(StoreError::Corrupt(_))));
+        test.drop().await;
+    }
+
+    /// A pass reads at most its bytes: an input over the cap is never read (its size
+    /// is), and submissions past the pass's budget wait, unleased, for the next pass.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pass_is_bounded_in_bytes_and_never_reads_an_oversized_input() {
+        let Some(test) = fresh(Backend::Postgres).await else { return };
+        let store = SqlStore::on(test.db.clone());
+        store.migrate(&[Phase::Expand]).await.expect("migrate");
+        let Db::Postgres(pool) = &test.db else { unreachable!("a PostgreSQL store") };
+        let big = format!("\"{}\"", "x".repeat(5_000));
+        let mid = format!("\"{}\"", "y".repeat(600));
+        let wide = format!("\"{}\"", "z".repeat(900));
+        queued(pool, "huge", 10, &big).await;
+        queued(pool, "mid-1", 20, &mid).await;
+        queued(pool, "mid-2", 30, &wide).await;
+        queued(pool, "small", 40, "1").await;
+        let take = SqlTake { rows: 10, bytes: 700, input_cap: 1_024, options_cap: 64 };
+        let t = Timestamp::from_micros;
+        let first = store.take_sql_submissions(take, t(100), 1_000).await.expect("take");
+        assert_eq!(ids(&first), ["huge", "mid-1"], "the budget ends the pass before mid-2");
+        assert_eq!(first[0].input, SqlText::Unread { bytes: big.len() as u64 });
+        assert_eq!(first[1].input, SqlText::Read(mid.clone()));
+        let second = store.take_sql_submissions(take, t(200), 1_000).await.expect("take");
+        assert_eq!(ids(&second), ["mid-2"], "one over the budget still goes alone");
+        let third = store.take_sql_submissions(take, t(300), 1_000).await.expect("take");
+        assert_eq!(ids(&third), ["small"]);
         test.drop().await;
     }
 }

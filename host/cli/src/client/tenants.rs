@@ -89,6 +89,15 @@ pub enum TenantCommand {
         #[arg(long)]
         role: String,
     },
+    /// Stop a PostgreSQL role submitting as the tenant: its next `spindle.submit` is
+    /// refused (what it committed before is still admitted).
+    RevokeSql {
+        /// The tenant.
+        name: String,
+        /// The database role.
+        #[arg(long)]
+        role: String,
+    },
     /// Set what a tenant's steps may reach, within the operator's `[outbound]` policy.
     Outbound {
         /// The tenant.
@@ -116,6 +125,14 @@ pub(super) async fn run(client: &Client, json: bool, command: TenantCommand) -> 
             let path = format!("/v1/tenants/{}/sql-roles/{}", percent_encode(&name), percent_encode(&role));
             let granted: SqlRoleGranted = client.put(&path, &empty_body()).await?;
             emit(json, &granted, |g| println!("role {} submits as tenant {}", g.role, g.tenant));
+        }
+        TenantCommand::RevokeSql { name, role } => {
+            client
+                .delete(&format!("/v1/tenants/{}/sql-roles/{}", percent_encode(&name), percent_encode(&role)))
+                .await?;
+            emit(json, &serde_json::json!({ "tenant": name, "role": role }), |_| {
+                println!("role {role} no longer submits as tenant {name}");
+            });
         }
         TenantCommand::Token { name } => {
             let issued: TenantToken = client.post(&format!("/v1/tenants/{name}/tokens"), &empty_body()).await?;
