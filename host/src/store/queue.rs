@@ -85,6 +85,7 @@ pub struct ReadySignals {
     /// The door's channel: a notification counts only with the door's tag (read with
     /// the key when the listener connects).
     door: Option<Option<DoorTags>>,
+    ignored: u64,
 }
 
 /// How long a lost `LISTEN` connection waits before it connects again.
@@ -99,33 +100,11 @@ impl ReadySignals {
             }
             return;
         }
-        let Some(pool) = &self.pool else { return std::future::pending().await };
+        if self.pool.is_none() {
+            return std::future::pending().await;
+        }
         loop {
-            if self.listener.is_none() {
-                match listen(pool, self.channel).await {
-                    Ok(listener) => {
-                        if let Some(door) = self.door.as_mut() {
-                            match sqlx::query_scalar::<_, String>("SELECT key FROM spindle.door_key")
-                                .fetch_one(pool)
-                                .await
-                            {
-                                Ok(key) => *door = Some(DoorTags::new(key)),
-                                Err(e) => {
-                                    tracing::warn!(error = %e, "reading the SQL door's key failed; retrying");
-                                    tokio::time::sleep(RELISTEN_AFTER).await;
-                                    continue;
-                                }
-                            }
-                        }
-                        self.listener = Some(listener);
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "LISTEN connection failed; retrying");
-                        tokio::time::sleep(RELISTEN_AFTER).await;
-                        continue;
-                    }
-                }
-            }
+            self.listening().await;
             let Some(listener) = self.listener.as_mut() else { continue };
             match listener.recv().await {
                 Ok(notification) => {
@@ -133,6 +112,7 @@ impl ReadySignals {
                     if door.is_none_or(|tags| tags.accepts(notification.payload())) {
                         return;
                     }
+                    self.ignored += 1;
                     tracing::trace!(channel = self.channel, "a notification without the door's tag; ignored");
                 }
                 Err(e) => {
@@ -142,6 +122,39 @@ impl ReadySignals {
                 }
             }
         }
+    }
+
+    /// Connects the listener (and reads the door's key, on its channel) unless it is
+    /// connected; a failure is logged and tried again after a pause.
+    pub async fn listening(&mut self) {
+        let Some(pool) = &self.pool else { return };
+        while self.listener.is_none() {
+            let listener = match listen(pool, self.channel).await {
+                Ok(listener) => listener,
+                Err(e) => {
+                    tracing::warn!(error = %e, "LISTEN connection failed; retrying");
+                    tokio::time::sleep(RELISTEN_AFTER).await;
+                    continue;
+                }
+            };
+            if let Some(door) = self.door.as_mut() {
+                match sqlx::query_scalar::<_, String>("SELECT key FROM spindle.door_key").fetch_one(pool).await {
+                    Ok(key) => *door = Some(DoorTags::new(key)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the SQL door's key failed; retrying");
+                        tokio::time::sleep(RELISTEN_AFTER).await;
+                        continue;
+                    }
+                }
+            }
+            self.listener = Some(listener);
+        }
+    }
+
+    /// Notifications ignored so far: on the door's channel, those without its tag (or
+    /// seen before).
+    pub fn ignored(&self) -> u64 {
+        self.ignored
     }
 }
 
@@ -486,6 +499,7 @@ impl QueueStore for SqlStore {
                 listener: None,
                 local: None,
                 door: None,
+                ignored: 0,
             },
             Db::Sqlite { turns, .. } => ReadySignals {
                 pool: None,
@@ -493,6 +507,7 @@ impl QueueStore for SqlStore {
                 listener: None,
                 local: Some(turns.ready_signals()),
                 door: None,
+                ignored: 0,
             },
         }
     }
@@ -502,6 +517,6 @@ impl QueueStore for SqlStore {
             Db::Postgres(pool) => Some(pool.clone()),
             Db::Sqlite { .. } => None,
         };
-        ReadySignals { pool, channel: "spindle_submissions", listener: None, local: None, door: Some(None) }
+        ReadySignals { pool, channel: "spindle_submissions", listener: None, local: None, door: Some(None), ignored: 0 }
     }
 }

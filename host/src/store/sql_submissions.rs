@@ -384,6 +384,7 @@ impl SqlSubmissionStore for SqlStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::QueueStore as _;
     use crate::store::schema::Phase;
     use crate::store::sql::Backend;
     use crate::store::test_db::fresh;
@@ -446,6 +447,80 @@ mod tests {
             .await
             .expect("damage");
         assert!(matches!(store.sql_submission(&acme, "s-3").await, Err(StoreError::Corrupt(_))));
+        test.drop().await;
+    }
+
+    /// Only the door's own notifications wake a host: a role mapped to nothing may
+    /// `NOTIFY spindle_submissions` as it likes (junk, a forged tag, a replay of a real
+    /// one), and each is ignored; each `spindle.submit` wakes it once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_the_doors_own_notifications_wake_a_host() {
+        let Some(test) = fresh(Backend::Postgres).await else { return };
+        let store = SqlStore::on(test.db.clone());
+        store.migrate(&[Phase::Expand]).await.expect("migrate");
+        let Db::Postgres(pool) = &test.db else { unreachable!("a PostgreSQL store") };
+        let (app, stranger) = (format!("door_app_{}", std::process::id()), format!("door_x_{}", std::process::id()));
+        for role in [&app, &stranger] {
+            let create =
+                format!("DO $$ BEGIN CREATE ROLE {role} LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(pool).await.expect("a role");
+        }
+        store.grant_sql(&TenantId("acme".into()), &app, Timestamp::from_micros(1)).await.expect("map");
+        let url = |role: &str| {
+            let options = pool.connect_options();
+            (*options).clone().username(role)
+        };
+        let app = sqlx::PgPool::connect_with(url(&app)).await.expect("connect as the app");
+        let stranger = sqlx::PgPool::connect_with(url(&stranger)).await.expect("connect as a stranger");
+        // What the test sees of the channel: the door's real payloads, to replay.
+        // (On a pool of its own: the store's has two connections, and the host's listener
+        // holds one.)
+        let own = sqlx::PgPool::connect_with((*pool.connect_options()).clone()).await.expect("connect");
+        let mut seen = sqlx::postgres::PgListener::connect_with(&own).await.expect("listen");
+        seen.listen("spindle_submissions").await.expect("listen");
+        let mut signals = store.sql_submission_signals();
+        signals.listening().await;
+        let notify = |payload: String| {
+            let stranger = stranger.clone();
+            async move {
+                sqlx::query("SELECT pg_notify('spindle_submissions', $1)")
+                    .bind(payload)
+                    .execute(&stranger)
+                    .await
+                    .expect("a stranger notifies");
+            }
+        };
+        let submit = || async {
+            sqlx::query("SELECT spindle.submit('noop', '{}')").execute(&app).await.expect("submit");
+        };
+        for n in 0..50 {
+            notify(format!("junk-{n}")).await;
+        }
+        notify(format!("{}.1.{}", uuid::Uuid::from_u128(9), "ab".repeat(32))).await;
+        submit().await;
+        signals.next().await;
+        assert_eq!(signals.ignored(), 51, "each forged notification ignored, the door's one woke it");
+        let real = loop {
+            let notification = seen.recv().await.expect("a notification");
+            if notification.payload().contains('.') && !notification.payload().starts_with("junk") {
+                let payload = notification.payload().to_owned();
+                if payload.starts_with(&uuid::Uuid::from_u128(9).to_string()) {
+                    continue;
+                }
+                break payload;
+            }
+        };
+        for _ in 0..3 {
+            notify(real.clone()).await;
+        }
+        submit().await;
+        signals.next().await;
+        assert_eq!(signals.ignored(), 54, "a replayed notification wakes nobody");
+        // The listener holds a connection of the store's pool, which closes once it is back.
+        drop((signals, seen));
+        for pool in [app, stranger, own] {
+            pool.close().await;
+        }
         test.drop().await;
     }
 
