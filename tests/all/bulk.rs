@@ -98,6 +98,20 @@ async fn a_bulk_cancel_killed_midway_acts_on_each_job_once_and_the_next_finishes
     let through = count["through"].as_i64().expect("the newest counted");
     let (status, bad) = api.post("/v1/jobs/bulk", &json!({ "action": "delete" })).await;
     assert_eq!((status, bad["error"]["code"].as_str()), (400, Some("invalid-request")), "{bad}");
+    // A misspelled or empty filter never widens to every job: each is refused, by name.
+    for (body, names) in [
+        (json!({ "action": "cancel", "filtr": { "q": "bulk-" } }), "`filtr`"),
+        (json!({ "action": "cancel", "filter": { "kid": "noop" } }), "`filter.kid`"),
+        (json!({ "action": "cancel" }), "\"all\": true"),
+        (json!({ "action": "cancel", "filter": { "q": " " } }), "\"all\": true"),
+        (json!({ "action": "cancel", "filter": { "q": "bulk-" }, "all": true }), "not both"),
+    ] {
+        let (status, bad) = api.post("/v1/jobs/bulk", &body).await;
+        assert_eq!((status, bad["error"]["code"].as_str()), (400, Some("invalid-request")), "{body}: {bad}");
+        assert!(bad["error"]["message"].as_str().unwrap().contains(names), "{body}: {bad}");
+    }
+    let (_, still) = api.get("/v1/jobs/count?state=pending").await;
+    assert_eq!(still["matching"].as_u64(), Some(N as u64 + 3), "nothing was cancelled: {still}");
     let body = json!({ "action": "cancel", "filter": { "q": "bulk-", "state": "pending" }, "through": through });
     let (status, started) = api.post("/v1/jobs/bulk", &body).await;
     assert_eq!(status, 202, "{started}");

@@ -713,3 +713,88 @@ async fn the_operator_sets_a_tenants_retention(backend: Backend) {
     let cleared = host.cli(operator, &["tenant", "retention", "acme", "--default", "--json"]).json();
     assert!(cleared.get("retention_secs").is_none(), "the host's default again: {cleared}");
 }
+
+/// A field a body does not know was dropped in silence: a deployment's misspelled
+/// `setings`/`max_runing` deployed without them, outbound rules with a misspelled field or
+/// a retention of `{}` reset the tenant's setting. Every body now refuses an unknown
+/// field with a 400 that names it, and a setting whose `null` means "the default" must be
+/// named; nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_body_refuses_a_field_it_does_not_know_by_name() {
+    let (store, url, _db) = fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = Served::start(&url, &[]);
+    let acme = host.tenant("acme");
+    let operator = host.operator.clone();
+    let http = reqwest::Client::new();
+    let send = |method: reqwest::Method, path: &str, token: &str, body: Option<Value>| {
+        let mut request = http.request(method, format!("{}{path}", host.url)).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        async move {
+            let answer = request.send().await.expect("a request");
+            let status = answer.status().as_u16();
+            (status, answer.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let noop = spindle_tests::guest("noop");
+    let deploy = |deployment: Value| {
+        let request = http
+            .put(format!("{}/v1/kinds/noop", host.url))
+            .query(&[("deployment", deployment.to_string())])
+            .bearer_auth(&acme)
+            .body(noop.clone());
+        async move {
+            let answer = request.send().await.expect("a deploy");
+            let status = answer.status().as_u16();
+            (status, answer.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    for (deployment, field) in [
+        (serde_json::json!({ "setings": { "a": "b" } }), "`setings`"),
+        (serde_json::json!({ "max_runing": 2 }), "`max_runing`"),
+    ] {
+        let (status, answer) = deploy(deployment.clone()).await;
+        assert_eq!((status, answer["error"]["code"].as_str()), (400, Some("invalid-request")), "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains(field), "{deployment}: {answer}");
+    }
+    let (status, kinds) = send(reqwest::Method::GET, "/v1/kinds", &acme, None).await;
+    assert_eq!((status, kinds["kinds"].as_array().map(Vec::len)), (200, Some(0)), "nothing deployed: {kinds}");
+
+    let put = reqwest::Method::PUT;
+    let (status, _) = send(
+        put.clone(),
+        "/v1/tenants/acme/retention",
+        &operator,
+        Some(serde_json::json!({ "retention_secs": 86_400 })),
+    )
+    .await;
+    assert_eq!(status, 200);
+    for (path, body, field) in [
+        ("/v1/tenants/acme/retention", serde_json::json!({}), "retention_secs"),
+        ("/v1/tenants/acme/retention", serde_json::json!({ "retention": 60 }), "`retention`"),
+        ("/v1/tenants/acme/outbound", serde_json::json!({ "alow": ["GET https://example.com/"] }), "`alow`"),
+        ("/v1/tenants/acme/outbound", serde_json::json!({}), "allow"),
+        ("/v1/tenants/acme/limits", serde_json::json!({ "max_runing": 3 }), "`max_runing`"),
+    ] {
+        let (status, answer) = send(put.clone(), path, &operator, Some(body.clone())).await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (400, Some("invalid-request")),
+            "{path} {body}: {answer}"
+        );
+        assert!(answer["error"]["message"].as_str().unwrap().contains(field), "{path} {body}: {answer}");
+    }
+    let (_, tenants) = send(reqwest::Method::GET, "/v1/tenants", &operator, None).await;
+    assert_eq!(tenants["tenants"][0]["retention_secs"], 86_400, "the retention stayed: {tenants}");
+    let (status, answer) = send(
+        reqwest::Method::POST,
+        "/v1/jobs",
+        &acme,
+        Some(serde_json::json!({ "kind": "noop", "input": {}, "priorty": "critical" })),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("`priorty`"), "{answer}");
+}

@@ -179,7 +179,7 @@ pub(super) async fn count(
     request_body = JobBulk,
     responses(
         (status = 202, description = "The operation, started", body = OperationStarted),
-        (status = 400, description = "`invalid-request`: an unknown action, state or a malformed body", body = ErrorBody),
+        (status = 400, description = "`invalid-request`: an unknown action, state or field, an empty filter without `all`, or a malformed body", body = ErrorBody),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
         (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody)
@@ -196,7 +196,17 @@ pub(super) async fn bulk(
         "retry" => BulkAction::Retry,
         other => return Err(ApiError::invalid(format!("action {other:?}: cancel or retry"))),
     };
-    let selection = JobSelection { through: request.through, ..selection(request.filter)? };
+    let filtered = selection(request.filter)?;
+    match (filtered == JobSelection::default(), request.all) {
+        (true, false) => {
+            return Err(ApiError::invalid(
+                "the filter is empty: give at least one criterion, or \"all\": true for every job of the tenant",
+            ));
+        }
+        (false, true) => return Err(ApiError::invalid("give a filter or \"all\": true, not both")),
+        _ => {}
+    }
+    let selection = JobSelection { through: request.through, ..filtered };
     let operation =
         state.host.engine.operations().act_on_jobs(&tenant, action, selection, &format!("api:{tenant}")).await?;
     Ok((StatusCode::ACCEPTED, Json(OperationStarted { operation: OperationView::from(&operation) })))

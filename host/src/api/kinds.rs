@@ -102,8 +102,7 @@ pub(super) async fn deploy(
     let deployment = match query.deployment.as_deref() {
         None => Deployment::default(),
         Some(text) => {
-            let view: DeploymentView = serde_json::from_str(text)
-                .map_err(|e| ApiError::invalid(format!("the deployment is not the expected JSON: {e}")))?;
+            let view: DeploymentView = super::body::strict_json(text.as_bytes(), "deployment")?;
             let settings: Vec<String> = view.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let mut deployment = Deployment::parse(&view.allow, &view.secrets, &settings, view.secrets_in_body)
                 .map_err(|e| ApiError::invalid(e.to_string()))?;

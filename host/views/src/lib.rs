@@ -38,6 +38,17 @@ pub use queues::{
     OperationList, OperationStarted, OperationView, QueueDepthView, Queues, RunningSample, StateCount,
 };
 pub use submissions::{SqlRoleGranted, SubmissionView};
+
+/// A field a request body must name, `null` included: where `null` means "the default"
+/// or "nothing", a body that leaves the field out (or misspells it) is refused rather
+/// than read as `null`, so `{}` never resets a setting.
+pub(crate) fn named<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer)
+}
 pub use tenants::{NewTenant, Retention, TenantList, TenantToken, TenantView};
 pub use tokens::{CreatedToken, NewToken, TokenList, TokenState, TokenView};
 

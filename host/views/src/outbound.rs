@@ -11,6 +11,8 @@ pub struct TenantOutbound {
     #[serde(default)]
     pub tenant: String,
     /// Rules such as `POST https://api.example.com/v1/*`; `null` or empty: nothing.
+    /// Named in every request, `null` included.
+    #[serde(deserialize_with = "crate::named")]
     pub allow: Option<Vec<String>>,
 }
 

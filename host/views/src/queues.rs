@@ -98,9 +98,13 @@ pub struct JobSelectionBody {
 pub struct JobBulk {
     /// `cancel` or `retry` (failed or cancelled jobs, each as a new linked job).
     pub action: String,
-    /// Which jobs.
+    /// Which jobs: at least one criterion, unless `all` says every job of the tenant.
     #[serde(default)]
     pub filter: JobSelectionBody,
+    /// Every job of the tenant, with no filter: said outright, so that a filter that is
+    /// empty by mistake never widens to everything.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
     /// The `through` of the count that was confirmed: jobs submitted after it are left
     /// alone. Without it, every job matching when the operation reaches it.
     #[serde(default)]

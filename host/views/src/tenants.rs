@@ -36,7 +36,9 @@ pub struct TenantView {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Retention {
-    /// Seconds, from 60 to ten years; `null`: the host's default (`--retention`).
+    /// Seconds, from 60 to ten years; `null`: the host's default (`--retention`). Named
+    /// in every request, `null` included.
+    #[serde(deserialize_with = "crate::named")]
     pub retention_secs: Option<u64>,
 }
 

@@ -22,20 +22,24 @@ export function bulkBar({ filter, describe, reload, signal }) {
   const explain = h('p', { class: 'muted small' });
   const confirm = h('button', { type: 'submit', class: 'button danger', 'data-test': 'jobs-bulk-confirm' });
   let chosen = null; // { action, through }
+  const keep = h('button', { type: 'button', class: 'button subtle', 'data-test': 'jobs-bulk-dismiss', onclick: () => dialog.close() }, 'Keep them');
   const dialog = h('dialog', { 'data-test': 'jobs-bulk-dialog', 'aria-labelledby': 'jobs-bulk-h' },
     h('form', { method: 'dialog', onsubmit: async (e) => {
       e.preventDefault();
       confirm.disabled = true;
       try {
-        const answer = await post('/v1/jobs/bulk', { action: chosen.action, filter: filter(), through: chosen.through }, { signal });
+        const applied = filter();
+        // An empty filter is every job of the tenant: the API takes that only said outright.
+        const all = Object.values(applied).every((v) => v == null || String(v).trim() === '');
+        const answer = await post('/v1/jobs/bulk', all ? { action: chosen.action, all: true, through: chosen.through }
+          : { action: chosen.action, filter: applied, through: chosen.through }, { signal });
         dialog.close();
         await follow(answer.operation, chosen.action);
       } catch (err) { reportError(err); dialog.close(); } finally { confirm.disabled = false; }
     } },
     title, countText, explain,
     h('div', { class: 'dialog-buttons' },
-      h('button', { type: 'button', class: 'button subtle', 'data-test': 'jobs-bulk-dismiss', onclick: () => dialog.close() }, 'Keep them'),
-      confirm)));
+      keep, confirm)));
 
   async function follow(op, action) {
     const say = (o) => {
@@ -72,7 +76,8 @@ export function bulkBar({ filter, describe, reload, signal }) {
         explain.textContent = `${a.note} It runs in the background and stays in the operations log (Queues).`;
         confirm.textContent = `${a.verb} ${n}`;
         dialog.showModal();
-        confirm.focus();
+        // The safe choice has the focus: Enter on an opened dialog never acts.
+        keep.focus();
       } catch (e) { reportError(e); } finally { button.disabled = false; }
     });
     return button;
