@@ -505,3 +505,109 @@ async fn guest_text_reaches_the_host_log_capped_and_on_one_line() {
     }
     assert!(log.len() < 64 << 10, "the log holds {} bytes from one attempt", log.len());
 }
+
+/// What a host allocates on a guest's behalf is bounded per call and by the guest's own
+/// memory limit: a `wasi:random` draw over 1 MiB (or over what the limit leaves) ends the
+/// step as over its memory limit instead of growing the host (wasmtime-wasi took up to
+/// 64 MiB per draw, whatever the guest's limit); an 8 MiB log line is read where it lies
+/// in the guest's memory and kept to the line cap.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_call_allocates_for_a_guest_only_within_its_bounds() {
+    let rt = runtime(SandboxConfig { max_memory_bytes: 16 << 20, ..test_sandbox() });
+    let kind = load(&rt, "hog").await;
+    let run = |plan: serde_json::Value| {
+        let (rt, kind) = (rt.clone(), &kind);
+        async move { rt.run_step(kind, input("hog", 1, plan), free()).await }
+    };
+    for plan in [
+        json!({ "draw": 32 << 20, "times": 1 }),
+        json!({ "draw": (1 << 20) + 1, "times": 1 }),
+        json!({ "draw": 32 << 20, "times": 1, "insecure": true }),
+    ] {
+        match run(plan.clone()).await.run {
+            StepRun::Fault { fault, detail } => {
+                assert_eq!(fault, SandboxFault::MemoryLimit, "{plan}: {detail}");
+                assert!(detail.contains("a draw is at most 1048576 bytes"), "{plan}: {detail}");
+            }
+            other => panic!("{plan}: a draw over the cap must fault, got {other:?}"),
+        }
+    }
+    let drawn = complete(run(json!({ "draw": 1 << 20, "times": 8 })).await.run);
+    assert_eq!(drawn["drawn"], 8 << 20, "draws within the cap work, as often as the guest likes");
+    let call = run(json!({ "log": 8 << 20 })).await;
+    complete(call.run);
+    let line = call.lines.iter().find(|l| l.message.starts_with("lll")).expect("the log line");
+    assert_eq!(line.message.len(), test_sandbox().max_log_line_bytes, "kept to the line cap");
+}
+
+/// The host's resident memory under 200 guests that each ask it for 32 MiB of randomness
+/// (and 200 more that draw 1 MiB at a time): wasmtime-wasi allocated each draw in full
+/// (7.4 GB resident for 200 such guests at once). Now each refused draw costs nothing and
+/// a granted one at most 1 MiB per running guest, so the host stays within its baseline,
+/// its running guests' own memory and 1 MiB each. The guests belong to 25 tenants, so no
+/// kind's fault breaker (10 faults a minute) stops them before they ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_guests_asking_for_randomness_keep_the_hosts_memory_bounded() {
+    use spindle_tests::served::Served;
+    const RUNNING: usize = 32;
+    const TENANTS: usize = 25;
+    /// What the host may reach: a baseline (~60 MiB), and per running guest its own memory
+    /// (a few MiB for this kind) and one draw.
+    const BOUND_MIB: u64 = 400;
+    let (store, url, _db) = spindle_tests::harness::fresh_store(spindle::store::Backend::Sqlite).await;
+    drop(store);
+    let host = Served::start(&url, &["--concurrency", &RUNNING.to_string()]);
+    let path = spindle_tests::guest_path("hog");
+    let tokens: Vec<String> = (0..TENANTS)
+        .map(|n| {
+            let token = host.tenant(&format!("t{n}"));
+            let ran = host.cli(Some(&token), &["deploy", "hog", path.to_str().unwrap()]);
+            assert_eq!(ran.code, 0, "deploy: {}", ran.stderr);
+            token
+        })
+        .collect();
+    let http = reqwest::Client::new();
+    let mut jobs = Vec::new();
+    for n in 0..400 {
+        let plan =
+            if n % 2 == 0 { json!({ "draw": 32 << 20, "times": 1 }) } else { json!({ "draw": 1 << 20, "times": 4 }) };
+        let token = &tokens[n % TENANTS];
+        let answer: serde_json::Value = http
+            .post(format!("{}/v1/jobs", host.url))
+            .bearer_auth(token)
+            .json(&json!({ "kind": "hog", "input": plan }))
+            .send()
+            .await
+            .expect("submit")
+            .json()
+            .await
+            .expect("a job");
+        jobs.push((n, token.clone(), answer["id"].as_str().expect("its id").to_owned()));
+    }
+    for (n, token, id) in jobs {
+        let view: serde_json::Value = loop {
+            let view: serde_json::Value = http
+                .get(format!("{}/v1/jobs/{id}/wait?timeout=60", host.url))
+                .bearer_auth(&token)
+                .send()
+                .await
+                .expect("wait")
+                .json()
+                .await
+                .expect("a job");
+            if view["state"] != "pending" && view["state"] != "running" {
+                break view;
+            }
+        };
+        let expected = if n % 2 == 0 { "failed" } else { "succeeded" };
+        assert_eq!(view["state"], expected, "{view}");
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", host.pid())).expect("the host's status");
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    eprintln!("the host's peak resident memory: {} MiB", peak_kib / 1024);
+    assert!(peak_kib / 1024 <= BOUND_MIB, "the host peaked at {} MiB, over {BOUND_MIB} MiB", peak_kib / 1024);
+}

@@ -9,7 +9,9 @@
 //! Then the slots case (issue 39): A's 200 steps spin on the CPU until their 10 s deadline,
 //! more than the host's pool of slots, and B submits 30 jobs at 10/s meanwhile; B's
 //! enqueue→start is printed beside the idle figure, with its enqueue→finish (B's step shares
-//! the cores with A's spinners).
+//! the cores with A's spinners). And the host-call case (issue 53): A's 200 steps draw
+//! `wasi:random` as fast as the host lets them (1 MiB a call, the most a call may ask,
+//! from their first turn on), B likewise.
 //!
 //! Latency is read as the `latency` section reads it: the job's `created_at` and the
 //! `started_at` its first claim stamped.
@@ -42,8 +44,10 @@ const PROBE_RATE: u64 = 20;
 /// are pooled.
 const ROUNDS: usize = 3;
 
-/// A's steps that spin to their deadline, and how long that is.
+/// A's steps that spin to their deadline (or draw randomness), and how long that is.
 const SPINNERS: usize = 200;
+/// Each drawing step's draws of 1 MiB: a few seconds of host calls in a loop.
+const DRAWS: u32 = 2_000;
 const SPIN_DEADLINE_MS: u64 = 10_000;
 /// B's jobs beside them, and how many per second.
 const SPIN_PROBES: u64 = 30;
@@ -77,11 +81,15 @@ pub struct Noisy {
     pub fair_noisy_rate: f64,
     /// The slots case: A's steps spinning to their deadline, B's jobs beside them.
     pub spinners: Spinners,
+    /// The host-call case: A's steps drawing randomness, 1 MiB a call, B's jobs beside them.
+    pub drawers: Spinners,
 }
 
-/// B beside A's spinners.
+/// B beside A's busy steps.
 #[derive(Clone, Debug, Serialize)]
 pub struct Spinners {
+    /// What A's steps do: `spin` (compute) or `draw` (host calls).
+    pub busy: &'static str,
     /// A's steps that spin to their deadline, and the deadline (ms).
     pub spinners: usize,
     /// See [`spinners`](Self::spinners).
@@ -114,7 +122,8 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Noisy> {
     let (mut unfair, _) = run(ctx, "noisy-unfair", Some(BACKLOG), false, None).await?;
     let limited_running = u32::try_from(ctx.settings.concurrency * 3 / 4).unwrap_or(u32::MAX).max(1);
     let (mut limited, _) = run(ctx, "noisy-limited", Some(BACKLOG), true, Some(limited_running)).await?;
-    let spinners = spinners(ctx).await?;
+    let spinners = beside_busy_steps(ctx, Busy::Spin).await?;
+    let drawers = beside_busy_steps(ctx, Busy::Draw).await?;
     Ok(Noisy {
         backlog: BACKLOG,
         probes: PROBES,
@@ -128,29 +137,43 @@ pub async fn measure(ctx: &Context) -> anyhow::Result<Noisy> {
         limited_running,
         fair_noisy_rate: rates.iter().sum::<f64>() / rates.len().max(1) as f64,
         spinners,
+        drawers,
     })
 }
 
-/// B's jobs beside A's steps that spin to their deadline, more of them than the pool.
-async fn spinners(ctx: &Context) -> anyhow::Result<Spinners> {
+/// What A's busy steps do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Busy {
+    /// Compute until their deadline (`hostile`'s `spin`).
+    Spin,
+    /// Draw `wasi:random` 1 MiB a call, [`DRAWS`] times (`hog`).
+    Draw,
+}
+
+/// B's jobs beside A's busy steps, more of them than the pool.
+async fn beside_busy_steps(ctx: &Context, busy: Busy) -> anyhow::Result<Spinners> {
     let s = &ctx.settings;
-    let mut scenario = ctx.open("noisy-spinners", s.concurrency).await?;
+    let (label, kind, input, what) = match busy {
+        Busy::Spin => ("noisy-spinners", "hostile", b"{}".to_vec(), "spinning steps"),
+        Busy::Draw => (
+            "noisy-drawers",
+            "hog",
+            format!(r#"{{"draw": {}, "times": {DRAWS}}}"#, spindle_runtime::MAX_RANDOM_DRAW).into_bytes(),
+            "steps drawing randomness",
+        ),
+    };
+    let mut scenario = ctx.open(label, s.concurrency).await?;
     let reserve = scenario.host.config().dispatcher.fair_reserve;
     let engine = scenario.host.engine.clone();
-    let hostile = ctx.guest_bytes("hostile")?;
-    scenario
-        .host
-        .registry
-        .deploy(&ctx.tenant, "hostile", &hostile, engine.now())
-        .await
-        .context("deploying A's spinner")?;
+    let bytes = ctx.guest_bytes(kind)?;
+    scenario.host.registry.deploy(&ctx.tenant, kind, &bytes, engine.now()).await.context("deploying A's kind")?;
     let limits = TenantLimits { max_step_timeout_ms: Some(SPIN_DEADLINE_MS), ..TenantLimits::unlimited() };
     engine.capacity().set_tenant_limits(&ctx.tenant, limits).await.context("A's step deadline")?;
     let (quiet, _) = engine.tenancy().create_tenant("quiet").await.context("creating tenant B")?;
     let noop = ctx.guest_bytes("noop")?;
     scenario.host.registry.deploy(&quiet.id, "noop", &noop, engine.now()).await.context("deploying for B")?;
-    let task = ctx.progress.task(format!("noisy tenant: B beside A's {SPINNERS} spinning steps"), Some(SPIN_PROBES));
-    engine.submission().submit_many(&ctx.tenant, requests("hostile", b"{}", SPINNERS)).await.context("A's spinners")?;
+    let task = ctx.progress.task(format!("noisy tenant: B beside A's {SPINNERS} {what}"), Some(SPIN_PROBES));
+    engine.submission().submit_many(&ctx.tenant, requests(kind, &input, SPINNERS)).await.context("A's busy steps")?;
     scenario.start();
     // B starts once A's spinners hold the pool.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -159,7 +182,10 @@ async fn spinners(ctx: &Context) -> anyhow::Result<Spinners> {
         if running as usize >= s.concurrency.min(SPINNERS) {
             break running as usize;
         }
-        anyhow::ensure!(std::time::Instant::now() < deadline, "A's spinners never filled the pool ({running} running)");
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "A's busy steps never filled the pool ({running} running)"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let mut interval = tokio::time::interval(Duration::from_secs_f64(1.0 / SPIN_PROBE_RATE as f64));
@@ -184,6 +210,10 @@ async fn spinners(ctx: &Context) -> anyhow::Result<Spinners> {
     task.finish(&format!("B's enqueue→start p50 {:.2} ms, p99 {:.2} ms", start_ms.p50, start_ms.p99));
     ctx.close(scenario, Duration::ZERO).await;
     Ok(Spinners {
+        busy: match busy {
+            Busy::Spin => "spin",
+            Busy::Draw => "draw",
+        },
         spinners: SPINNERS,
         deadline_ms: SPIN_DEADLINE_MS,
         pool: s.concurrency,

@@ -609,19 +609,21 @@ impl Report {
             t.row("  fair p99 over idle p99", &format!("{:.2}×", n.fair_ms.p99 / n.idle_ms.p99.max(0.001)));
             t.row("  limited p99 over idle p99", &format!("{:.2}×", n.limited_ms.p99 / n.idle_ms.p99.max(0.001)));
             t.row("  A's jobs/s meanwhile (fair)", &format!("{:.0}", n.fair_noisy_rate));
-            let sp = &n.spinners;
-            t.row(
-                &format!(
-                    "B beside A's {} steps spinning {} s ({} running; pool {}, reserve {})",
-                    sp.spinners,
-                    sp.deadline_ms / 1000,
-                    sp.a_running,
-                    sp.pool,
-                    sp.reserve
-                ),
-                &format!("{}  (idle p99 {:.1} ms)", row(&sp.start_ms), n.idle_ms.p99),
-            );
-            t.row("  B's enqueue→finish beside the spinners", &row(&sp.finish_ms));
+            for sp in [&n.spinners, &n.drawers] {
+                let doing = if sp.busy == "draw" {
+                    "drawing wasi:random, 1 MiB a call".to_owned()
+                } else {
+                    format!("spinning {} s", sp.deadline_ms / 1000)
+                };
+                t.row(
+                    &format!(
+                        "B beside A's {} steps {doing} ({} running; pool {}, reserve {})",
+                        sp.spinners, sp.a_running, sp.pool, sp.reserve
+                    ),
+                    &format!("{}  (idle p99 {:.1} ms)", row(&sp.start_ms), n.idle_ms.p99),
+                );
+                t.row("  B's enqueue→finish beside them", &row(&sp.finish_ms));
+            }
         }
         if let Some(q) = &self.sql_submit {
             t.section(&format!("SQL submission (spindle.submit in the application's transaction), {}/s", q.rate));

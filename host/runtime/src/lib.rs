@@ -27,6 +27,7 @@ mod load;
 pub mod outbound;
 mod outcome;
 mod output;
+mod random;
 mod sandbox;
 mod schema;
 mod scrub;
@@ -43,5 +44,6 @@ pub use outcome::{
     Awaited, Ceilings, ChildResult, ChildSpec, ChildState, GuestOutcome, HookRun, JobSummary, SandboxFault, StepCall,
     StepInput, StepRun,
 };
+pub use random::MAX_DRAW as MAX_RANDOM_DRAW;
 pub use sandbox::{Hook, LoadedKind, Runtime, STDERR_TAIL_BYTES, STDERR_TAIL_LINES, SetupError, content_digest};
 pub use schema::{InputSchema, MAX_VIOLATIONS, Violation, example as schema_example};

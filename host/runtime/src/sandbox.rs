@@ -119,12 +119,22 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         let setup = |e: wasmtime::Error| SetupError(format!("{e:#}"));
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(setup)?;
+        // `wasi:random`'s draws are the host's own, bounded (`random`): they replace
+        // wasmtime-wasi's under the same names.
+        linker.allow_shadowing(true);
+        {
+            use wasmtime_wasi::p2::bindings::random::{insecure, random};
+            random::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
+            insecure::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
+        }
+        linker.allow_shadowing(false);
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(setup)?;
         // Both contracts side by side: their interfaces are versioned apart.
         v1::JobKind::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
         v2::spindle::job::types::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
         v2::spindle::job::host::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
         v2::spindle::job::config::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
+        crate::state::link_bounded_log(&mut linker).map_err(setup)?;
         let cache = match &config.cache_dir {
             Some(dir) => Some(ArtifactCache::new(dir, &engine).map_err(|e| SetupError(format!("cache: {e}")))?),
             None => None,

@@ -34,6 +34,8 @@ pub struct Tags {
 #[derive(Debug)]
 pub(crate) struct Limits {
     max_memory: usize,
+    /// The guest's linear memory so far, every memory together.
+    memory: usize,
     max_table_elements: usize,
     instances: usize,
     tables: usize,
@@ -41,12 +43,20 @@ pub(crate) struct Limits {
     pub(crate) exceeded: bool,
 }
 
+impl Limits {
+    /// Bytes the guest's memory limit still leaves: what a host call may hand it at most.
+    pub(crate) fn headroom(&self) -> usize {
+        self.max_memory.saturating_sub(self.memory)
+    }
+}
+
 impl ResourceLimiter for Limits {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.max_memory {
             self.exceeded = true;
             return Err(wasmtime::Error::msg("memory limit reached"));
         }
+        self.memory = self.memory.saturating_add(desired.saturating_sub(current));
         Ok(true)
     }
 
@@ -123,6 +133,7 @@ impl GuestState {
             table: ResourceTable::new(),
             limits: Limits {
                 max_memory,
+                memory: 0,
                 max_table_elements: config.max_table_elements,
                 instances: config.max_instances,
                 tables: config.max_tables,
@@ -223,6 +234,52 @@ macro_rules! reply {
             HeartbeatReply::StopLeaseLost => t::HeartbeatReply::StopLeaseLost,
         }
     }};
+}
+
+/// Bytes read past a log line's cap before it is scrubbed and cut: the longest form of a
+/// secret a scrub replaces (a 16 KiB value, hex-encoded) fits, so no secret is cut in
+/// two at the cap and half of it kept.
+const LOG_SCRUB_MARGIN: usize = 64 << 10;
+
+/// Replaces both contracts' `host.log` with one that reads the guest's string where it
+/// lies, in the guest's memory, and copies at most the line's cap (and the scrub's
+/// margin): the generated binding lifted the whole string first, so one call with a
+/// 60 MiB message cost the host 60 MiB and a scrub of all of it, per guest at once.
+pub(crate) fn link_bounded_log(linker: &mut wasmtime::component::Linker<GuestState>) -> wasmtime::Result<()> {
+    use wasmtime::component::WasmStr;
+    linker.allow_shadowing(true);
+    linker.instance("spindle:job/host@0.1.0")?.func_wrap(
+        "log",
+        |mut store, (level, message): (v1::spindle::job::types::LogLevel, WasmStr)| {
+            let line = prefix(&message, &store, store.data().log_line_bytes)?;
+            store.data_mut().log(level!(v1::spindle::job::types, level), line);
+            Ok(())
+        },
+    )?;
+    linker.instance("spindle:job/host@0.2.0")?.func_wrap(
+        "log",
+        |mut store, (level, message): (v2::spindle::job::types::LogLevel, WasmStr)| {
+            let line = prefix(&message, &store, store.data().log_line_bytes)?;
+            store.data_mut().log(level!(v2::spindle::job::types, level), line);
+            Ok(())
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// The start of `message`, at most `cap` bytes and the scrub's margin.
+fn prefix(
+    message: &wasmtime::component::WasmStr,
+    store: &wasmtime::StoreContextMut<'_, GuestState>,
+    cap: usize,
+) -> wasmtime::Result<String> {
+    let text = message.to_str(store)?;
+    let mut end = text.len().min(cap.saturating_add(LOG_SCRUB_MARGIN));
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Ok(text[..end].to_owned())
 }
 
 impl v1::spindle::job::types::Host for GuestState {}
