@@ -58,6 +58,9 @@ pub struct ServeArgs {
     /// Longest a component may take to compile, e.g. `60s` (default: 120s).
     #[arg(long, env = "SPINDLE_COMPILE_TIMEOUT")]
     pub compile_timeout: Option<String>,
+    /// Memory a compile may use, in MiB (default: 2048); its CPU time is the compile timeout.
+    #[arg(long, env = "SPINDLE_COMPILE_MEMORY_MIB")]
+    pub compile_memory_mib: Option<usize>,
     /// Largest guest linear memory in MiB (default: 64).
     #[arg(long, env = "SPINDLE_MAX_MEMORY_MIB")]
     pub max_memory_mib: Option<usize>,
@@ -131,6 +134,7 @@ struct FileConfig {
     heartbeat_interval: Option<String>,
     step_timeout: Option<String>,
     compile_timeout: Option<String>,
+    compile_memory_mib: Option<usize>,
     max_memory_mib: Option<usize>,
     fuel: Option<u64>,
     max_payload_bytes: Option<usize>,
@@ -231,6 +235,12 @@ impl ServeConfig {
         }
         if let Some(text) = args.compile_timeout.or(file.compile_timeout) {
             host.sandbox.compile_timeout = parse_duration(&text)?;
+        }
+        if let Some(mib) = args.compile_memory_mib.or(file.compile_memory_mib) {
+            if mib < 64 {
+                bail!("compile_memory_mib must be at least 64");
+            }
+            host.sandbox.compile_memory_bytes = mib << 20;
         }
         match args.lease_ttl.or(file.lease_ttl) {
             Some(text) => host.engine.lease_ttl = parse_duration(&text)?,

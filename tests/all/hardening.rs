@@ -355,6 +355,28 @@ async fn compiling_is_bounded_in_time_and_in_number() {
     );
 }
 
+/// A 4.3 MB upload drove an unbounded compile to 6.7 GB. A compile now runs under a
+/// memory limit (and its CPU time under the compile timeout): over it, the deploy is
+/// refused as over the limit — not as a malformed component — and the host deploys the
+/// next one as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compile_over_its_memory_limit_is_refused_as_such() {
+    let (store, url, _scratch) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    // A Python kind (an interpreter inside) needs some 450 MiB to compile.
+    let host = spindle_tests::served::Served::start(&url, &["--compile-memory-mib", "128"]);
+    let token = host.tenant("acme");
+    let python = spindle_tests::guest_path("greet-python");
+    let ran = host.cli(Some(&token), &["deploy", "greet-python", python.to_str().unwrap()]);
+    assert_ne!(ran.code, 0, "deployed over the limit: {}", ran.stdout);
+    assert!(ran.stderr.contains("component.compile-over-limit"), "{}", ran.stderr);
+    assert!(ran.stderr.contains("memory limit (128 MiB)"), "{}", ran.stderr);
+    let noop = spindle_tests::guest_path("noop");
+    let ran = host.cli(Some(&token), &["deploy", "noop", noop.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "a small kind compiles within the limit: {}", ran.stderr);
+    assert_eq!(live_children(host.pid()), 0, "no compile outlived its answer");
+}
+
 /// Finished jobs were kept for ever. Now they are deleted once past their retention,
 /// with their steps and history; open jobs stay whatever their age; a tenant may keep its
 /// jobs for a time of its own; one host at a time prunes.

@@ -86,9 +86,13 @@ fn flush(functions: Option<&FunctionCache>) {
 /// `SPINDLE_COMPILE_CONFIG` says and answers the artifact (an error's text otherwise).
 pub fn compile_in_this_process(bytes: &[u8]) -> Result<Vec<u8>, String> {
     let config = std::env::var(COMPILE_CONFIG_ENV).map_err(|_| format!("{COMPILE_CONFIG_ENV} is not set"))?;
-    let config: SandboxConfig = serde_json::from_str(&config).map_err(|e| format!("{COMPILE_CONFIG_ENV}: {e}"))?;
-    // The very engine the host runs guests in: compiled code depends on its settings
-    // (memory bounds, fuel, stack), and the host checks their compatibility hash.
+    let mut config: SandboxConfig = serde_json::from_str(&config).map_err(|e| format!("{COMPILE_CONFIG_ENV}: {e}"))?;
+    // A compiler instantiates nothing: without the pooling allocator's pools (hundreds
+    // of MiB of writable mappings) its memory limit counts what compiling uses. The
+    // allocation strategy is not part of the artifact's compatibility hash.
+    config.pooling = false;
+    // The engine the host runs guests in: compiled code depends on its settings (memory
+    // bounds, fuel, stack), and the host checks their compatibility hash.
     let (engine, functions) = engine(&config).map_err(|e| e.to_string())?;
     let artifact = engine.precompile_component(bytes).map_err(|e| format!("{e:#}"))?;
     flush(functions.as_deref());
@@ -188,6 +192,10 @@ async fn in_child(
     else {
         return Err(LoadError::Internal("compiler pipes".into()));
     };
+    // Limited before it reads a byte of the component: the child waits on its stdin.
+    if let Some(pid) = child.id() {
+        limit(pid, config).map_err(|e| internal("limits", e))?;
+    }
     let work = async {
         let write = async {
             stdin.write_all(bytes).await?;
@@ -219,6 +227,9 @@ async fn in_child(
         let stored = read.map_err(|e| internal("output", e))?;
         if !status.success() {
             let message = String::from_utf8_lossy(&message).trim().to_owned();
+            if let Some(over) = over_limit(status, &message, config) {
+                return Err(over);
+            }
             return Err(LoadError::Malformed(if message.is_empty() {
                 format!("the compiler {status}")
             } else {
@@ -252,6 +263,41 @@ async fn in_child(
     component
         .map(Compiled::Component)
         .map_err(|e| LoadError::Internal(format!("the compiler's artifact does not load: {e:#}")))
+}
+
+/// Limits compiler child `pid`: its memory (`RLIMIT_DATA`: heap and private writable
+/// mappings, which is what compiling allocates; the engine's address-space reservations
+/// are not writable and do not count) and its CPU time (the compile timeout: a child
+/// past it is stopped by the kernel even while its parent waits elsewhere).
+fn limit(pid: u32, config: &SandboxConfig) -> std::io::Result<()> {
+    use rustix::process::{Pid, Resource, Rlimit, prlimit};
+    let pid = i32::try_from(pid).ok().and_then(Pid::from_raw).ok_or(std::io::ErrorKind::InvalidInput)?;
+    let memory = u64::try_from(config.compile_memory_bytes).unwrap_or(u64::MAX);
+    prlimit(Some(pid), Resource::Data, Rlimit { current: Some(memory), maximum: Some(memory) })?;
+    let cpu = config.compile_timeout.as_secs().max(1);
+    prlimit(Some(pid), Resource::Cpu, Rlimit { current: Some(cpu), maximum: Some(cpu + 1) })?;
+    Ok(())
+}
+
+/// The refusal of a child that ended over its limits: an allocation its memory limit
+/// refused (Rust aborts with "memory allocation of N bytes failed"), or the kernel's
+/// signal for CPU time (`SIGXCPU`).
+fn over_limit(status: std::process::ExitStatus, message: &str, config: &SandboxConfig) -> Option<LoadError> {
+    use std::os::unix::process::ExitStatusExt;
+    let memory = || format!("memory limit ({} MiB)", config.compile_memory_bytes >> 20);
+    if message.contains("memory allocation of") {
+        return Some(LoadError::CompileOverLimit(memory()));
+    }
+    match status.signal() {
+        Some(libc::SIGXCPU) => {
+            Some(LoadError::CompileOverLimit(format!("CPU time ({} s)", config.compile_timeout.as_secs().max(1))))
+        }
+        // The system's out-of-memory killer, or an allocation refused where no message
+        // could be printed.
+        Some(libc::SIGKILL) => Some(LoadError::CompileOverLimit(memory())),
+        Some(libc::SIGABRT | libc::SIGSEGV) if message.is_empty() => Some(LoadError::CompileOverLimit(memory())),
+        _ => None,
+    }
 }
 
 /// Compiles on a blocking thread; the timeout answers but cannot stop it.

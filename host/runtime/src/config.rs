@@ -17,6 +17,14 @@ pub struct SandboxConfig {
     /// kind (13–19 MB, an interpreter inside) takes 7–40 s on a busy 2-core host, and a
     /// deploy compiles in the background, so the limit can be generous.
     pub compile_timeout: Duration,
+    /// Memory a compile may use (default 2 GiB), enforced on the compiler child as its
+    /// data limit (`RLIMIT_DATA`), with its CPU time limited to the compile timeout
+    /// (`RLIMIT_CPU`). A 4.3 MB upload drove an unbounded compile to 6.7 GB: the cost of
+    /// compiling grows with what is inside a component, not with its size. A compile over
+    /// either ends the deploy with `component.compile-over-limit`, not as malformed.
+    /// Python and JavaScript kinds (an interpreter inside) compile in well under 1 GiB.
+    #[serde(default = "default_compile_memory")]
+    pub compile_memory_bytes: usize,
     /// Largest linear memory a guest may grow to (default 64 MiB). Growth beyond it traps
     /// and the step ends with `sandbox.memory-limit`, leaving the host's memory alone.
     pub max_memory_bytes: usize,
@@ -85,11 +93,16 @@ pub struct SandboxConfig {
     pub outbound: crate::outbound::OutboundConfig,
 }
 
+fn default_compile_memory() -> usize {
+    2 << 30
+}
+
 impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
             max_component_bytes: 32 << 20,
             compile_timeout: Duration::from_secs(120),
+            compile_memory_bytes: default_compile_memory(),
             max_memory_bytes: 64 << 20,
             max_table_elements: 20_000,
             max_instances: 32,

@@ -38,6 +38,10 @@ pub enum LoadError {
     /// Compiling took longer than allowed.
     #[error("compiling the component took longer than {0:?}")]
     CompileTimeout(Duration),
+    /// Compiling needed more memory or CPU time than a compile may have: the component
+    /// may be well formed, but it is too costly to compile here.
+    #[error("compiling the component needed more than its {0}")]
+    CompileOverLimit(String),
     /// The component does not target the `job-kind` world.
     #[error("the component does not target the spindle:job/job-kind world: {0}")]
     WrongWorld(String),
@@ -85,6 +89,7 @@ impl LoadError {
             Self::CoreModule => "component.core-module",
             Self::Malformed(_) => "component.malformed",
             Self::CompileTimeout(_) => "component.compile-timeout",
+            Self::CompileOverLimit(_) => "component.compile-over-limit",
             Self::WrongWorld(_) => "component.wrong-world",
             Self::ForbiddenImport(_) => "component.forbidden-import",
             Self::Describe { .. } => "component.describe-failed",
