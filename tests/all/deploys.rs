@@ -253,3 +253,61 @@ async fn a_deploy_is_answered_at_once_and_compiles_in_the_background() {
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert!(ran.stdout.contains("compiling") || ran.stdout.contains("deployed noop3"), "{}", ran.stdout);
 }
+
+/// The compiled artifacts (`.cwasm`) in a served host's artifact cache.
+fn artifacts(host: &spindle_tests::served::Served) -> Vec<String> {
+    let dir = host.data.path.join("artifacts");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .filter(|name| name.ends_with(".cwasm"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Six refused uploads left 48 MiB of artifacts that belonged to no version, and nothing
+/// removed them; and an artifact (tens of times its upload) was not counted against the
+/// tenant's deployed bytes. A deploy refused after its compile now leaves no artifact,
+/// and a tenant's deployed bytes count each version's compiled code beside its upload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_deploy_leaves_no_artifact_and_compiled_code_counts_against_the_tenant() {
+    let (store, url, _scratch) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = spindle_tests::served::Served::start(&url, &[]);
+    let token = host.tenant("acme");
+    let deploy = |kind: &str, file: &str| {
+        let path = spindle_tests::guest_path(file);
+        host.cli(Some(&token), &["deploy", kind, path.to_str().unwrap()])
+    };
+    for (kind, file, code) in [
+        ("describe-trap", "describe-trap", "component.describe-failed"),
+        ("go-stress", "noop", "component.name-mismatch"),
+    ] {
+        let ran = deploy(kind, file);
+        assert!(ran.code != 0 && ran.stderr.contains(code), "{kind}: {}", ran.stderr);
+        assert_eq!(artifacts(&host), Vec::<String>::new(), "{kind} left an artifact");
+    }
+    let ran = deploy("noop", "noop");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let kept = artifacts(&host);
+    assert_eq!(kept.len(), 1, "the version's artifact stays: {kept:?}");
+    let usage = host.cli(Some(&token), &["usage", "--json"]).json();
+    let deployed = usage["deployed_bytes"].as_u64().unwrap_or_else(|| panic!("deployed bytes: {usage}"));
+    let upload = std::fs::metadata(spindle_tests::guest_path("noop")).expect("noop").len();
+    assert!(deployed > upload, "the compiled code counts too: {deployed} bytes for a {upload}-byte upload");
+
+    // A quota the upload fits but its compiled code does not: refused after the compile,
+    // and its artifact is gone with it.
+    let operator = Some(host.operator.as_str());
+    let limit = (deployed + upload + 1_000).to_string();
+    let ran = host.cli(operator, &["tenant", "set", "acme", "--max-deployed-bytes", &limit]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let ran = deploy("hog", "hog");
+    assert!(ran.code != 0 && ran.stderr.contains("quota-exceeded"), "{}", ran.stderr);
+    assert_eq!(artifacts(&host), kept, "only the version's artifact is left");
+}

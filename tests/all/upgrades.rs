@@ -301,21 +301,24 @@ async fn with_the_gate_bypassed_the_old_build_misreads_claims() {
     rolling.wait_final(&new, &probes).await;
 }
 
-/// A database as a host of the build before 0015 left it (0015, 0016, 0017, 0019, 0020 and the
+/// A database as a host of the build before 0015 left it (0015 to 0021 and the
 /// swap undone, on its empty tables), then a host's engine (its dispatcher running) with
 /// 100,000 finished jobs, their steps and history.
 async fn before_0015_with_100_000_jobs(
     h: &spindle_tests::harness::Harness,
 ) -> (PgPool, std::sync::Arc<spindle::engine::Engine>, spindle::dispatcher::Dispatcher) {
     let db = PgPool::connect(&h.url).await.expect("connect");
-    // The database as a host of the build before 0015 left it: 0015, 0016, 0017, 0019, 0020
-    // and the swap undone (on empty tables, at once).
+    // The kind is deployed first: this build writes what a component compiles to (0021).
+    h.deploy("noop").await;
+    // The database as a host of the build before 0015 left it: 0015 to 0021 and the swap
+    // undone (on empty tables, at once).
     let undo = [
         "DROP INDEX signals_key",
         "ALTER TABLE signals DROP COLUMN idempotency_key",
         "DROP TABLE hosts, storage_gate",
         "DROP VIEW sql_submissions, sql_roles",
         "DROP SCHEMA spindle CASCADE",
+        "ALTER TABLE components DROP COLUMN compiled_size",
         "DELETE FROM spindle_schema WHERE version >= 15",
     ];
     for sql in undo {
@@ -334,7 +337,6 @@ async fn before_0015_with_100_000_jobs(
     }
 
     // A host, one finished job, and 100,000 more like it (with their steps and history).
-    h.deploy("noop").await;
     let engine = h.engine();
     let dispatcher = h.dispatch(&engine);
     let seed = h.submit(&engine, "noop", json!({})).await;
@@ -435,7 +437,7 @@ async fn migrations_run_beside_a_host_that_keeps_claiming_and_committing() {
         took - expand_took,
         longest * 1000.0
     );
-    assert_eq!((expanded, contracted), (5, 1), "0015's twins, 0016, 0017, 0019, 0020; then the swap");
+    assert_eq!((expanded, contracted), (6, 1), "0015's twins, 0016, 0017, 0019, 0020, 0021; then the swap");
     assert!(committed > 0, "the host kept committing while the schema changed");
     assert!(longest < 0.5, "a statement of the host waited {longest:.3} s on the migration's locks");
 
@@ -576,7 +578,7 @@ async fn a_migration_killed_while_it_builds_an_index_concurrently_finishes_on_th
     assert_eq!(versions, Vec::<i64>::new(), "no step after 14 recorded");
 
     let ran = h.store.migrate(&[Phase::Expand, Phase::Contract]).await.expect("the next run");
-    assert_eq!(ran, 6, "0015's twins, 0016, 0017, 0019, 0020 and the swap");
+    assert_eq!(ran, 7, "0015's twins, 0016, 0017, 0019, 0020, 0021 and the swap");
     assert_migrated_keeping_every_job(&db).await;
     dispatcher.shutdown(Duration::from_secs(5)).await;
 }

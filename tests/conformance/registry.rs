@@ -11,9 +11,9 @@ async fn components_are_stored_once_by_digest(backend: Backend) {
     // Every byte value, so that neither backend mangles binary data.
     let bytes: Vec<u8> = (0..=255u8).chain([0, 0, 255]).collect();
 
-    db.put_component("sha256:aaaa", &bytes, at(0)).await.unwrap();
-    db.put_component("sha256:aaaa", &bytes, at(1_000)).await.expect("storing the same digest again is fine");
-    db.put_component("sha256:bbbb", b"\0asm", at(2_000)).await.unwrap();
+    db.put_component("sha256:aaaa", &bytes, None, at(0)).await.unwrap();
+    db.put_component("sha256:aaaa", &bytes, Some(7), at(1_000)).await.expect("storing the same digest again is fine");
+    db.put_component("sha256:bbbb", b"\0asm", None, at(2_000)).await.unwrap();
 
     assert_eq!(db.component("sha256:aaaa").await.unwrap(), Some(bytes));
     assert_eq!(db.component("sha256:bbbb").await.unwrap(), Some(b"\0asm".to_vec()));

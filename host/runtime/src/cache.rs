@@ -192,6 +192,15 @@ impl ArtifactCache {
     }
 
     /// Stores `component`'s artifact for `digest` (atomically: write, then rename).
+    /// Deletes the artifact of `digest`, if there is one (a mapping of it stays valid).
+    pub(crate) fn discard(&self, digest: &str) {
+        match std::fs::remove_file(self.path(digest)) {
+            Ok(()) => tracing::debug!(digest, "discarded a compiled component no version uses"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(digest, error = %e, "could not discard a compiled component"),
+        }
+    }
+
     pub(crate) fn store(&self, digest: &str, component: &Component) -> std::io::Result<()> {
         let mut bytes = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         let tag = self.tag(digest, &bytes).finalize().into_bytes();

@@ -23,6 +23,10 @@ use crate::sandbox::SetupError;
 /// engine must be configured exactly as the host's for the artifact to load).
 pub const COMPILE_CONFIG_ENV: &str = "SPINDLE_COMPILE_CONFIG";
 
+/// The environment variable that names whose compile a compiler child runs (a tenant's
+/// label), for the packs it adds to the function cache.
+pub const COMPILE_OWNER_ENV: &str = "SPINDLE_COMPILE_OWNER";
+
 /// The engine a sandbox with `config` runs guests in, and its function cache (when it
 /// has a cache directory), which compiles flush when they end.
 pub(crate) fn engine(config: &SandboxConfig) -> Result<(Engine, Option<Arc<FunctionCache>>), SetupError> {
@@ -94,6 +98,9 @@ pub fn compile_in_this_process(bytes: &[u8]) -> Result<Vec<u8>, String> {
     // The engine the host runs guests in: compiled code depends on its settings (memory
     // bounds, fuel, stack), and the host checks their compatibility hash.
     let (engine, functions) = engine(&config).map_err(|e| e.to_string())?;
+    if let (Some(functions), Ok(owner)) = (&functions, std::env::var(COMPILE_OWNER_ENV)) {
+        functions.set_owner(&owner);
+    }
     let artifact = engine.precompile_component(bytes).map_err(|e| format!("{e:#}"))?;
     flush(functions.as_deref());
     Ok(artifact)
@@ -129,6 +136,7 @@ impl Compiler {
         config: &SandboxConfig,
         bytes: &[u8],
         into: Option<PendingArtifact>,
+        owner: Option<&str>,
     ) -> Result<Compiled, LoadError> {
         let _turn = match self.turns.clone().try_acquire_owned() {
             Ok(turn) => turn,
@@ -143,7 +151,7 @@ impl Compiler {
             }
         };
         match &config.compiler {
-            Some(compiler) => in_child(compiler, engine, config, bytes, into).await,
+            Some(compiler) => in_child(compiler, engine, config, bytes, into, owner).await,
             None => on_a_thread(engine, config, bytes, self.functions.clone()).await.map(Compiled::Component),
         }
     }
@@ -170,6 +178,7 @@ async fn in_child(
     config: &SandboxConfig,
     bytes: &[u8],
     mut into: Option<PendingArtifact>,
+    owner: Option<&str>,
 ) -> Result<Compiled, LoadError> {
     let internal = |what: &str, e: std::io::Error| LoadError::Internal(format!("compiler {what}: {e}"));
     let mut sink = match into.as_mut().map(PendingArtifact::file).transpose() {
@@ -180,6 +189,7 @@ async fn in_child(
     let mut child = tokio::process::Command::new(compiler)
         .arg("compile-component")
         .env(COMPILE_CONFIG_ENV, settings)
+        .env(COMPILE_OWNER_ENV, owner.unwrap_or_default())
         .env_remove("SPINDLE_OPERATOR_TOKEN")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

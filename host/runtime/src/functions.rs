@@ -8,11 +8,17 @@
 //! compile reads the packs' indexes once, at its first lookup. Entries are native code:
 //! each carries an HMAC-SHA256 under the host's artifact key over its cache key and its
 //! code, checked on every lookup, so a torn, tampered or planted entry is compiled again,
-//! never used. Past 1 GiB the packs are deleted (when an engine opens the cache, and when
-//! a flush takes it past): entries of components long gone are never read again, and
-//! emptying costs one full compile per language. A pack left half-written by a killed
-//! compile is deleted once it is an hour old. Nothing here can fail a compile: a cache
-//! that cannot be read or written only costs speed.
+//! never used.
+//!
+//! The cache is shared by every tenant's compiles, so no tenant may empty it for the
+//! others: each pack is named for whose compile wrote it (a tenant's label), each owner
+//! keeps at most a quarter of the bound ([`SHARES`]) — past it its own oldest packs go,
+//! never its newest — and past the bound (1 GiB) the owner holding the most loses its
+//! oldest packs first. (One tenant once filled the cache in 13 uploads, and emptying it
+//! cost every tenant its entries.) The bound is kept when an engine opens the cache and
+//! when a flush takes it past. A pack left half-written by a killed compile is deleted
+//! once it is an hour old. Nothing here can fail a compile: a cache that cannot be read
+//! or written only costs speed.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -27,8 +33,10 @@ use sha2::Sha256;
 
 use crate::cache::{TAG_LEN, artifact_key, is_stale};
 
-/// Bytes of packs the cache may hold before an engine opening it empties it.
+/// Bytes of packs the cache may hold.
 const MAX_BYTES: u64 = 1 << 30;
+/// Each owner may hold at most this fraction of [`MAX_BYTES`] (its newest pack aside).
+const SHARES: u64 = 4;
 /// The last bytes of a pack: its index's length, then this.
 const MAGIC: &[u8; 8] = b"spfunc01";
 /// What a function's tag begins with, so that no function entry is ever taken for an
@@ -65,6 +73,8 @@ pub(crate) struct FunctionCache {
     index: OnceLock<Mutex<Index>>,
     /// Entries compiled since the last [`flush`](Self::flush).
     pending: Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// Whose compiles this engine runs: the first part of its packs' names.
+    owner: Mutex<String>,
 }
 
 impl std::fmt::Debug for FunctionCache {
@@ -105,24 +115,81 @@ impl FunctionCache {
             bytes: AtomicU64::new(bytes),
             index: OnceLock::new(),
             pending: Mutex::default(),
+            owner: Mutex::new(HOST_OWNER.to_owned()),
         };
         cache.bound();
         Ok(cache)
     }
 
-    /// Deletes every pack if they hold more than the bound.
+    /// Names whose compiles this engine runs from now on (a label of hex digits; anything
+    /// else is the host's own).
+    pub(crate) fn set_owner(&self, owner: &str) {
+        let owner = if !owner.is_empty() && owner.len() <= 32 && owner.bytes().all(|b| b.is_ascii_hexdigit()) {
+            owner.to_ascii_lowercase()
+        } else {
+            HOST_OWNER.to_owned()
+        };
+        *self.owner.lock().unwrap_or_else(PoisonError::into_inner) = owner;
+    }
+
+    /// Keeps each owner within its share and the whole within the bound, deleting the
+    /// oldest packs of whoever is over (see the module's doc).
     fn bound(&self) {
-        let bytes = self.bytes.load(Ordering::Relaxed);
-        if bytes <= self.max_bytes {
+        let mut packs = owned_packs(&self.dir);
+        let total: u64 = packs.iter().map(|p| p.bytes).sum();
+        let share = self.max_bytes / SHARES;
+        let mut owners: HashMap<String, u64> = HashMap::new();
+        for pack in &packs {
+            *owners.entry(pack.owner.clone()).or_default() += pack.bytes;
+        }
+        // Oldest first, so that the first of an owner's packs found is the one to go.
+        packs.sort_by_key(|p| p.modified);
+        let mut removed = Vec::new();
+        let mut total_left = total;
+        loop {
+            let over_share = owners
+                .iter()
+                .find(|(owner, bytes)| **bytes > share && packs.iter().filter(|p| &p.owner == *owner).count() > 1);
+            let victim = match over_share {
+                Some((owner, _)) => owner.clone(),
+                None if total_left > self.max_bytes => {
+                    // The owner holding the most (of two alike, the one with the older pack).
+                    let oldest = |owner: &str| packs.iter().position(|p| p.owner == owner).unwrap_or(usize::MAX);
+                    match owners
+                        .iter()
+                        .filter(|(_, b)| **b > 0)
+                        .max_by_key(|(owner, b)| (**b, std::cmp::Reverse(oldest(owner))))
+                    {
+                        Some((owner, _)) => owner.clone(),
+                        None => break,
+                    }
+                }
+                None => break,
+            };
+            let Some(at) = packs.iter().position(|p| p.owner == victim) else { break };
+            let pack = packs.remove(at);
+            if std::fs::remove_file(&pack.path).is_err() && pack.path.exists() {
+                // Not ours to delete (another process holds the directory): stop trying.
+                break;
+            }
+            if let Some(bytes) = owners.get_mut(&pack.owner) {
+                *bytes -= pack.bytes;
+            }
+            total_left -= pack.bytes;
+            removed.push(pack);
+        }
+        self.bytes.store(total_left, Ordering::Relaxed);
+        if removed.is_empty() {
             return;
         }
-        tracing::info!(dir = %self.dir.display(), bytes, "emptying the function cache past its bound");
-        for pack in pack_files(&self.dir).unwrap_or_default() {
-            let _ = std::fs::remove_file(pack);
-        }
-        self.bytes.store(0, Ordering::Relaxed);
+        let freed: u64 = removed.iter().map(|p| p.bytes).sum();
+        tracing::info!(dir = %self.dir.display(), packs = removed.len(), freed, "function cache kept within its bounds");
         if let Some(index) = self.index.get() {
-            *index.lock().unwrap_or_else(PoisonError::into_inner) = Index::default();
+            let mut fresh = Index::default();
+            for path in pack_files(&self.dir).unwrap_or_default() {
+                let _ = read_pack_index(&path, &mut fresh);
+            }
+            *index.lock().unwrap_or_else(PoisonError::into_inner) = fresh;
         }
     }
 
@@ -158,7 +225,8 @@ impl FunctionCache {
         if pending.is_empty() {
             return Ok(());
         }
-        let name = format!("{:016x}{:016x}", rand::random::<u64>(), rand::random::<u64>());
+        let owner = self.owner.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let name = format!("{owner}-{:016x}{:016x}", rand::random::<u64>(), rand::random::<u64>());
         let path = self.dir.join(format!("{name}.pack"));
         let tmp = self.dir.join(format!("{name}.tmp"));
         let written = (|| {
@@ -224,6 +292,32 @@ impl wasmtime::CacheStore for FunctionCache {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).push((key.to_vec(), code));
         true
     }
+}
+
+/// The owner of packs written by no tenant's compile (and of packs from before owners).
+const HOST_OWNER: &str = "host";
+
+/// A pack, whose it is, its size and age.
+#[derive(Debug)]
+struct OwnedPack {
+    path: PathBuf,
+    owner: String,
+    bytes: u64,
+    modified: std::time::SystemTime,
+}
+
+/// The packs in `dir`, with their owners (the name before its `-`).
+fn owned_packs(dir: &Path) -> Vec<OwnedPack> {
+    pack_files(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|path| {
+            let meta = std::fs::metadata(&path).ok()?;
+            let stem = path.file_stem()?.to_str()?;
+            let owner = stem.split_once('-').map_or(HOST_OWNER, |(owner, _)| owner).to_owned();
+            Some(OwnedPack { owner, bytes: meta.len(), modified: meta.modified().ok()?, path })
+        })
+        .collect()
 }
 
 /// The pack files in `dir` (not those still being written).
@@ -348,24 +442,59 @@ mod tests {
         }
     }
 
-    /// A long-lived engine (compiling on a thread) keeps to the bound too: the flush
-    /// that takes the packs past it empties them.
-    #[test]
-    fn a_flush_past_the_bound_empties_the_cache() {
-        let dir = scratch("functions-flush-bound");
-        let cache = FunctionCache::open_bounded(&dir, 128).expect("a cache");
-        assert!(cache.insert(b"a", vec![0; 40]));
+    /// Writes one pack of `owner` holding `key`, dated `at` seconds after the epoch.
+    fn write(dir: &std::path::Path, max: u64, owner: &str, key: &[u8], at: u64) {
+        let cache = FunctionCache::open_bounded(dir, max).expect("a cache");
+        cache.set_owner(owner);
+        assert!(cache.insert(key, vec![0; 40]));
         cache.flush().expect("a flush");
-        assert!(cache.get(b"a").is_some(), "kept within the bound");
-        assert!(cache.insert(b"b", vec![0; 40]));
-        cache.flush().expect("a flush past the bound");
-        assert_eq!((cache.get(b"a"), cache.get(b"b")), (None, None), "emptied");
-        assert!(super::pack_files(&dir.join("functions")).expect("the cache").is_empty());
+        for pack in super::owned_packs(&dir.join("functions")) {
+            if pack.modified > std::time::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30) {
+                let file = std::fs::File::options().write(true).open(&pack.path).expect("the pack");
+                file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(at)).expect("dated");
+            }
+        }
+    }
+
+    fn found(dir: &std::path::Path, max: u64, keys: &[&[u8]]) -> Vec<bool> {
+        let cache = FunctionCache::open_bounded(dir, max).expect("a cache");
+        keys.iter().map(|key| cache.get(key).is_some()).collect()
+    }
+
+    /// The cache is shared: one tenant's compiles filled it and emptying it cost every
+    /// tenant its entries. An owner past its share (a quarter of the bound) loses its own
+    /// oldest packs, never its newest; another owner's stay. Past the bound, the owner
+    /// holding the most (of two alike, the older) loses its oldest first.
+    #[test]
+    fn an_owner_past_its_share_loses_its_own_oldest_packs_not_anothers() {
+        let dir = scratch("functions-share");
+        // Each pack is some 105 bytes: with a bound of 1,000, a share is 250.
+        write(&dir, 1_000, "bb", b"b1", 1);
+        write(&dir, 1_000, "aa", b"a1", 2);
+        write(&dir, 1_000, "aa", b"a2", 3);
+        write(&dir, 1_000, "aa", b"a3", 4);
+        assert_eq!(found(&dir, 1_000, &[b"b1", b"a1", b"a2", b"a3"]), [true, false, true, true]);
+        // A bound of 300 (a share of 75, under one pack): each owner keeps its newest.
+        assert_eq!(found(&dir, 300, &[b"b1", b"a2", b"a3"]), [true, false, true]);
+        // A third owner takes it past 300: the older of two alike goes.
+        write(&dir, 300, "cc", b"c1", 5);
+        assert_eq!(found(&dir, 300, &[b"b1", b"a3", b"c1"]), [false, true, true]);
+        // A pack from before owners is the host's.
+        let packs = super::owned_packs(&dir.join("functions"));
+        assert!(packs.iter().all(|p| p.owner == "aa" || p.owner == "cc"), "{packs:?}");
         let _ = std::fs::remove_dir_all(dir.parent().expect("the scratch directory"));
     }
 
-    /// A pack a killed compile left half-written is deleted once it is an hour old (one
-    /// younger may be another compile's, still writing).
+    /// A label that is not hex digits is no owner's name in a file name: the host's.
+    #[test]
+    fn an_owner_is_a_label_of_hex_digits() {
+        let dir = scratch("functions-owner");
+        write(&dir, 1 << 20, "../../etc", b"k", 1);
+        let packs = super::owned_packs(&dir.join("functions"));
+        assert_eq!(packs.iter().map(|p| p.owner.as_str()).collect::<Vec<_>>(), ["host"]);
+        let _ = std::fs::remove_dir_all(dir.parent().expect("the scratch directory"));
+    }
+
     #[test]
     fn a_stale_unfinished_pack_is_deleted_when_opened() {
         let dir = scratch("functions-stale");
@@ -383,25 +512,6 @@ mod tests {
         drop(FunctionCache::open(&dir).expect("reopened"));
         assert!(!old.exists(), "the stale one is deleted");
         assert!(young.exists(), "the young one is left to its compile");
-        let _ = std::fs::remove_dir_all(dir.parent().expect("the scratch directory"));
-    }
-
-    /// Past its bound the cache is emptied when an engine opens it (its entries are only
-    /// a speed-up), and the key stays: the artifacts beside it remain valid.
-    #[test]
-    fn a_function_cache_past_its_bound_is_emptied_when_opened() {
-        let dir = scratch("functions-bound");
-        let cache = FunctionCache::open_bounded(&dir, 128).expect("a cache");
-        assert!(cache.insert(b"a", vec![0; 40]));
-        drop(cache);
-        let key = std::fs::read(dir.with_extension("key")).expect("the key");
-        let cache = FunctionCache::open_bounded(&dir, 128).expect("reopened within bound");
-        assert!(cache.get(b"a").is_some(), "kept within the bound");
-        assert!(cache.insert(b"b", vec![0; 40]));
-        drop(cache);
-        let cache = FunctionCache::open_bounded(&dir, 128).expect("reopened past the bound");
-        assert_eq!((cache.get(b"a"), cache.get(b"b")), (None, None), "emptied");
-        assert_eq!(std::fs::read(dir.with_extension("key")).expect("the key"), key);
         let _ = std::fs::remove_dir_all(dir.parent().expect("the scratch directory"));
     }
 }

@@ -186,6 +186,13 @@ impl Runtime {
 
     /// Validates, compiles (or loads from the cache), links and describes a component.
     pub async fn load(&self, bytes: &[u8]) -> Result<LoadedKind, LoadError> {
+        self.load_for(None, bytes).await
+    }
+
+    /// [`load`](Self::load) on behalf of `owner` (a tenant's label): what its compile adds
+    /// to the shared function cache is its own, and evicted first when it holds more
+    /// than its share (see `functions`).
+    pub async fn load_for(&self, owner: Option<&str>, bytes: &[u8]) -> Result<LoadedKind, LoadError> {
         let started = Instant::now();
         self.precheck(bytes)?;
         let digest = content_digest(bytes);
@@ -193,7 +200,7 @@ impl Runtime {
         let from_cache = cached.is_some();
         let component = match cached {
             Some(component) => component,
-            None => self.compile_and_cache(&digest, bytes).await?,
+            None => self.compile_and_cache(&digest, bytes, owner).await?,
         };
         let pre = self
             .linker
@@ -215,8 +222,8 @@ impl Runtime {
     /// rather than keeping a copy (see `ArtifactCache::load`): the version is loaded as a
     /// restart would load it. A cache that cannot be written or read back costs a
     /// compile in memory, never the deploy.
-    async fn compile_and_cache(&self, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
-        let Some(cache) = &self.cache else { return self.compile_in_memory(bytes).await };
+    async fn compile_and_cache(&self, digest: &str, bytes: &[u8], owner: Option<&str>) -> Result<Component, LoadError> {
+        let Some(cache) = &self.cache else { return self.compile_in_memory(bytes, owner).await };
         let pending = match cache.pending(digest) {
             Ok(pending) => Some(pending),
             Err(e) => {
@@ -224,7 +231,7 @@ impl Runtime {
                 None
             }
         };
-        let not_stored = match self.compile(bytes, pending).await? {
+        let not_stored = match self.compile(bytes, pending, owner).await? {
             Compiled::Stored => match cache.load(&self.engine, digest) {
                 Some(component) => return Ok(component),
                 None => std::io::Error::other("the stored artifact does not load"),
@@ -241,11 +248,11 @@ impl Runtime {
             Compiled::NotStored(e) => e,
         };
         tracing::warn!(digest, error = %not_stored, "could not cache a compiled component; compiling it in memory");
-        self.compile_in_memory(bytes).await
+        self.compile_in_memory(bytes, owner).await
     }
 
-    async fn compile_in_memory(&self, bytes: &[u8]) -> Result<Component, LoadError> {
-        match self.compile(bytes, None).await? {
+    async fn compile_in_memory(&self, bytes: &[u8], owner: Option<&str>) -> Result<Component, LoadError> {
+        match self.compile(bytes, None, owner).await? {
             Compiled::Component(component) => Ok(component),
             Compiled::Stored | Compiled::NotStored(_) => {
                 Err(LoadError::Internal("a compile without a cache file answered no component".into()))
@@ -253,9 +260,23 @@ impl Runtime {
         }
     }
 
-    async fn compile(&self, bytes: &[u8], into: Option<PendingArtifact>) -> Result<Compiled, LoadError> {
+    async fn compile(
+        &self,
+        bytes: &[u8],
+        into: Option<PendingArtifact>,
+        owner: Option<&str>,
+    ) -> Result<Compiled, LoadError> {
         self.compiles.fetch_add(1, Ordering::Relaxed);
-        self.compiler.compile(&self.engine, &self.config, bytes, into).await
+        self.compiler.compile(&self.engine, &self.config, bytes, into, owner).await
+    }
+
+    /// Deletes the cached artifact of component `digest`: a deploy that failed after its
+    /// compile (its describe trapped, it named another kind, a quota refused it) left
+    /// one that no version uses, which nothing would ever read or remove.
+    pub fn discard(&self, digest: &str) {
+        if let Some(cache) = &self.cache {
+            cache.discard(digest);
+        }
     }
 
     /// Compiles started since the runtime was set up (cache hits are not compiles).

@@ -33,6 +33,8 @@ pub struct Capacity {
     pub usage: Vec<Usage>,
     /// What is queued and running now, per kind.
     pub live: Vec<LiveCount>,
+    /// Bytes its kinds' versions hold: their uploads and their compiled code.
+    pub deployed_bytes: u64,
 }
 
 impl Engine {
@@ -128,6 +130,7 @@ impl super::CapacityRoom<'_> {
             kind_limits: self.store.kind_limits(tenant).await?,
             usage: self.store.usage(Some(tenant)).await?,
             live: self.store.live_counts(Some(tenant)).await?,
+            deployed_bytes: self.store.deployed_bytes(tenant).await?,
         })
     }
 }

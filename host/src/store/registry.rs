@@ -173,7 +173,15 @@ pub trait RegistryStore: Send + Sync {
     /// A tenant's deploys still compiling (of any kind), newest first.
     async fn compiling_deploys(&self, tenant: &TenantId, limit: u32) -> Result<Vec<DeployRecord>, StoreError>;
     /// Stores component bytes under their digest (idempotent).
-    async fn put_component(&self, digest: &str, bytes: &[u8], now: Timestamp) -> Result<(), StoreError>;
+    async fn put_component(
+        &self,
+        digest: &str,
+        bytes: &[u8],
+        compiled_size: Option<u64>,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+    /// Whether any version of any tenant's kind is of component `digest`.
+    async fn component_in_use(&self, digest: &str) -> Result<bool, StoreError>;
     /// Component bytes by digest.
     async fn component(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// Adds the next version of a tenant's kind and makes it current.
@@ -318,19 +326,40 @@ impl RegistryStore for SqlStore {
         rows.into_iter().map(deploy_from_row).collect()
     }
 
-    async fn put_component(&self, digest: &str, bytes: &[u8], now: Timestamp) -> Result<(), StoreError> {
+    async fn put_component(
+        &self,
+        digest: &str,
+        bytes: &[u8],
+        compiled_size: Option<u64>,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let compiled = compiled_size.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
         self.db
             .execute(
-                "INSERT INTO components (digest, bytes, size, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                "INSERT INTO components (digest, bytes, size, compiled_size, created_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (digest) DO UPDATE SET compiled_size = COALESCE(excluded.compiled_size, components.compiled_size)",
                 vec![
                     Value::from(digest),
                     Value::from(bytes.to_vec()),
                     Value::from(i64::try_from(bytes.len()).unwrap_or(i64::MAX)),
+                    Value::from(compiled),
                     Value::from(now.as_micros()),
                 ],
             )
             .await?;
         Ok(())
+    }
+
+    async fn component_in_use(&self, digest: &str) -> Result<bool, StoreError> {
+        let rows = self
+            .db
+            .fetch(
+                "SELECT count(*) FROM (SELECT 1 FROM kind_versions WHERE digest = $1 LIMIT 1) AS used",
+                vec![Value::from(digest)],
+                &[Ty::Int],
+            )
+            .await?;
+        Ok(rows.first().map_or(Ok(0), |r| r.int(0, "kind_versions (count)"))? > 0)
     }
 
     async fn component(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {

@@ -58,6 +58,7 @@ const SQLITE: &[(i64, Phase, Step)] = &[
     (11, Expand, Script(include_str!("../../migrations/sqlite/0011_one_tenant_index.sql"))),
     (12, Expand, Script(include_str!("../../migrations/sqlite/0012_signal_keys.sql"))),
     (13, Expand, Script(include_str!("../../migrations/sqlite/0013_hosts.sql"))),
+    (14, Expand, Script(include_str!("../../migrations/sqlite/0014_compiled_size.sql"))),
 ];
 const POSTGRES: &[(i64, Phase, Step)] = &[
     (1, Expand, Script(include_str!("../../migrations/postgres/0001_initial.sql"))),
@@ -81,6 +82,7 @@ const POSTGRES: &[(i64, Phase, Step)] = &[
     (18, Contract, CollationSwap),
     (19, Expand, Script(include_str!("../../migrations/postgres/0019_sql_submissions.sql"))),
     (20, Expand, Script(include_str!("../../migrations/postgres/0020_door_in_its_own_schema.sql"))),
+    (21, Expand, Script(include_str!("../../migrations/postgres/0021_compiled_size.sql"))),
 ];
 
 /// An arbitrary, fixed key for the migration advisory lock.

@@ -72,4 +72,8 @@ pub struct CapacityView {
     pub limits: LimitsView,
     /// Its kinds.
     pub kinds: Vec<KindUsageView>,
+    /// Bytes its kinds' versions hold, uploads and compiled code together (what
+    /// `max_deployed_bytes` bounds).
+    #[serde(default)]
+    pub deployed_bytes: u64,
 }

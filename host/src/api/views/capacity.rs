@@ -68,5 +68,6 @@ pub fn capacity_view(tenant: &str, capacity: &Capacity) -> CapacityView {
         tenant: tenant.to_owned(),
         limits: LimitsView::from(&capacity.limits),
         kinds: kinds.into_values().collect(),
+        deployed_bytes: capacity.deployed_bytes,
     }
 }
