@@ -22,7 +22,7 @@
 // The secret is the deployment's to declare and the policy the operator's, tenant's and
 // deployment's to open:
 //
-//	spindle deploy fetch-go fetch-go.wasm --secret api-token --allow 'POST http://127.0.0.1:PORT/hook'
+//	spindle deploy fetch-go fetch-go.wasm --secret 'api-token@POST http://127.0.0.1:PORT/hook' --allow 'POST http://127.0.0.1:PORT/hook'
 package fetch
 
 import (
@@ -39,7 +39,7 @@ import (
 )
 
 // APITokenSecret is the tenant secret sent as the bearer token; the deployment must
-// declare it (`--secret api-token`) for the step to get its placeholder.
+// declare it (`--secret api-token@RULE`) for the step to get its placeholder.
 const APITokenSecret = "api-token"
 
 // Kind is the fetch kind, as build.sh exports it.

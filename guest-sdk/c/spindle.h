@@ -420,7 +420,7 @@ static inline const char *spindle_config_get(const char *name) {
     return copy;
 }
 
-/* A placeholder for the tenant's secret `name` (declared at deploy with `--secret NAME`
+/* A placeholder for the tenant's secret `name` (declared at deploy with `--secret NAME@RULE`
  * and set by the tenant), or NULL. The guest never holds the value: put the placeholder
  * in an outbound request's headers and the host swaps the value in when its policy
  * allows the request. It differs between calls: do not store or compare it. */

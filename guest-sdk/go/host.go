@@ -92,7 +92,7 @@ type Checkpoint struct {
 //
 // Settings are plain values per deployment (`spindle deploy KIND FILE --set
 // NAME=VALUE`). Secrets belong to the tenant and the guest never holds one: a
-// deployment declares the names it uses (`--secret NAME`), [Config.Secret] hands back a
+// deployment declares the names it uses (`--secret NAME@RULE`), [Config.Secret] hands back a
 // placeholder, and the host puts the value in its place in the headers of outbound
 // requests its policy allows. [Config.HMACSHA256] signs with a secret instead.
 type Config struct{ host Host }

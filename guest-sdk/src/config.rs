@@ -2,7 +2,7 @@
 //!
 //! Settings are plain values set per deployment (`spindle deploy KIND FILE --set
 //! NAME=VALUE`). Secrets belong to the tenant, and the guest never holds one: a
-//! deployment declares the names it uses (`--secret NAME`), [`secret`] hands back a
+//! deployment declares the names it uses (`--secret NAME@RULE`), [`secret`] hands back a
 //! placeholder, and the host puts the value in its place in the headers of outbound
 //! requests its policy allows (in bodies too, if the deployment opted in).
 //! [`hmac_sha256`] signs with a secret for payloads that need a signature instead.

@@ -16,6 +16,10 @@ pub const MAX_DEPLOYMENT_ENTRIES: usize = 64;
 pub const MAX_SETTING_BYTES: usize = 4096;
 /// Longest secret value, in bytes.
 pub const MAX_SECRET_BYTES: usize = 16 * 1024;
+/// Shortest secret value, in bytes. A short value can be found by guessing through a
+/// destination that answers differently when it sees it (a 4-digit secret fell to 10,000
+/// requests to an echo server), and short forms of it would rewrite ordinary text.
+pub const MIN_SECRET_BYTES: usize = 12;
 
 /// What a kind version's deployment allows, declares and sets
 /// (`spindle deploy KIND FILE --allow … --secret … --set NAME=VALUE`).
@@ -26,6 +30,14 @@ pub struct Deployment {
     pub allow: Vec<Rule>,
     /// Tenant secrets its steps may use (as placeholders).
     pub secrets: Vec<String>,
+    /// Where each secret may be sent (`--secret NAME@RULE`, repeatable): a request gets
+    /// its value only if one of these rules allows it. Every secret a new deployment
+    /// declares is bound; one stored before bindings has none here and may go wherever
+    /// the deployment's `allow` rules let its steps reach. Not stored when empty, so a
+    /// build that knows nothing of it reads the deployments it could have written (one
+    /// with bindings it refuses, rather than send the secrets anywhere it allows).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub bindings: BTreeMap<String, Vec<Rule>>,
     /// Settings its steps read with `config.get`.
     pub settings: BTreeMap<String, String>,
     /// Whether secrets are put in place in request bodies, not only headers.
@@ -62,6 +74,11 @@ pub enum DeploymentError {
     /// A `--set` that is not `NAME=VALUE`.
     #[error("a setting is NAME=VALUE, not {0:?}")]
     Setting(String),
+    /// A secret declared without a destination.
+    #[error(
+        "secret {0:?} is bound to no destination: declare it as {0}@RULE (for example {0}@https://api.example.com/*), once per destination it may be sent to"
+    )]
+    Unbound(String),
 }
 
 /// Whether `name` may name a secret or a setting.
@@ -72,7 +89,8 @@ pub fn is_valid_name(name: &str) -> bool {
 }
 
 impl Deployment {
-    /// A deployment from the texts a client sends: rules, secret names, `NAME=VALUE`.
+    /// A deployment from the texts a client sends: rules, secrets bound to their
+    /// destinations (`NAME@RULE`, a name once per destination), `NAME=VALUE`.
     pub fn parse(
         allow: &[String],
         secrets: &[String],
@@ -84,9 +102,21 @@ impl Deployment {
             let (name, value) = setting.split_once('=').ok_or_else(|| DeploymentError::Setting(setting.clone()))?;
             parsed.insert(name.to_owned(), value.to_owned());
         }
+        let mut names: Vec<String> = Vec::new();
+        let mut bindings: BTreeMap<String, Vec<Rule>> = BTreeMap::new();
+        for text in secrets {
+            let Some((name, rule)) = text.split_once('@') else {
+                return Err(DeploymentError::Unbound(text.clone()));
+            };
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_owned());
+            }
+            bindings.entry(name.to_owned()).or_default().push(Rule::parse(rule)?);
+        }
         let deployment = Self {
             allow: Rules::parse(allow)?.0,
-            secrets: secrets.to_vec(),
+            secrets: names,
+            bindings,
             settings: parsed,
             secrets_in_body,
             max_running: None,
@@ -98,7 +128,11 @@ impl Deployment {
 
     /// Checks the limits and names.
     pub fn validate(&self) -> Result<(), DeploymentError> {
-        if [self.allow.len(), self.secrets.len(), self.settings.len()].iter().any(|&n| n > MAX_DEPLOYMENT_ENTRIES) {
+        let bound: usize = self.bindings.values().map(Vec::len).sum();
+        if [self.allow.len(), self.secrets.len(), bound, self.settings.len()]
+            .iter()
+            .any(|&n| n > MAX_DEPLOYMENT_ENTRIES)
+        {
             return Err(DeploymentError::TooMany);
         }
         if let Some(bad) = self.secrets.iter().find(|n| !is_valid_name(n)) {
@@ -217,15 +251,27 @@ mod tests {
     #[test]
     fn deployments_are_parsed_and_bounded() {
         let d = Deployment::parse(
-            &["POST https://api.example.com/v1/*".into()],
-            &["stripe".into()],
+            &["POST https://api.example.com/v1/*".into(), "GET https://echo.example.com/*".into()],
+            &["stripe@https://api.example.com/v1/*".into(), "stripe@https://backup.example.com/*".into()],
             &["region=eu".into()],
             false,
         )
         .unwrap();
         assert_eq!(d.settings["region"], "eu");
+        assert_eq!(d.secrets, ["stripe"]);
+        assert_eq!(d.bindings["stripe"].len(), 2, "bound to two destinations");
+        let unbound = Deployment::parse(&[], &["stripe".into()], &[], false).unwrap_err();
+        assert!(unbound.to_string().contains("stripe@RULE"), "{unbound}");
+        assert!(Deployment::parse(&[], &["stripe@api.example.com".into()], &[], false).is_err(), "a rule");
+        // A deployment stored before bindings reads as it was, its secrets bound to none.
+        let legacy: Deployment = serde_json::from_str(
+            r#"{"allow":[],"secrets":["stripe"],"settings":{},"secrets_in_body":false,"max_running":null}"#,
+        )
+        .unwrap();
+        assert!(legacy.bindings.is_empty() && legacy.secrets == ["stripe"]);
+        assert!(!serde_json::to_string(&legacy).unwrap().contains("bindings"), "not stored when empty");
         assert!(Deployment::parse(&["api.example.com".into()], &[], &[], false).is_err());
-        assert!(Deployment::parse(&[], &["bad name".into()], &[], false).is_err());
+        assert!(Deployment::parse(&[], &["bad name@https://a.example/".into()], &[], false).is_err());
         assert!(Deployment::parse(&[], &[], &["novalue".into()], false).is_err());
         assert!(Deployment::default().is_empty());
     }

@@ -40,10 +40,18 @@ pub struct Telemetry {
 /// out in batches from a task on it, through the async HTTP client, and the returned
 /// guard, dropped outside the runtime's own threads before the runtime is, flushes them.
 pub fn init(default_level: &str, otlp: Option<&str>) -> anyhow::Result<Telemetry> {
+    use tracing_subscriber::filter::FilterExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPINDLE_LOG").unwrap_or_else(|_| default_level.into());
+    // wasmtime-wasi logs what a guest writes to its streams at debug and trace, before
+    // Spindle scrubs it of secret values: those events never reach the log, whatever
+    // `SPINDLE_LOG` asks (the guest's lines are logged scrubbed, as `spindle::guest`).
+    let guest_streams = tracing_subscriber::filter::filter_fn(|meta| {
+        !(meta.target().starts_with("wasmtime_wasi") && *meta.level() > tracing::Level::INFO)
+    });
+    let filter = filter.and(guest_streams);
     let Some(endpoint) = otlp else {
-        let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-        tracing_subscriber::registry().with(filter).with(fmt).init();
+        let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+        tracing_subscriber::registry().with(fmt).init();
         return Ok(Telemetry { provider: None });
     };
     let endpoint = if endpoint.ends_with("/v1/traces") {

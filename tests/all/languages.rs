@@ -112,12 +112,13 @@ async fn an_outbound_call_carries_the_secret_and_a_denial_is_caught_in_every_lan
     let ran = host.cli(Some(&token), &["secret", "set", "api-token", "--file", secret.to_str().unwrap()]);
     assert_eq!(ran.code, 0, "secret set: {}", ran.stderr);
     let rule = format!("POST http://127.0.0.1:{}/hook", server.addr.port());
+    let bound = format!("api-token@{rule}");
     let languages = ["rust", "python", "js", "c", "go"];
     for lang in languages {
         let kind = format!("fetch-{lang}");
         let file = spindle_tests::guest_path(&kind);
-        let ran = host
-            .cli(Some(&token), &["deploy", &kind, file.to_str().unwrap(), "--secret", "api-token", "--allow", &rule]);
+        let ran =
+            host.cli(Some(&token), &["deploy", &kind, file.to_str().unwrap(), "--secret", &bound, "--allow", &rule]);
         assert_eq!(ran.code, 0, "deploy {kind}: {}{}", ran.stdout, ran.stderr);
     }
     for (index, lang) in languages.into_iter().enumerate() {

@@ -427,7 +427,16 @@ async fn a_rerun_after_a_kill_sends_the_same_idempotency_keys(backend: Backend) 
     let rule = format!("POST http://127.0.0.1:{}/hook/*", server.addr.port());
     let ran = first.cli(
         Some(&token),
-        &["deploy", "outbound", guest.to_str().expect("utf-8"), "--allow", &rule, "--secret", "hook", "--json"],
+        &[
+            "deploy",
+            "outbound",
+            guest.to_str().expect("utf-8"),
+            "--allow",
+            &rule,
+            "--secret",
+            &format!("hook@{rule}"),
+            "--json",
+        ],
     );
     assert_eq!(ran.code, 0, "deploy: {}", ran.stderr);
     let post = |path: &str, body: &str| {
@@ -585,8 +594,8 @@ async fn a_wait_for_a_connection_slot_has_its_own_limit(backend: Backend) {
 /// refused when set, with the invalid-request code, and the secret kept as it was.
 async fn a_secret_that_could_not_be_sent_in_a_header_is_refused(backend: Backend) {
     let (h, engine) = setup(backend, sandbox(&[], true, OutboundLimits::default()), Deployment::default(), &[]).await;
-    let first = engine.tenancy().set_secret(&h.tenant, "hook", b"first").await.expect("a plain value is set");
-    for bad in [&b"line\r\nX-Injected: 1"[..], b"trailing\n", b"car\rriage", b"nul\0byte"] {
+    let first = engine.tenancy().set_secret(&h.tenant, "hook", b"first-value-1").await.expect("a plain value is set");
+    for bad in [&b"line\r\nX-Injected: 1"[..], b"trailing-value\n", b"car\rriage-value", b"nul\0byte-value"] {
         let refused = engine.tenancy().set_secret(&h.tenant, "hook", bad).await;
         assert!(
             matches!(&refused, Err(spindle::engine::EngineError::Invalid(why)) if why.contains("header")),
@@ -611,4 +620,139 @@ on_both_backends!(
     a_wait_for_a_connection_slot_has_its_own_limit,
     a_secret_echoed_back_reaches_the_guest_as_its_placeholder,
     a_secret_value_the_guest_logs_is_kept_as_its_placeholder,
+    a_secret_goes_only_where_it_is_bound_and_no_form_of_it_comes_back,
 );
+
+/// A secret bound to one destination is put in place only in requests to it: another
+/// destination the kind may reach gets the placeholder as the guest wrote it, so it has
+/// nothing to echo. From the bound one, every form a probe rebuilt the value from comes
+/// back as the placeholder: gzip-, zlib- and raw-deflate-encoded bodies (decoded by the
+/// host), percent-encoded, JSON- and HTML-escaped, base64 of `Bearer value` and of a
+/// `Basic` credential; a body in an encoding the host cannot decode is refused.
+async fn a_secret_goes_only_where_it_is_bound_and_no_form_of_it_comes_back(backend: Backend) {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    const VALUE: &str = "sk_live_Bound\"7Hq\\2vX<9>&'p";
+    let encode = |kind: &str, text: &str| -> Vec<u8> {
+        let compress = flate2::Compression::default();
+        match kind {
+            "gzip" => {
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), compress);
+                e.write_all(text.as_bytes()).expect("gzip");
+                e.finish().expect("gzip")
+            }
+            "zlib" => {
+                let mut e = flate2::write::ZlibEncoder::new(Vec::new(), compress);
+                e.write_all(text.as_bytes()).expect("zlib");
+                e.finish().expect("zlib")
+            }
+            _ => {
+                let mut e = flate2::write::DeflateEncoder::new(Vec::new(), compress);
+                e.write_all(text.as_bytes()).expect("deflate");
+                e.finish().expect("deflate")
+            }
+        }
+    };
+    let bound = TestServer::start(move |seen, _| {
+        let value = seen.header("authorization").unwrap_or_default().trim_start_matches("Bearer ").to_owned();
+        let json = serde_json::to_string(&json!({ "echo": value })).expect("json");
+        let html = value.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
+        let percent: String = value
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { char::from(b).to_string() } else { format!("%{b:02X}") })
+            .collect();
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let text = format!(
+            "json={json} html={html} pct={percent} bearer={} basic={}",
+            b64.encode(format!("Bearer {value}")),
+            b64.encode(format!("user:{value}"))
+        );
+        let with =
+            |encoding: &str, body: Vec<u8>| Reply::With(200, vec![("content-encoding".into(), encoding.into())], body);
+        match seen.target.as_str() {
+            "/gzip" => with("gzip", encode("gzip", &text)),
+            "/zlib" => with("deflate", encode("zlib", &text)),
+            "/raw" => with("deflate", encode("raw", &text)),
+            "/br" => with("br", text.into_bytes()),
+            _ => Reply::Answer(200, text.into_bytes()),
+        }
+    })
+    .await;
+    let other = TestServer::start(|seen, _| {
+        Reply::Answer(200, seen.header("authorization").unwrap_or_default().as_bytes().to_vec())
+    })
+    .await;
+    let (bound_rule, other_rule) = (
+        format!("POST http://127.0.0.1:{}/*", bound.addr.port()),
+        format!("POST http://127.0.0.1:{}/*", other.addr.port()),
+    );
+    let deployment =
+        Deployment::parse(&[bound_rule.clone(), other_rule.clone()], &[format!("stripe@{bound_rule}")], &[], false)
+            .expect("a deployment");
+    let rules = [bound_rule.as_str(), other_rule.as_str()];
+    let (h, engine) =
+        setup(backend, sandbox(&["* http://*:*"], true, OutboundLimits::default()), deployment, &rules).await;
+    engine.tenancy().set_secret(&h.tenant, "stripe", VALUE.as_bytes()).await.expect("secret set");
+    let post = |url: String| {
+        json!({
+            "method": "POST", "url": url,
+            "secret_header": { "secret": "stripe", "header": "authorization", "format": "Bearer {}" },
+        })
+    };
+    let paths = ["/plain", "/gzip", "/zlib", "/raw", "/br"];
+    let mut requests = vec![post(other.url("/anything"))];
+    requests.extend(paths.iter().map(|p| post(bound.url(p))));
+    let (record, output) = run(&h, &engine, json!({ "requests": requests })).await;
+    assert_eq!(record.job.state, JobState::Succeeded, "{output}");
+    let to_other = other.seen()[0].header("authorization").expect("sent").to_owned();
+    assert!(to_other.starts_with("Bearer {{spindle-secret:stripe:") && !to_other.contains("Bound"), "{to_other}");
+    assert!(bound.seen().iter().all(|s| s.header("authorization") == Some(format!("Bearer {VALUE}").as_str())));
+    assert!(bound.seen().iter().all(|s| s.header("accept-encoding") == Some("gzip, deflate")), "only what it decodes");
+    for (i, path) in paths.iter().enumerate() {
+        let response = &output["responses"][i + 1];
+        if *path == "/br" {
+            assert_eq!(response["error"], json!("HTTP-protocol-error"), "an encoding no scrub reads: {response}");
+            continue;
+        }
+        let body = response["body"].as_str().unwrap_or_else(|| panic!("{path}: {response}"));
+        assert_eq!(body.matches("{{spindle-secret:stripe:").count(), 5, "{path}: each form replaced: {body}");
+        assert!(!body.contains("7Hq"), "{path}: {body}");
+    }
+    let everywhere = [serde_json::to_string(&output).expect("output"), database_dump(&h).await];
+    for text in &everywhere {
+        assert!(!text.contains("7Hq"), "a form of the value is kept: {text:.400}");
+    }
+}
+
+/// At `SPINDLE_LOG=debug` the host's log held what a guest printed as wasmtime-wasi saw
+/// it, before the host scrubbed it: a secret value the guest printed was in the log file.
+/// Those events never reach the log now; the guest's line is kept with the placeholder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_a_guest_prints_is_not_in_the_hosts_debug_log() {
+    use spindle_tests::served::Served;
+    const VALUE: &str = "sk_live_Printed7Hq2vX9";
+    let (store, url, files) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let log = files.path.join("host.log");
+    let host = Served::start_logged(&url, &[], "debug", &log);
+    let token = host.tenant("acme");
+    let value_file = files.path.join("value");
+    std::fs::write(&value_file, VALUE).expect("value");
+    let ran = host.cli(Some(&token), &["secret", "set", "stripe", "--file", value_file.to_str().expect("utf-8")]);
+    assert_eq!(ran.code, 0, "secret set: {}", ran.stderr);
+    let hog = spindle_tests::guest_path("hog");
+    let ran = host.cli(
+        Some(&token),
+        &["deploy", "hog", hog.to_str().expect("utf-8"), "--secret", "stripe@https://api.example.com/*"],
+    );
+    assert_eq!(ran.code, 0, "deploy: {}", ran.stderr);
+    let input = json!({ "print": format!("token={VALUE}") }).to_string();
+    let id = host.cli(Some(&token), &["submit", "hog", "--input", &input]).stdout.trim().to_owned();
+    let ran = host.cli(Some(&token), &["wait", &id]);
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let logs = host.cli(Some(&token), &["logs", &id]).stdout;
+    assert!(logs.contains("token={{spindle-secret:stripe:"), "the line is kept with the placeholder: {logs}");
+    let written = std::fs::read_to_string(&log).expect("the host's log");
+    assert!(written.contains("DEBUG"), "the log is at debug");
+    assert!(!written.contains(VALUE), "the value is in the host's log");
+}

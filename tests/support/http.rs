@@ -44,6 +44,8 @@ pub enum Reply {
     Flood,
     /// A status and a body, after a pause.
     Later(Duration, u16, Vec<u8>),
+    /// A status, extra header lines (`name: value`), and a body.
+    With(u16, Vec<(String, String)>, Vec<u8>),
 }
 
 type Answer = Arc<dyn Fn(&Seen, usize) -> Reply + Send + Sync>;
@@ -132,6 +134,16 @@ async fn serve(mut stream: TcpStream, answer: Answer, seen: Arc<Mutex<Vec<Seen>>
         match answer(&request, n) {
             Reply::Answer(status, body) => {
                 let head = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n", body.len());
+                if stream.write_all(head.as_bytes()).await.is_err() || stream.write_all(&body).await.is_err() {
+                    return;
+                }
+            }
+            Reply::With(status, headers, body) => {
+                let mut head = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n", body.len());
+                for (name, value) in headers {
+                    head.push_str(&format!("{name}: {value}\r\n"));
+                }
+                head.push_str("\r\n");
                 if stream.write_all(head.as_bytes()).await.is_err() || stream.write_all(&body).await.is_err() {
                     return;
                 }

@@ -14,7 +14,7 @@
 //! payment-saga FILE --set payments_url=https://payments.example.com`; the outbound
 //! policy must allow it); a step that needs it refuses `payments-url-missing` without
 //! it. Each request is a `POST` of JSON and carries `authorization: Bearer <secret>`
-//! when the tenant set the secret `payments-key` (declared with `--secret payments-key`;
+//! when the tenant set the secret `payments-key` (declared with `--secret payments-key@RULE`;
 //! the host puts the value in, the guest never sees it), no such header otherwise, and
 //! the `Idempotency-Key` the host adds (`<job id>/<step>:1`), the same on every attempt.
 //!

@@ -176,7 +176,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             "payment-saga",
             Deployment::parse(
                 &[format!("POST http://127.0.0.1:{port}/*")],
-                &["payments-key".into()],
+                &[format!("payments-key@POST http://127.0.0.1:{port}/*")],
                 &[format!("payments_url={base}")],
                 false,
             )?,
@@ -185,7 +185,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             "webhook-delivery",
             Deployment::parse(
                 &[format!("POST http://127.0.0.1:{port}/hooks/*")],
-                &["webhook-signing".into()],
+                &[format!("webhook-signing@POST http://127.0.0.1:{port}/hooks/*")],
                 &[],
                 false,
             )?,

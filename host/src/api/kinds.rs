@@ -24,7 +24,8 @@ use crate::capabilities::Deployment;
 #[into_params(parameter_in = Query)]
 pub(super) struct DeployQuery {
     /// A `DeploymentView` as JSON: `{"allow": ["POST https://api.example.com/v1/*"],
-    /// "secrets": ["stripe"], "settings": {"region": "eu"}, "secrets_in_body": false,
+    /// "secrets": ["stripe@POST https://api.example.com/v1/*"], "settings": {"region": "eu"},
+    /// "secrets_in_body": false,
     /// "record": "lean"}`.
     deployment: Option<String>,
     /// Seconds to wait for the compile before answering `202` (default 2, at most 120;

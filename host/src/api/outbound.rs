@@ -78,7 +78,7 @@ async fn tenant_outbound(state: &ApiState, tenant: TenantId) -> Result<Json<Tena
 /// Set a secret
 ///
 /// The body is the value (UTF-8, at most 16 KiB). It is sealed with the host's key before
-/// it is stored and never shown again; steps of kinds deployed with `--secret NAME` use it
+/// it is stored and never shown again; steps of kinds deployed with `--secret NAME@RULE` use it
 /// from their next call, through placeholders the host replaces in allowed requests.
 #[utoipa::path(
     put,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use spindle_runtime::outbound::{Capabilities, Rules, Secret};
 
 use super::{Engine, EngineError};
-use crate::capabilities::{Deployment, MAX_SECRET_BYTES, SecretKey, is_valid_name};
+use crate::capabilities::{Deployment, MAX_SECRET_BYTES, MIN_SECRET_BYTES, SecretKey, is_valid_name};
 use crate::store::{JobRecord, SecretInfo, TenantId};
 
 impl Engine {
@@ -49,6 +49,7 @@ impl Engine {
             kind_rules: Rules(deployment.allow.clone()),
             settings: deployment.settings.clone(),
             secrets,
+            bindings: deployment.bindings.iter().map(|(name, rules)| (name.clone(), Rules(rules.clone()))).collect(),
             secrets_in_body: deployment.secrets_in_body,
         }))
     }
@@ -68,8 +69,11 @@ impl super::Tenancy<'_> {
                 "invalid secret name {name:?}: 1-64 characters of a-z, A-Z, 0-9, '-', '_' or '.'"
             )));
         }
-        if value.is_empty() || value.len() > MAX_SECRET_BYTES {
-            return Err(EngineError::Invalid(format!("a secret's value is 1 to {MAX_SECRET_BYTES} bytes")));
+        if value.len() < MIN_SECRET_BYTES || value.len() > MAX_SECRET_BYTES {
+            return Err(EngineError::Invalid(format!(
+                "a secret's value is {MIN_SECRET_BYTES} to {MAX_SECRET_BYTES} bytes: a shorter one could be guessed \
+                 through a destination that answers differently when it sees it"
+            )));
         }
         if std::str::from_utf8(value).is_err() {
             return Err(EngineError::Invalid("a secret's value must be UTF-8 text".into()));

@@ -77,7 +77,9 @@ pub struct VersionView {
 pub struct DeploymentView {
     /// Outbound rules (`METHOD scheme://host[:port]/path`): the kind's layer of the policy.
     pub allow: Vec<String>,
-    /// The tenant secrets its steps may use (names only).
+    /// The tenant secrets its steps may use, each bound to a destination it may be sent
+    /// to: `NAME@RULE`, a name once per destination (a secret deployed before bindings
+    /// shows as its name alone, and may go wherever `allow` reaches).
     pub secrets: Vec<String>,
     /// Its settings (`config.get`).
     pub settings: std::collections::BTreeMap<String, String>,

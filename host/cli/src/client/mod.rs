@@ -62,8 +62,10 @@ pub enum ClientCommand {
         /// An outbound rule, `METHOD scheme://host[:port]/path` (`*` wildcards); repeatable.
         #[arg(long = "allow", value_name = "RULE")]
         allow: Vec<String>,
-        /// A tenant secret the kind's steps may use; repeatable.
-        #[arg(long = "secret", value_name = "NAME")]
+        /// A tenant secret the kind's steps may use, bound to a destination it may be sent
+        /// to (`NAME@RULE`, e.g. `stripe@POST https://api.stripe.com/v1/*`); repeatable,
+        /// once per destination.
+        #[arg(long = "secret", value_name = "NAME@RULE")]
         secrets: Vec<String>,
         /// A setting the steps read with `config.get`, `NAME=VALUE`; repeatable.
         #[arg(long = "set", value_name = "NAME=VALUE")]

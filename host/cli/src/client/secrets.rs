@@ -13,7 +13,7 @@ use spindle::api::views::{SecretList, SecretView};
 #[derive(Clone, Debug, clap::Subcommand)]
 pub enum SecretCommand {
     /// Set a secret from standard input (or `--file`); kinds deployed with
-    /// `--secret NAME` use the new value from their next step, with no redeploy.
+    /// `--secret NAME@RULE` use the new value from their next step, with no redeploy.
     Set {
         /// Its name.
         name: String,

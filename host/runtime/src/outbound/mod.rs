@@ -7,6 +7,7 @@
 //! placeholders, add an `Idempotency-Key`. Then [`send`] resolves the host, refuses
 //! blocked addresses, connects to an address it checked and bounds every phase.
 
+mod decode;
 pub mod policy;
 pub(crate) mod redact;
 mod send;
@@ -48,8 +49,21 @@ pub struct Capabilities {
     pub settings: BTreeMap<String, String>,
     /// The secrets the deployment declared that the tenant has set, by name.
     pub secrets: BTreeMap<String, Secret>,
+    /// Where each secret may be sent: its value goes only into requests one of its rules
+    /// allows, and every other destination gets its placeholder as the guest wrote it
+    /// (so no other destination can echo it back). A secret with no entry (a deployment
+    /// from before bindings) may go wherever the deployment's own rules allow.
+    pub bindings: BTreeMap<String, Rules>,
     /// Whether secrets are put in place in request bodies too (else headers only).
     pub secrets_in_body: bool,
+}
+
+impl Capabilities {
+    /// Whether secret `name` may be put into a request to `target` (which the policy
+    /// allowed).
+    pub fn bound_to(&self, name: &str, target: &Target) -> bool {
+        self.bindings.get(name).is_none_or(|rules| rules.allow(target))
+    }
 }
 
 /// Bounds on outbound requests. Each phase is also inside the step's own deadline.
@@ -404,10 +418,11 @@ impl Outbound {
         calls
     }
 
-    /// `text` with every secret placeholder replaced by its value.
-    fn reveal(&self, text: &[u8]) -> Option<Vec<u8>> {
+    /// `text` with the placeholder of every secret bound to `target` replaced by its
+    /// value (others stay as written).
+    fn reveal(&self, text: &[u8], target: &Target) -> Option<Vec<u8>> {
         let mut out: Option<Vec<u8>> = None;
-        for (name, secret) in &self.caps.secrets {
+        for (name, secret) in self.caps.secrets.iter().filter(|(name, _)| self.caps.bound_to(name, target)) {
             if let Some(placeholder) = self.placeholder(name) {
                 let current = out.as_deref().unwrap_or(text);
                 if let Some(replaced) = replace(current, placeholder.as_bytes(), secret.0.as_bytes()) {
@@ -501,9 +516,10 @@ impl WasiHttpHooks for Outbound {
         if let Err(denial) = self.policy().check(&target) {
             return deny(&entry, denial.as_str(), request.into_body());
         }
-        // Allowed: secrets go in place, in headers only unless the kind opted in.
+        // Allowed: secrets bound to this destination go in place, in headers only unless
+        // the kind opted in.
         for value in request.headers_mut().values_mut() {
-            if let Some(revealed) = self.reveal(value.as_bytes())
+            if let Some(revealed) = self.reveal(value.as_bytes(), &target)
                 && let Ok(revealed) = HeaderValue::from_bytes(&revealed)
             {
                 let mut revealed = revealed;
@@ -520,11 +536,16 @@ impl WasiHttpHooks for Outbound {
             self.caps
                 .secrets
                 .iter()
+                .filter(|(name, _)| self.caps.bound_to(name, &target))
                 .filter_map(|(name, s)| Some((self.placeholder(name)?.into_bytes(), s.0.as_bytes().to_vec())))
                 .collect()
         });
-        // What a destination echoes back reaches the guest as the placeholders it holds.
+        // What a destination echoes back reaches the guest as the placeholders it holds,
+        // decoded first: only encodings the host decodes are asked for.
         let redactions = self.redactions();
+        if redactions.is_some() {
+            request.headers_mut().insert(http::header::ACCEPT_ENCODING, HeaderValue::from_static(decode::ACCEPTED));
+        }
         let job = send::Job {
             shared: self.shared.clone(),
             tenant: self.caps.tenant.clone(),
@@ -592,7 +613,8 @@ mod tests {
         assert!(!placeholder.contains("s3cr3t"));
         assert_eq!(hook.placeholder("other"), None);
         let header = format!("Bearer {placeholder}");
-        assert_eq!(hook.reveal(header.as_bytes()).as_deref(), Some(&b"Bearer s3cr3t"[..]));
+        let target = Target::new("GET", "https", "api.example.com", "/").expect("a target");
+        assert_eq!(hook.reveal(header.as_bytes(), &target).as_deref(), Some(&b"Bearer s3cr3t"[..]));
         assert_eq!(format!("{:?}", Secret("s3cr3t".into())), "Secret(…)");
     }
 

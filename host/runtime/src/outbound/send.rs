@@ -17,6 +17,7 @@ use tokio::time::Sleep;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
+use super::decode::{Decoded, Encoding};
 use super::redact::{Redacted, Redactions};
 use super::{Entry, Shared, Target, revealed_body};
 
@@ -133,7 +134,15 @@ async fn send_checked(mut request: http::Request<WasiBody>, job: Job) -> Result<
     }
     let entry = job.entry.clone();
     let mut response = response;
+    // A step with secrets reads a body the host decoded (and scrubbed); one in an
+    // encoding the host cannot decode is refused, since no scrub could read it.
+    let mut encoding = Encoding::Identity;
     if let Some(redactions) = &job.redactions {
+        encoding =
+            Encoding::of(response.headers().get(http::header::CONTENT_ENCODING)).ok_or(Error::HttpProtocolError)?;
+        if encoding != Encoding::Identity {
+            response.headers_mut().remove(http::header::CONTENT_ENCODING);
+        }
         redactions.headers(response.headers_mut());
     }
     let redactions = job.redactions.clone();
@@ -148,9 +157,13 @@ async fn send_checked(mut request: http::Request<WasiBody>, job: Job) -> Result<
             entry,
             _slots: (process_slot, tenant_slot),
         };
+        let body = match encoding {
+            Encoding::Identity => guarded.boxed_unsync(),
+            encoding => Decoded::new(guarded.boxed_unsync(), encoding, cap).boxed_unsync(),
+        };
         match redactions {
-            Some(redactions) => Redacted::new(guarded.boxed_unsync(), redactions).boxed_unsync(),
-            None => guarded.boxed_unsync(),
+            Some(redactions) => Redacted::new(body, redactions).boxed_unsync(),
+            None => body,
         }
     });
     let worker = async move {

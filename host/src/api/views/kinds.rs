@@ -39,7 +39,16 @@ impl From<&Deployment> for DeploymentView {
     fn from(d: &Deployment) -> Self {
         Self {
             allow: d.allow.iter().map(ToString::to_string).collect(),
-            secrets: d.secrets.clone(),
+            // As they are declared: each secret once per destination it is bound to (one
+            // stored before bindings, by its name alone).
+            secrets: d
+                .secrets
+                .iter()
+                .flat_map(|name| match d.bindings.get(name) {
+                    Some(rules) => rules.iter().map(|rule| format!("{name}@{rule}")).collect::<Vec<_>>(),
+                    None => vec![name.clone()],
+                })
+                .collect(),
             settings: d.settings.clone(),
             secrets_in_body: d.secrets_in_body,
             max_running: d.max_running,

@@ -1,6 +1,6 @@
 //! Kind `hog`: one step that makes the host allocate on its behalf as its input says —
 //! `wasi:random` draws (`draw` bytes, `times` over), a log line of `log` bytes, an output
-//! of `output` bytes — then completes with what got through. For the host's tests of
+//! of `output` bytes, a line `print`ed to stdout — then completes with what got through. For the host's tests of
 //! what a guest may make it hold: each such host call is capped, and a draw over the cap
 //! ends the step as a fault instead of growing the host.
 
@@ -25,6 +25,8 @@ struct Plan {
     log: usize,
     /// Bytes of the output (0: `{}` and the counts).
     output: usize,
+    /// A line to print to stdout.
+    print: Option<String>,
 }
 
 impl Kind for Hog {
@@ -42,6 +44,9 @@ impl Kind for Hog {
                 wasip2::random::random::get_random_bytes(plan.draw)
             };
             drawn += black_box(bytes).len() as u64;
+        }
+        if let Some(line) = &plan.print {
+            println!("{line}");
         }
         if plan.log > 0 {
             log::info(&"l".repeat(plan.log));
