@@ -114,4 +114,22 @@ mod tests {
         let output: serde_json::Value = serde_json::from_slice(output).unwrap();
         assert_eq!(output["token"], PLACEHOLDER, "the output is still the same JSON, the value replaced");
     }
+
+    /// A value holding `"` or `\\` is escaped in a JSON output: that form is replaced too
+    /// (it was stored as the guest wrote it).
+    #[test]
+    fn a_value_a_json_output_escapes_is_replaced_as_escaped() {
+        const QUOTED: &str = r#"sk_"quoted\value_7Hq2"#;
+        let redactions = Redactions::new([(QUOTED, PLACEHOLDER.to_owned())]).unwrap();
+        let output = serde_json::to_vec(&serde_json::json!({ "token": QUOTED })).unwrap();
+        let mut call = StepCall {
+            run: StepRun::Outcome(GuestOutcome::Complete(output)),
+            stderr: None,
+            lines: vec![],
+        };
+        step_call(&redactions, &mut call);
+        let StepRun::Outcome(GuestOutcome::Complete(output)) = &call.run else { unreachable!() };
+        let output: serde_json::Value = serde_json::from_slice(output).unwrap();
+        assert_eq!(output["token"], PLACEHOLDER, "{output}");
+    }
 }
