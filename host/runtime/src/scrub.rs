@@ -122,11 +122,7 @@ mod tests {
         const QUOTED: &str = r#"sk_"quoted\value_7Hq2"#;
         let redactions = Redactions::new([(QUOTED, PLACEHOLDER.to_owned())]).unwrap();
         let output = serde_json::to_vec(&serde_json::json!({ "token": QUOTED })).unwrap();
-        let mut call = StepCall {
-            run: StepRun::Outcome(GuestOutcome::Complete(output)),
-            stderr: None,
-            lines: vec![],
-        };
+        let mut call = StepCall { run: StepRun::Outcome(GuestOutcome::Complete(output)), stderr: None, lines: vec![] };
         step_call(&redactions, &mut call);
         let StepRun::Outcome(GuestOutcome::Complete(output)) = &call.run else { unreachable!() };
         let output: serde_json::Value = serde_json::from_slice(output).unwrap();

@@ -656,6 +656,104 @@ mod tests {
         }
     }
 
+    /// A hook whose every layer allows loopback, for tenant `t` with one connection slot,
+    /// the whole-request limit `limit`, and secret `tok` put in bodies too.
+    fn lab(limit: Duration) -> (Outbound, Arc<Shared>) {
+        let rules = Rules::parse(&["* http://127.0.0.1:*"]).expect("rules");
+        let config = OutboundConfig {
+            operator: OperatorPolicy {
+                allow: rules.clone(),
+                block_private: true,
+                allow_cidrs: vec!["127.0.0.0/8".parse().expect("cidr")],
+            },
+            limits: OutboundLimits {
+                response_timeout: limit,
+                max_connections_per_tenant: 1,
+                ..OutboundLimits::default()
+            },
+        };
+        let shared = Arc::new(Shared::new(config));
+        let mut caps = Capabilities {
+            tenant: "t".into(),
+            tenant_rules: rules.clone(),
+            kind_rules: rules,
+            secrets_in_body: true,
+            ..Capabilities::default()
+        };
+        caps.secrets.insert("tok".into(), Secret("value-1234567890".into()));
+        let hook =
+            Outbound::new(shared.clone(), Arc::new(caps), "j/s".into(), None, Instant::now() + Duration::from_secs(60));
+        (hook, shared)
+    }
+
+    /// A body the host puts secrets into was read without a limit after the connection
+    /// and its slots were taken: a guest that never finished it held both. It is read
+    /// first now, within the whole-request limit, and nothing connects.
+    #[tokio::test]
+    async fn a_body_the_guest_never_finishes_holds_no_connection_and_ends_at_the_limit() {
+        use http_body_util::BodyExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counting = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                counting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::mem::forget(stream);
+            }
+        });
+        let (mut hook, shared) = lab(Duration::from_millis(300));
+        let (_tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
+        let request = http::Request::builder()
+            .method("POST")
+            .uri(format!("http://{addr}/hook"))
+            .body(Chunks(rx).boxed_unsync())
+            .expect("a request");
+        let answer = tokio::time::timeout(
+            Duration::from_secs(10),
+            std::pin::Pin::from(hook.send_request(request, None, Box::new(async { Ok(()) }))),
+        )
+        .await
+        .expect("the request ends at its limit");
+        assert!(matches!(answer, Err(Error::HttpResponseTimeout)), "{:?}", answer.err());
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing connected");
+        assert_eq!(shared.tenant_connections("t").available_permits(), 1, "the tenant's slot is free");
+    }
+
+    /// A response the guest never reads kept its connection's slots until its step
+    /// ended. They go back at the whole-request limit now, read or not.
+    #[tokio::test]
+    async fn a_response_the_guest_never_reads_gives_its_slot_back_at_the_limit() {
+        use http_body_util::BodyExt;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut head = [0u8; 1024];
+                    let _ = stream.read(&mut head).await;
+                    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\nsome").await;
+                    std::future::pending::<()>().await;
+                });
+            }
+        });
+        let (mut hook, shared) = lab(Duration::from_millis(300));
+        let request = http::Request::builder()
+            .method("GET")
+            .uri(format!("http://{addr}/slow"))
+            .body(http_body_util::Empty::new().map_err(|n| match n {}).boxed_unsync())
+            .expect("a request");
+        let (response, _worker) = std::pin::Pin::from(hook.send_request(request, None, Box::new(async { Ok(()) })))
+            .await
+            .expect("a response head");
+        assert_eq!(shared.tenant_connections("t").available_permits(), 0, "the slot is held while it may be read");
+        let slot = tokio::time::timeout(Duration::from_secs(10), shared.tenant_connections("t").acquire_owned())
+            .await
+            .expect("the slot goes back at the limit, the body unread");
+        drop((slot, response));
+    }
+
     #[test]
     fn a_resumed_call_numbers_its_requests_apart() {
         let shared = Arc::new(Shared::new(OutboundConfig::default()));

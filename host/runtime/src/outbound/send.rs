@@ -54,6 +54,20 @@ fn bounded(asked: Option<Duration>, limit: Duration) -> Duration {
 
 async fn send_checked(mut request: http::Request<WasiBody>, job: Job) -> Result<Sent, Error> {
     let limits = &job.shared.config.limits;
+    // A body the host puts secrets into is read whole first, before any slot or
+    // connection is taken, and within the whole-request limit: a guest that never
+    // finishes it held the destination's connections and its tenant's slots for as long
+    // as it liked.
+    if let Some(secrets) = &job.body_secrets {
+        // The length changes with the values put in place; hyper sets it from the body.
+        request.headers_mut().remove(http::header::CONTENT_LENGTH);
+        let body =
+            std::mem::replace(request.body_mut(), http_body_util::Empty::new().map_err(|n| match n {}).boxed_unsync());
+        let within = limits.response_timeout.min(job.deadline.saturating_duration_since(Instant::now()));
+        *request.body_mut() = tokio::time::timeout(within, revealed_body(body, secrets, limits.max_request_body_bytes))
+            .await
+            .map_err(|_| Error::HttpResponseTimeout)??;
+    }
     // The wait for a slot has its own limit (and the step's deadline), and counts toward
     // none of the request's own.
     let slots_by = tokio::time::Instant::now()
@@ -105,13 +119,6 @@ async fn send_checked(mut request: http::Request<WasiBody>, job: Job) -> Result<
     let driver = tokio::spawn(connection);
     let stop_driver = AbortOnDrop(driver.abort_handle());
 
-    if let Some(secrets) = &job.body_secrets {
-        // The length changes with the values put in place; hyper sets it from the body.
-        request.headers_mut().remove(http::header::CONTENT_LENGTH);
-        let body =
-            std::mem::replace(request.body_mut(), http_body_util::Empty::new().map_err(|n| match n {}).boxed_unsync());
-        *request.body_mut() = revealed_body(body, secrets, limits.max_request_body_bytes).await?;
-    }
     // Origin form on the wire: the scheme and authority went into the connection, and the
     // path is the normalised one the rules matched, not the one the guest wrote.
     let path = job.target.path_and_query();
@@ -146,6 +153,17 @@ async fn send_checked(mut request: http::Request<WasiBody>, job: Job) -> Result<
         redactions.headers(response.headers_mut());
     }
     let redactions = job.redactions.clone();
+    // The slots and the connection end with the body, or at the whole-request limit
+    // whether or not the guest reads it: a response the guest never read kept both.
+    let (body_done, body_dropped) = tokio::sync::oneshot::channel::<()>();
+    let connection = driver.abort_handle();
+    tokio::spawn(async move {
+        let _slots = (process_slot, tenant_slot);
+        tokio::select! {
+            () = tokio::time::sleep_until(ends_at) => connection.abort(),
+            _ = body_dropped => {}
+        }
+    });
     let response = response.map(move |incoming| {
         let guarded = Guarded {
             incoming,
@@ -155,7 +173,7 @@ async fn send_checked(mut request: http::Request<WasiBody>, job: Job) -> Result<
             cap,
             seen: 0,
             entry,
-            _slots: (process_slot, tenant_slot),
+            _slots: body_done,
         };
         let body = match encoding {
             Encoding::Identity => guarded.boxed_unsync(),
@@ -249,7 +267,8 @@ struct Guarded {
     cap: u64,
     seen: u64,
     entry: Arc<Entry>,
-    _slots: (tokio::sync::OwnedSemaphorePermit, tokio::sync::OwnedSemaphorePermit),
+    /// Dropped with the body: its connection's slots go back then (or at the limit).
+    _slots: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Body for Guarded {
