@@ -10,6 +10,7 @@ use spindle_tests::served::Served;
 on_both_backends!(
     a_bulk_cancel_killed_midway_acts_on_each_job_once_and_the_next_finishes_the_rest,
     an_operator_reads_a_tenants_jobs_only_where_the_host_allows_it_and_each_read_is_audited,
+    the_audit_trail_pages_filters_and_keeps_what_the_operator_did_with_the_tenants_tokens,
 );
 
 /// The API as one token.
@@ -223,7 +224,107 @@ async fn an_operator_reads_a_tenants_jobs_only_where_the_host_allows_it_and_each
     for what in ["GET /v1/jobs", &format!("GET /v1/jobs/{job}/logs") as &str, "GET /v1/kinds"] {
         assert!(read_of(what).is_some(), "{what}: {operations}");
     }
-    let (_, theirs) = Api { host: &open, token: &other, tenant_header: None }.get("/v1/operations").await;
+    let (_, theirs) =
+        Api { host: &open, token: &other, tenant_header: None }.get("/v1/operations?action=operator-read").await;
     assert_eq!(theirs["operations"].as_array().map(Vec::len), Some(0), "{theirs}");
     open.terminate();
+}
+
+/// Every entry of an audit trail, following its pages (`limit` each), with `filter`.
+async fn whole_trail(api: &Api<'_>, filter: &str, limit: usize) -> Vec<Value> {
+    let (mut all, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v1/operations?limit={limit}&{filter}&cursor={c}"),
+            None => format!("/v1/operations?limit={limit}&{filter}"),
+        };
+        let (status, page) = api.get(&path).await;
+        assert_eq!(status, 200, "{path}: {page}");
+        let entries = page["operations"].as_array().unwrap();
+        assert!(entries.len() <= limit);
+        all.extend(entries.iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return all,
+        }
+    }
+}
+
+/// The trail answered its newest 100 entries and no more: 101 reads of made-up job ids
+/// pushed a tenant's own bulk operation out of sight. It pages now and filters by actor,
+/// kind of entry and time. The operator could mint a tenant token and read and cancel with
+/// it, with nothing in the tenant's trail: minting, revoking and every use of a token the
+/// operator minted are there now (the tenant's first token, made with it, is named as
+/// such), and an operator's read keeps its query.
+async fn the_audit_trail_pages_filters_and_keeps_what_the_operator_did_with_the_tenants_tokens(backend: Backend) {
+    let (store, url, _scratch) = spindle_tests::harness::fresh_store(backend).await;
+    drop(store);
+    let host = Served::start(&url, &["--operator-reads-tenants"]);
+    let token = host.tenant("acme");
+    let path = spindle_tests::guest_path("noop");
+    assert_eq!(host.cli(Some(&token), &["deploy", "noop", path.to_str().unwrap()]).code, 0);
+    submit_later(&host, &token, "noop", "later-", 2);
+    let tenant = Api { host: &host, token: &token, tenant_header: None };
+    let (status, started) =
+        tenant.post("/v1/jobs/bulk", &json!({ "action": "cancel", "filter": { "q": "later-" } })).await;
+    assert_eq!(status, 202, "{started}");
+    let bulk = started["operation"]["id"].as_str().unwrap().to_owned();
+
+    // The operator reads 101 made-up jobs, and searches.
+    let operator = Api { host: &host, token: &host.operator, tenant_header: Some("acme") };
+    for n in 0..101 {
+        operator.get(&format!("/v1/jobs/00000000-0000-7000-8000-{n:012}")).await;
+    }
+    assert_eq!(operator.get("/v1/jobs?q=invoice-4711&state=failed").await.0, 200);
+    // It mints a token for the tenant, uses it, and revokes it.
+    let minted = host.cli(Some(&host.operator), &["tenant", "token", "acme", "--json"]).json()["token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    let impostor = Api { host: &host, token: &minted, tenant_header: None };
+    assert_eq!(impostor.get("/v1/jobs?state=pending").await.0, 200);
+    let listed = host.cli(Some(&host.operator), &["token", "list", "--tenant", "acme", "--json"]).json();
+    let minted_id = listed["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["minted_by"] == "operator")
+        .and_then(|t| t["id"].as_str())
+        .expect("the minted token, listed as the operator's")
+        .to_owned();
+    assert_eq!(host.cli(Some(&host.operator), &["token", "revoke", &minted_id]).code, 0);
+
+    let all = whole_trail(&tenant, "", 40).await;
+    assert!(all.len() > 104, "{} entries", all.len());
+    assert!(all.iter().any(|o| o["id"] == bulk.as_str()), "the bulk operation is still in the trail");
+    let times: Vec<&str> = all.iter().map(|o| o["created_at"].as_str().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first, across pages");
+    let ids: std::collections::BTreeSet<&str> = all.iter().map(|o| o["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), all.len(), "no entry on two pages");
+
+    let cancels = whole_trail(&tenant, "action=cancel-jobs", 10).await;
+    assert_eq!(cancels.iter().map(|o| o["id"].as_str().unwrap()).collect::<Vec<_>>(), [bulk.as_str()]);
+    let reads = whole_trail(&tenant, "actor=operator&action=operator-read", 1000).await;
+    assert!(reads.iter().any(|o| o["filter"]["read"] == "GET /v1/jobs?q=invoice-4711&state=failed"), "the query");
+    let minting = whole_trail(&tenant, "action=token-minted", 100).await;
+    let minted_by: Vec<&str> = minting.iter().map(|o| o["filter"]["minted_by"].as_str().unwrap()).collect();
+    assert_eq!(minted_by, ["operator", "creation"], "{minting:?}");
+    let uses = whole_trail(&tenant, "action=operator-token-use", 100).await;
+    assert_eq!(uses.len(), 1, "{uses:?}");
+    assert_eq!(uses[0]["filter"]["read"], "GET /v1/jobs?state=pending");
+    assert_eq!(uses[0]["actor"], format!("operator-token:{minted_id}"));
+    let revoked = whole_trail(&tenant, "action=token-revoked", 100).await;
+    assert_eq!(
+        revoked.iter().map(|o| o["filter"]["token"].as_str().unwrap()).collect::<Vec<_>>(),
+        [minted_id.as_str()]
+    );
+    // The tenant's own requests with its own token leave no such entry.
+    assert!(all.iter().all(|o| !o["actor"].as_str().unwrap().contains(&token[..8])));
+    // Time bounds.
+    let created = all.iter().find(|o| o["id"] == bulk.as_str()).unwrap()["created_at"].as_str().unwrap().to_owned();
+    let until = whole_trail(&tenant, &format!("until={}", created.replace('+', "%2B")), 100).await;
+    assert!(until.iter().all(|o| o["created_at"].as_str().unwrap() < created.as_str()), "before it");
+    let (status, bad) = tenant.get("/v1/operations?cursor=garbage").await;
+    assert_eq!((status, bad["error"]["code"].as_str()), (400, Some("invalid-request")));
+    host.terminate();
 }

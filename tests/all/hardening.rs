@@ -45,7 +45,8 @@ async fn hosts_starting_together_register_one_operator_token(backend: Backend) {
     for start in starts {
         start.await.unwrap().expect("every host registers the token");
     }
-    let (tenant, role) = engines[0].tenancy().authenticate(token).await.unwrap().expect("the token is known");
+    let presented = engines[0].tenancy().authenticate(token).await.unwrap().expect("the token is known");
+    let (tenant, role) = (presented.tenant, presented.role);
     assert_eq!((tenant, role), (None, Role::Operator));
 }
 
@@ -544,10 +545,14 @@ async fn an_expired_token_is_refused(backend: Backend) {
     let host = Arc::new(spindle::host::Host::open_with_clock(config, Arc::new(clock.clone())).await.expect("a host"));
     let (_, lasting) = host.engine.tenancy().create_tenant("acme").await.unwrap();
     let acme = TokenScope::Tenant(TenantId("acme".into()));
-    let (info, short) =
-        host.engine.tenancy().create_token(&acme, Some("short-lived"), Some(Duration::from_secs(60))).await.unwrap();
+    let (info, short) = host
+        .engine
+        .tenancy()
+        .create_token(&acme, Some("short-lived"), Some(Duration::from_secs(60)), &acme)
+        .await
+        .unwrap();
     assert_eq!(info.expires_at, Some(clock.now().plus(Duration::from_secs(60))));
-    let zero = host.engine.tenancy().create_token(&acme, None, Some(Duration::ZERO)).await;
+    let zero = host.engine.tenancy().create_token(&acme, None, Some(Duration::ZERO), &acme).await;
     assert!(matches!(zero, Err(EngineError::Invalid(_))), "a token born expired: {zero:?}");
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -683,27 +688,44 @@ async fn the_configured_operator_token_rotates_and_a_retired_one_stays_retired(b
     let engine = h.engine();
     engine.tenancy().register_operator_token("spt_a").await.unwrap();
     engine.tenancy().register_operator_token("spt_a").await.expect("registering it again changes nothing");
-    assert_eq!(engine.tenancy().authenticate("spt_a").await.unwrap(), Some((None, Role::Operator)));
-    let (_, made) = engine.tenancy().create_token(&TokenScope::Operator, Some("deploys"), None).await.unwrap();
+    assert_eq!(
+        engine.tenancy().authenticate("spt_a").await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((None, Role::Operator))
+    );
+    let (_, made) = engine
+        .tenancy()
+        .create_token(&TokenScope::Operator, Some("deploys"), None, &TokenScope::Operator)
+        .await
+        .unwrap();
 
     engine.tenancy().register_operator_token("spt_b").await.unwrap();
-    assert_eq!(engine.tenancy().authenticate("spt_a").await.unwrap(), None, "the old one is retired");
-    assert_eq!(engine.tenancy().authenticate("spt_b").await.unwrap(), Some((None, Role::Operator)));
     assert_eq!(
-        engine.tenancy().authenticate(&made).await.unwrap(),
+        engine.tenancy().authenticate("spt_a").await.unwrap().map(|p| (p.tenant, p.role)),
+        None,
+        "the old one is retired"
+    );
+    assert_eq!(
+        engine.tenancy().authenticate("spt_b").await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((None, Role::Operator))
+    );
+    assert_eq!(
+        engine.tenancy().authenticate(&made).await.unwrap().map(|p| (p.tenant, p.role)),
         Some((None, Role::Operator)),
         "a created one is kept"
     );
 
     let back = engine.tenancy().register_operator_token("spt_a").await;
     assert!(matches!(back, Err(EngineError::Invalid(_))), "a retired token is not brought back: {back:?}");
-    assert_eq!(engine.tenancy().authenticate("spt_a").await.unwrap(), None);
+    assert_eq!(engine.tenancy().authenticate("spt_a").await.unwrap().map(|p| (p.tenant, p.role)), None);
     assert_eq!(
-        engine.tenancy().authenticate("spt_b").await.unwrap(),
+        engine.tenancy().authenticate("spt_b").await.unwrap().map(|p| (p.tenant, p.role)),
         Some((None, Role::Operator)),
         "nor the rotation undone"
     );
-    let named = engine.tenancy().create_token(&TokenScope::Operator, Some(CONFIGURED_OPERATOR_TOKEN), None).await;
+    let named = engine
+        .tenancy()
+        .create_token(&TokenScope::Operator, Some(CONFIGURED_OPERATOR_TOKEN), None, &TokenScope::Operator)
+        .await;
     assert!(matches!(named, Err(EngineError::Invalid(_))), "a created token cannot pass for a configured one");
 }
 

@@ -1,7 +1,7 @@
 //! Tenants and API tokens: tokens resolve to their tenant and role while they work (neither
 //! revoked nor expired), list by tenant, and are revoked within a tenant only.
 
-use spindle::store::{Backend, Role, StoreError, Tenant, TenantId, TokenInfo, token_id};
+use spindle::store::{Backend, MintedBy, Role, StoreError, Tenant, TenantId, TokenInfo, token_id};
 use spindle::tokens::hash;
 use spindle_core::Timestamp;
 
@@ -26,15 +26,40 @@ async fn tenants_are_unique_and_tokens_resolve_to_tenant_and_role(backend: Backe
     assert_eq!(db.tenant(&TenantId("initech".into())).await.unwrap(), None);
     assert_eq!(db.tenants().await.unwrap(), vec![created, globex.clone()]);
 
-    assert!(db.add_token("sha256:tenant-token", Some(&acme()), Role::Tenant, "ci", None, at(3_000)).await.unwrap());
-    assert!(db.add_token("sha256:operator-token", None, Role::Operator, "ops", None, at(3_000)).await.unwrap());
-    let deploy = db.add_token("sha256:globex-token", Some(&globex.id), Role::Tenant, "deploy", None, at(3_000));
+    assert!(
+        db.add_token("sha256:tenant-token", Some(&acme()), Role::Tenant, "ci", None, MintedBy::Tenant, at(3_000))
+            .await
+            .unwrap()
+    );
+    assert!(
+        db.add_token("sha256:operator-token", None, Role::Operator, "ops", None, MintedBy::Tenant, at(3_000))
+            .await
+            .unwrap()
+    );
+    let deploy = db.add_token(
+        "sha256:globex-token",
+        Some(&globex.id),
+        Role::Tenant,
+        "deploy",
+        None,
+        MintedBy::Tenant,
+        at(3_000),
+    );
     assert!(deploy.await.unwrap());
 
     let now = at(4_000);
-    assert_eq!(db.token("sha256:tenant-token", now).await.unwrap(), Some((Some(acme()), Role::Tenant)));
-    assert_eq!(db.token("sha256:operator-token", now).await.unwrap(), Some((None, Role::Operator)));
-    assert_eq!(db.token("sha256:globex-token", now).await.unwrap(), Some((Some(globex.id), Role::Tenant)));
+    assert_eq!(
+        db.token("sha256:tenant-token", now).await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((Some(acme()), Role::Tenant))
+    );
+    assert_eq!(
+        db.token("sha256:operator-token", now).await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((None, Role::Operator))
+    );
+    assert_eq!(
+        db.token("sha256:globex-token", now).await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((Some(globex.id), Role::Tenant))
+    );
     assert_eq!(db.token("sha256:unknown", now).await.unwrap(), None);
 }
 
@@ -55,6 +80,7 @@ fn info(
         created_at: at(created),
         expires_at: expires,
         revoked_at: None,
+        minted_by: MintedBy::Tenant,
     }
 }
 
@@ -63,16 +89,30 @@ async fn tokens_expire_list_by_tenant_and_are_revoked_within_it(backend: Backend
     db.create_tenant("acme", at(0)).await.unwrap();
     db.create_tenant("globex", at(0)).await.unwrap();
     let (ci, deploy, ops, rival) = (hash("spt_ci"), hash("spt_deploy"), hash("spt_ops"), hash("spt_rival"));
-    assert!(db.add_token(&ci, Some(&acme()), Role::Tenant, "ci", None, at(1_000)).await.unwrap());
-    assert!(db.add_token(&deploy, Some(&acme()), Role::Tenant, "deploy", Some(at(61_000)), at(2_000)).await.unwrap());
-    assert!(db.add_token(&ops, None, Role::Operator, "ops", None, at(3_000)).await.unwrap());
-    assert!(db.add_token(&rival, Some(&globex()), Role::Tenant, "rival", None, at(4_000)).await.unwrap());
-    let again = db.add_token(&ci, Some(&globex()), Role::Operator, "again", None, at(5_000)).await.unwrap();
+    assert!(db.add_token(&ci, Some(&acme()), Role::Tenant, "ci", None, MintedBy::Tenant, at(1_000)).await.unwrap());
+    assert!(
+        db.add_token(&deploy, Some(&acme()), Role::Tenant, "deploy", Some(at(61_000)), MintedBy::Tenant, at(2_000))
+            .await
+            .unwrap()
+    );
+    assert!(db.add_token(&ops, None, Role::Operator, "ops", None, MintedBy::Tenant, at(3_000)).await.unwrap());
+    assert!(
+        db.add_token(&rival, Some(&globex()), Role::Tenant, "rival", None, MintedBy::Tenant, at(4_000)).await.unwrap()
+    );
+    let again =
+        db.add_token(&ci, Some(&globex()), Role::Operator, "again", None, MintedBy::Tenant, at(5_000)).await.unwrap();
     assert!(!again, "a hash already stored is not stored again");
-    assert_eq!(db.token(&ci, at(5_000)).await.unwrap(), Some((Some(acme()), Role::Tenant)), "and stays as it was");
+    assert_eq!(
+        db.token(&ci, at(5_000)).await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((Some(acme()), Role::Tenant)),
+        "and stays as it was"
+    );
 
     // A token works until its expiry, not at it.
-    assert_eq!(db.token(&deploy, at(60_999)).await.unwrap(), Some((Some(acme()), Role::Tenant)));
+    assert_eq!(
+        db.token(&deploy, at(60_999)).await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((Some(acme()), Role::Tenant))
+    );
     assert_eq!(db.token(&deploy, at(61_000)).await.unwrap(), None, "expired at its expiry");
 
     // A tenant's listing holds its own tokens only; the whole listing every token, oldest first.
@@ -93,8 +133,16 @@ async fn tokens_expire_list_by_tenant_and_are_revoked_within_it(backend: Backend
     // token to it.
     assert!(!db.revoke_token(&token_id(&ci), Some(&globex()), at(6_000)).await.unwrap(), "acme's token");
     assert!(!db.revoke_token(&token_id(&ops), Some(&acme()), at(6_000)).await.unwrap(), "an operator token");
-    assert_eq!(db.token(&ci, at(6_000)).await.unwrap(), Some((Some(acme()), Role::Tenant)), "still works");
-    assert_eq!(db.token(&ops, at(6_000)).await.unwrap(), Some((None, Role::Operator)), "still works");
+    assert_eq!(
+        db.token(&ci, at(6_000)).await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((Some(acme()), Role::Tenant)),
+        "still works"
+    );
+    assert_eq!(
+        db.token(&ops, at(6_000)).await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((None, Role::Operator)),
+        "still works"
+    );
 
     assert!(db.revoke_token(&token_id(&ci), Some(&acme()), at(7_000)).await.unwrap());
     assert_eq!(db.token(&ci, at(7_000)).await.unwrap(), None, "a revoked token works no more, at once");
@@ -113,16 +161,30 @@ async fn configured_operator_tokens_retire_each_other_and_nothing_else(backend: 
     db.create_tenant("acme", at(0)).await.unwrap();
     let (old, new, made, tenants) = (hash("spt_old"), hash("spt_new"), hash("spt_made"), hash("spt_tenants"));
     let configured = "configured";
-    assert!(db.add_token(&old, None, Role::Operator, configured, None, at(1_000)).await.unwrap());
-    assert!(db.add_token(&made, None, Role::Operator, "made by hand", None, at(1_000)).await.unwrap());
-    assert!(db.add_token(&tenants, Some(&acme()), Role::Tenant, configured, None, at(1_000)).await.unwrap());
-    assert!(db.add_token(&new, None, Role::Operator, configured, None, at(2_000)).await.unwrap());
+    assert!(db.add_token(&old, None, Role::Operator, configured, None, MintedBy::Tenant, at(1_000)).await.unwrap());
+    assert!(
+        db.add_token(&made, None, Role::Operator, "made by hand", None, MintedBy::Tenant, at(1_000)).await.unwrap()
+    );
+    assert!(
+        db.add_token(&tenants, Some(&acme()), Role::Tenant, configured, None, MintedBy::Tenant, at(1_000))
+            .await
+            .unwrap()
+    );
+    assert!(db.add_token(&new, None, Role::Operator, configured, None, MintedBy::Tenant, at(2_000)).await.unwrap());
 
     assert_eq!(db.revoke_operator_tokens_named(configured, &new, at(3_000)).await.unwrap(), 1, "the old one");
     assert_eq!(db.token(&old, at(3_000)).await.unwrap(), None);
-    assert_eq!(db.token(&new, at(3_000)).await.unwrap(), Some((None, Role::Operator)));
-    assert_eq!(db.token(&made, at(3_000)).await.unwrap(), Some((None, Role::Operator)), "another name");
-    assert_eq!(db.token(&tenants, at(3_000)).await.unwrap(), Some((Some(acme()), Role::Tenant)), "a tenant's");
+    assert_eq!(db.token(&new, at(3_000)).await.unwrap().map(|p| (p.tenant, p.role)), Some((None, Role::Operator)));
+    assert_eq!(
+        db.token(&made, at(3_000)).await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((None, Role::Operator)),
+        "another name"
+    );
+    assert_eq!(
+        db.token(&tenants, at(3_000)).await.unwrap().map(|p| (p.tenant, p.role)),
+        Some((Some(acme()), Role::Tenant)),
+        "a tenant's"
+    );
     assert_eq!(db.revoke_operator_tokens_named(configured, &new, at(4_000)).await.unwrap(), 0, "idempotent");
     assert_eq!(db.token_info(&old).await.unwrap().and_then(|t| t.revoked_at), Some(at(3_000)));
 }

@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 
 use super::{ApiError, ApiState};
 use crate::engine::TokenScope;
-use crate::engine::{Role, TenantId};
+use crate::engine::{MintedBy, Role, TenantId};
 
 /// A request authenticated with a tenant token.
 #[derive(Debug)]
@@ -23,15 +23,25 @@ pub struct OperatorAuth;
 #[derive(Debug)]
 pub struct CallerAuth(pub TokenScope);
 
-/// The tenant and role of the request's bearer token, or `unauthorised`.
+/// The tenant and role of the request's bearer token, or `unauthorised`. A use of a
+/// tenant token the operator made is written to that tenant's audit trail first.
 async fn authenticate(parts: &Parts, state: &ApiState) -> Result<(Option<TenantId>, Role), ApiError> {
     let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
     let token = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|t| !t.is_empty());
     let Some(token) = token else { return Err(ApiError::unauthorised()) };
-    match state.host.engine.tenancy().authenticate(token).await? {
-        Some(found) => Ok(found),
-        None => Err(ApiError::unauthorised()),
+    let Some(presented) = state.host.engine.tenancy().authenticate(token).await? else {
+        return Err(ApiError::unauthorised());
+    };
+    if let (Some(tenant), Role::Tenant, MintedBy::Operator) = (&presented.tenant, presented.role, presented.minted_by) {
+        state.host.engine.tenancy().operator_token_used(tenant, &presented.id, &request_line(parts)).await?;
     }
+    Ok((presented.tenant, presented.role))
+}
+
+/// A request's method, path and query, as an audit entry names what was asked.
+fn request_line(parts: &Parts) -> String {
+    let target = parts.uri.path_and_query().map_or_else(|| parts.uri.path(), |p| p.as_str());
+    format!("{} {target}", parts.method)
 }
 
 impl FromRequestParts<ApiState> for TenantAuth {
@@ -95,7 +105,8 @@ impl FromRequestParts<ApiState> for ReaderAuth {
                     ));
                 };
                 let tenant = TenantId(name.to_owned());
-                let what = format!("{} {}", parts.method, parts.uri.path());
+                // With its query: what the operator searched for is part of what it read.
+                let what = request_line(parts);
                 state.host.engine.tenancy().operator_reads(&tenant, &what, "operator").await?;
                 Ok(Self { tenant, operator: true })
             }

@@ -142,15 +142,21 @@ pub(super) struct DeadLetterCountQuery {
     failed_before: Option<String>,
 }
 
-/// The tenant's bulk operations, newest first
+/// The tenant's audit trail, newest first
 ///
-/// What was done in bulk, with what filter, by whom and how it went: the audit trail.
+/// What was done in bulk, with what filter, by whom and how it went; the operator's reads
+/// of the tenant's jobs (with their queries); tokens the operator minted or revoked for the
+/// tenant, and every use of one it minted. A page at a time (`limit`, default 100, at most
+/// 1,000), the next one from `next_cursor`; filtered by `actor`, `action` and time
+/// (`since`, `until`, RFC 3339), so no flood of entries hides an earlier one.
 #[utoipa::path(
     get,
     path = "/v1/operations",
     tag = "jobs",
+    params(OperationsQuery),
     responses(
-        (status = 200, description = "The latest 100", body = OperationList),
+        (status = 200, description = "A page of the trail", body = OperationList),
+        (status = 400, description = "`invalid-request`: a malformed time, cursor or limit", body = ErrorBody),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
         (status = 403, description = "`forbidden`: not a tenant token", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody)
@@ -159,9 +165,59 @@ pub(super) struct DeadLetterCountQuery {
 pub(super) async fn list_operations(
     State(state): State<ApiState>,
     TenantAuth(tenant): TenantAuth,
+    ApiQuery(query): ApiQuery<OperationsQuery>,
 ) -> Result<Json<OperationList>, ApiError> {
-    let operations = state.host.engine.operations().list_operations(&tenant, 100).await?;
-    Ok(Json(OperationList { operations: operations.iter().map(OperationView::from).collect() }))
+    let time = |field: &str, text: Option<&str>| {
+        text.map(|t| parse_rfc3339(t).ok_or_else(|| ApiError::invalid(format!("{field}: an RFC 3339 date-time"))))
+            .transpose()
+    };
+    let after = match query.cursor.as_deref() {
+        None => None,
+        Some(cursor) => Some(
+            cursor
+                .split_once(':')
+                .and_then(|(at, id)| Some((spindle_core::Timestamp::from_micros(at.parse().ok()?), id.to_owned())))
+                .ok_or_else(|| ApiError::invalid("cursor: as a page's next_cursor gave it"))?,
+        ),
+    };
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1_000).contains(&limit) {
+        return Err(ApiError::invalid("limit: 1 to 1000"));
+    }
+    let blank = |text: Option<String>| text.filter(|t| !t.trim().is_empty());
+    let filter = crate::engine::OperationQuery {
+        actor: blank(query.actor),
+        action: blank(query.action),
+        since: time("since", query.since.as_deref())?,
+        until: time("until", query.until.as_deref())?,
+        after,
+        limit: limit + 1,
+    };
+    let mut operations = state.host.engine.operations().list_operations(&tenant, &filter).await?;
+    let more = operations.len() > limit as usize;
+    operations.truncate(limit as usize);
+    let next_cursor =
+        more.then(|| operations.last().map(|o| format!("{}:{}", o.created_at.as_micros(), o.id))).flatten();
+    Ok(Json(OperationList { operations: operations.iter().map(OperationView::from).collect(), next_cursor }))
+}
+
+/// Which entries of the audit trail.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct OperationsQuery {
+    /// Entries at most (default 100, at most 1,000).
+    limit: Option<u32>,
+    /// The page after the one that answered this `next_cursor`.
+    cursor: Option<String>,
+    /// Only this actor's: `operator`, `api:<tenant>`, `operator-token:<token id>`, ….
+    actor: Option<String>,
+    /// Only this kind of entry: `cancel-jobs`, `retry-jobs`, `retry-dead-letters`,
+    /// `operator-read`, `token-minted`, `token-revoked`, `operator-token-use`.
+    action: Option<String>,
+    /// Only entries made at or after this time (RFC 3339).
+    since: Option<String>,
+    /// Only entries made before this time (RFC 3339).
+    until: Option<String>,
 }
 
 /// A bulk operation

@@ -67,7 +67,8 @@ pub(super) async fn issue_token(
         return Err(ApiError::forbidden(ONLY_YOUR_OWN));
     }
     let expires_in = request.expires_in_secs.map(Duration::from_secs);
-    let (info, token) = state.host.engine.tenancy().create_token(&scope, request.name.as_deref(), expires_in).await?;
+    let (info, token) =
+        state.host.engine.tenancy().create_token(&scope, request.name.as_deref(), expires_in, &caller).await?;
     Ok((StatusCode::CREATED, Json(views::created_token(&info, token))))
 }
 

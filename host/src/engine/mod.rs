@@ -57,8 +57,8 @@ use crate::store::Storage;
 /// them through the engine, its one door to the store.
 pub use crate::store::{
     Alert, DeployRecord, DeployState, HistoryEntry, Inserted, JobFilter, JobLogs, JobRecord, KindEntry, KindVersion,
-    LiveCount, LogLine, Operation, QueueDepth, RecordedCall, Role, ScheduleRow, SecretInfo, SqlSubmission, SqlVerdict,
-    StoreError, Tenant, TenantId, TenantLimits, TokenInfo, Usage,
+    LiveCount, LogLine, MintedBy, Operation, OperationQuery, Presented, QueueDepth, RecordedCall, Role, ScheduleRow,
+    SecretInfo, SqlSubmission, SqlVerdict, StoreError, Tenant, TenantId, TenantLimits, TokenInfo, Usage,
 };
 pub use admission::AdmissionPass;
 pub use breakers::{BreakerView, Breakers};

@@ -6,8 +6,8 @@ use spindle_core::{JobId, JobState, Timestamp};
 
 use super::{Engine, EngineError};
 use crate::store::{
-    Alert, JobLogs, JobRecord, LiveCount, Operation, PruneScope, QueueDepth, ReadySignals, RecordedCall, Tenant,
-    TenantId, Usage,
+    Alert, JobLogs, JobRecord, LiveCount, Operation, OperationQuery, PruneScope, QueueDepth, ReadySignals,
+    RecordedCall, Tenant, TenantId, Usage,
 };
 
 impl Engine {
@@ -124,8 +124,12 @@ impl super::Operations<'_> {
     }
 
     /// A tenant's latest bulk operations, newest first.
-    pub async fn list_operations(&self, tenant: &TenantId, limit: u32) -> Result<Vec<Operation>, EngineError> {
-        Ok(self.store.operations(tenant, limit).await?)
+    pub async fn list_operations(
+        &self,
+        tenant: &TenantId,
+        query: &OperationQuery,
+    ) -> Result<Vec<Operation>, EngineError> {
+        Ok(self.store.operations(tenant, query).await?)
     }
 
     /// One of a tenant's bulk operations.

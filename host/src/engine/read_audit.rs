@@ -23,14 +23,15 @@ pub(crate) struct ReadAudit {
 }
 
 impl ReadAudit {
-    /// The entry a read of `what` at `now` writes: the open one counted once more, or a new one.
-    fn entry(&self, tenant: &TenantId, what: &str, actor: &str, now: Timestamp) -> Operation {
+    /// The entry `action` on `what` at `now` writes: the open one counted once more, or a
+    /// new one.
+    pub(crate) fn entry(&self, tenant: &TenantId, action: &str, what: &str, actor: &str, now: Timestamp) -> Operation {
         let mut latest = self.latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // Old entries go when the map grows: it holds a minute's paths at most.
         if latest.len() > 4096 {
             latest.retain(|_, o| o.finished_at.is_some_and(|at| now.since(at) < COALESCE));
         }
-        let key = (tenant.clone(), what.to_owned());
+        let key = (tenant.clone(), format!("{action} {actor} {what}"));
         if let Some(open) = latest.get_mut(&key) {
             let recent = open.finished_at.is_some_and(|at| now.since(at) < COALESCE);
             if recent && open.actor == actor {
@@ -44,7 +45,7 @@ impl ReadAudit {
         let entry = Operation {
             id: uuid::Uuid::now_v7().to_string(),
             tenant: tenant.clone(),
-            action: "operator-read".into(),
+            action: action.to_owned(),
             filter,
             state: "done".into(),
             matched: 1,
@@ -71,7 +72,7 @@ impl super::Tenancy<'_> {
             ));
         }
         self.store.tenant(tenant).await?.ok_or(EngineError::NotFound)?;
-        let entry = self.read_audit.entry(tenant, what, actor, self.now());
+        let entry = self.read_audit.entry(tenant, "operator-read", what, actor, self.now());
         self.store.save_operation(&entry).await?;
         Ok(())
     }
@@ -87,15 +88,16 @@ mod tests {
         let audit = ReadAudit::default();
         let acme = TenantId("acme".into());
         let t0 = Timestamp::from_micros(1_000_000_000);
-        let first = audit.entry(&acme, "GET /v1/jobs", "operator", t0);
-        let again = audit.entry(&acme, "GET /v1/jobs", "operator", t0.plus(Duration::from_secs(59)));
+        let first = audit.entry(&acme, "operator-read", "GET /v1/jobs", "operator", t0);
+        let again = audit.entry(&acme, "operator-read", "GET /v1/jobs", "operator", t0.plus(Duration::from_secs(59)));
         assert_eq!((again.id.as_str(), again.matched), (first.id.as_str(), 2), "one entry, counted");
         assert_eq!(again.created_at, t0, "first read kept");
-        let other = audit.entry(&acme, "GET /v1/jobs/x", "operator", t0);
+        let other = audit.entry(&acme, "operator-read", "GET /v1/jobs/x", "operator", t0);
         assert_ne!(other.id, first.id, "another path is another entry");
-        let later = audit.entry(&acme, "GET /v1/jobs", "operator", t0.plus(Duration::from_secs(59 + 61)));
+        let later =
+            audit.entry(&acme, "operator-read", "GET /v1/jobs", "operator", t0.plus(Duration::from_secs(59 + 61)));
         assert_ne!(later.id, first.id, "a minute's silence starts a new entry");
-        let globex = audit.entry(&TenantId("globex".into()), "GET /v1/jobs", "operator", t0);
+        let globex = audit.entry(&TenantId("globex".into()), "operator-read", "GET /v1/jobs", "operator", t0);
         assert_ne!(globex.id, first.id, "another tenant's trail");
         assert_eq!(serde_json::from_str::<serde_json::Value>(&first.filter).unwrap()["read"], "GET /v1/jobs");
     }

@@ -14,7 +14,10 @@ use std::time::Duration;
 use spindle_core::Timestamp;
 
 use super::{Engine, EngineError};
-use crate::store::{Depth, JobFilter, JobRecord, Role, StoreError, Tenant, TenantId, TokenInfo, token_id};
+use crate::store::{
+    Depth, JobFilter, JobRecord, MintedBy, Operation, Presented, Role, StoreError, Tenant, TenantId, TokenInfo,
+    token_id,
+};
 use crate::tokens;
 
 /// The name the configured operator token is stored under. Registering a configured token
@@ -109,11 +112,18 @@ impl Engine {
         scope: &TokenScope,
         name: &str,
         expires_at: Option<Timestamp>,
+        minted_by: MintedBy,
         now: Timestamp,
     ) -> Result<(TokenInfo, String), EngineError> {
         let token = tokens::generate();
         let hash = tokens::hash(&token);
-        if !self.store.add_token(&hash, scope.tenant(), scope.role(), name, expires_at, now).await? {
+        // A tenant token the operator makes is in the tenant's trail before it exists: a
+        // crash between the two leaves an entry for a token never made, never the reverse.
+        if let (TokenScope::Tenant(tenant), MintedBy::Operator | MintedBy::Creation) = (scope, minted_by) {
+            let what = serde_json::json!({ "token": token_id(&hash), "name": name, "minted_by": minted_by.as_str() });
+            self.store.save_operation(&audit_entry(tenant, "token-minted", what, "operator", now)).await?;
+        }
+        if !self.store.add_token(&hash, scope.tenant(), scope.role(), name, expires_at, minted_by, now).await? {
             // 32 random bytes: only a broken random source repeats a hash, or 64 bits of one.
             return Err(EngineError::Store(StoreError::Duplicate(format!("token {}", token_id(&hash)))));
         }
@@ -125,8 +135,26 @@ impl Engine {
             created_at: now,
             expires_at,
             revoked_at: None,
+            minted_by,
         };
         Ok((info, token))
+    }
+}
+
+/// One entry of `tenant`'s audit trail, done as it is written.
+fn audit_entry(tenant: &TenantId, action: &str, what: serde_json::Value, actor: &str, now: Timestamp) -> Operation {
+    Operation {
+        id: uuid::Uuid::now_v7().to_string(),
+        tenant: tenant.clone(),
+        action: action.to_owned(),
+        filter: what.to_string(),
+        state: "done".into(),
+        matched: 1,
+        done: 1,
+        failed: 0,
+        actor: actor.to_owned(),
+        created_at: now,
+        finished_at: Some(now),
     }
 }
 
@@ -147,7 +175,8 @@ impl super::Tenancy<'_> {
     pub async fn create_tenant(&self, name: &str) -> Result<(Tenant, String), EngineError> {
         let now = self.now();
         let tenant = self.store.create_tenant(name, now).await?;
-        let (_, token) = self.add_token(&TokenScope::Tenant(tenant.id.clone()), "initial", None, now).await?;
+        let scope = TokenScope::Tenant(tenant.id.clone());
+        let (_, token) = self.add_token(&scope, "initial", None, MintedBy::Creation, now).await?;
         Ok((tenant, token))
     }
 
@@ -182,9 +211,11 @@ impl super::Tenancy<'_> {
         Ok(self.store.tenants().await?)
     }
 
-    /// Issues another token for an existing tenant, without an expiry.
+    /// Issues another token for an existing tenant, without an expiry: the operator's
+    /// (its minting and its every use are in the tenant's audit trail).
     pub async fn issue_token(&self, tenant: &TenantId) -> Result<String, EngineError> {
-        let (_, token) = self.create_token(&TokenScope::Tenant(tenant.clone()), None, None).await?;
+        let (_, token) =
+            self.create_token(&TokenScope::Tenant(tenant.clone()), None, None, &TokenScope::Operator).await?;
         Ok(token)
     }
 
@@ -192,11 +223,15 @@ impl super::Tenancy<'_> {
     /// with `expires_in`, until that long from now. Answers its listing and the token itself,
     /// shown this once: only its hash is kept. A tenant's scope names an existing tenant.
     /// Whether the caller may ask for `scope` is [`TokenScope::may_manage`]'s to say.
+    ///
+    /// `by` is the caller's scope: a tenant token the operator makes is written to the
+    /// tenant's audit trail, and so is its every use.
     pub async fn create_token(
         &self,
         scope: &TokenScope,
         name: Option<&str>,
         expires_in: Option<Duration>,
+        by: &TokenScope,
     ) -> Result<(TokenInfo, String), EngineError> {
         let name = name.unwrap_or(ISSUED);
         check_token_name(name)?;
@@ -212,7 +247,11 @@ impl super::Tenancy<'_> {
             return Err(EngineError::Store(StoreError::NotFound(format!("tenant {tenant}"))));
         }
         let now = self.now();
-        self.add_token(scope, name, expires_in.map(|d| now.plus(d)), now).await
+        let minted_by = match by {
+            TokenScope::Operator => MintedBy::Operator,
+            TokenScope::Tenant(_) => MintedBy::Tenant,
+        };
+        self.add_token(scope, name, expires_in.map(|d| now.plus(d)), minted_by, now).await
     }
 
     /// `tenant`'s tokens, or every token for `None`, revoked and expired ones included.
@@ -223,8 +262,26 @@ impl super::Tenancy<'_> {
     /// Revokes token `id` now (if it is `tenant`'s, when one is given): from now on it
     /// authenticates nothing. Answers whether there is such a token; revoking one twice
     /// keeps the first time.
+    ///
+    /// The operator revoking a tenant's token is written to that tenant's audit trail.
     pub async fn revoke_token(&self, id: &str, tenant: Option<&TenantId>) -> Result<bool, EngineError> {
-        Ok(self.store.revoke_token(id, tenant, self.now()).await?)
+        let now = self.now();
+        if tenant.is_none()
+            && let Some(owner) = self.store.token_with_id(id).await?.and_then(|t| t.tenant)
+        {
+            let what = serde_json::json!({ "token": id });
+            self.store.save_operation(&audit_entry(&owner, "token-revoked", what, "operator", now)).await?;
+        }
+        Ok(self.store.revoke_token(id, tenant, now).await?)
+    }
+
+    /// Writes a use of tenant token `token`, which the operator made, to the tenant's
+    /// audit trail before the request is served (`what`: its method, path and query; uses
+    /// of one path within a minute are one entry, counted).
+    pub async fn operator_token_used(&self, tenant: &TenantId, token: &str, what: &str) -> Result<(), EngineError> {
+        let actor = format!("operator-token:{token}");
+        let entry = self.read_audit.entry(tenant, "operator-token-use", what, &actor, self.now());
+        Ok(self.store.save_operation(&entry).await?)
     }
 
     /// Makes `token` the configured operator token, and revokes the one configured before
@@ -236,7 +293,9 @@ impl super::Tenancy<'_> {
     pub async fn register_operator_token(&self, token: &str) -> Result<(), EngineError> {
         let hash = tokens::hash(token);
         let now = self.now();
-        self.store.add_token(&hash, None, Role::Operator, CONFIGURED_OPERATOR_TOKEN, None, now).await?;
+        self.store
+            .add_token(&hash, None, Role::Operator, CONFIGURED_OPERATOR_TOKEN, None, MintedBy::Operator, now)
+            .await?;
         let Some(stored) = self.store.token_info(&hash).await? else {
             // Its public id is another token's (64 bits of two hashes alike).
             return Err(EngineError::Invalid("the operator token cannot be stored: choose another".into()));
@@ -260,7 +319,7 @@ impl super::Tenancy<'_> {
 
     /// The tenant and role a presented token stands for, if it works now (neither revoked
     /// nor expired).
-    pub async fn authenticate(&self, token: &str) -> Result<Option<(Option<TenantId>, Role)>, EngineError> {
+    pub async fn authenticate(&self, token: &str) -> Result<Option<Presented>, EngineError> {
         Ok(self.store.token(&tokens::hash(token), self.now()).await?)
     }
 }

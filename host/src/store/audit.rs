@@ -62,6 +62,23 @@ pub struct Alert {
     pub count: u64,
 }
 
+/// Which of a tenant's audit entries to list, newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OperationQuery {
+    /// Only these actors' (`operator`, `api:acme`, `operator-token:<id>`, …).
+    pub actor: Option<String>,
+    /// Only entries of this kind (`cancel-jobs`, `operator-read`, `token-minted`, …).
+    pub action: Option<String>,
+    /// Only entries made at or after this time.
+    pub since: Option<Timestamp>,
+    /// Only entries made before this time.
+    pub until: Option<Timestamp>,
+    /// Only entries older than this one (its time and id): the next page.
+    pub after: Option<(Timestamp, String)>,
+    /// At most this many.
+    pub limit: u32,
+}
+
 /// Within this long, alerts of one tenant, kind and code are one row, counted.
 const ALERT_WINDOW_MICROS: i64 = 60_000_000;
 
@@ -72,8 +89,8 @@ pub trait AuditStore: Send + Sync {
     async fn save_operation(&self, operation: &Operation) -> Result<(), StoreError>;
     /// A tenant's operation by id.
     async fn operation(&self, tenant: &TenantId, id: &str) -> Result<Option<Operation>, StoreError>;
-    /// A tenant's latest operations, newest first.
-    async fn operations(&self, tenant: &TenantId, limit: u32) -> Result<Vec<Operation>, StoreError>;
+    /// A tenant's operations as `query` says, newest first (by time, then id).
+    async fn operations(&self, tenant: &TenantId, query: &OperationQuery) -> Result<Vec<Operation>, StoreError>;
     /// Raises an alert (counted into the last one of its tenant, kind and code within a
     /// minute).
     async fn raise_alert(&self, alert: &Alert) -> Result<(), StoreError>;
@@ -160,14 +177,38 @@ impl AuditStore for SqlStore {
         rows.into_iter().next().map(operation_from_row).transpose()
     }
 
-    async fn operations(&self, tenant: &TenantId, limit: u32) -> Result<Vec<Operation>, StoreError> {
+    async fn operations(&self, tenant: &TenantId, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
+        let mut conditions = vec!["tenant_id = $1".to_owned()];
+        let mut args = vec![Value::from(tenant.0.as_str())];
+        let mut bind = |condition: &str, value: Value, args: &mut Vec<Value>| {
+            args.push(value);
+            conditions.push(condition.replace('?', &format!("${}", args.len())));
+        };
+        if let Some(actor) = &query.actor {
+            bind("actor = ?", Value::from(actor.as_str()), &mut args);
+        }
+        if let Some(action) = &query.action {
+            bind("action = ?", Value::from(action.as_str()), &mut args);
+        }
+        if let Some(since) = query.since {
+            bind("created_at >= ?", Value::from(since.as_micros()), &mut args);
+        }
+        if let Some(until) = query.until {
+            bind("created_at < ?", Value::from(until.as_micros()), &mut args);
+        }
+        if let Some((at, id)) = &query.after {
+            args.push(Value::from(at.as_micros()));
+            args.push(Value::from(id.as_str()));
+            let (a, b) = (args.len() - 1, args.len());
+            conditions.push(format!("(created_at < ${a} OR (created_at = ${a} AND id < ${b}))"));
+        }
+        args.push(Value::from(i64::from(query.limit)));
         let sql = format!(
-            "SELECT {OPERATION_COLS} FROM operations WHERE tenant_id = $1 ORDER BY created_at DESC, id LIMIT $2"
+            "SELECT {OPERATION_COLS} FROM operations WHERE {} ORDER BY created_at DESC, id DESC LIMIT ${}",
+            conditions.join(" AND "),
+            args.len()
         );
-        let rows = self
-            .db
-            .fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(i64::from(limit))], OPERATION_TYS)
-            .await?;
+        let rows = self.db.fetch(&sql, args, OPERATION_TYS).await?;
         rows.into_iter().map(operation_from_row).collect()
     }
 

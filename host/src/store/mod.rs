@@ -67,7 +67,7 @@ mod values;
 pub mod workflows;
 mod writes;
 
-pub use audit::{Alert, AuditStore, Operation};
+pub use audit::{Alert, AuditStore, Operation, OperationQuery};
 pub use capacity::{CapacityStore, LiveCount, QuotaRefusal, TenantLimits, Usage};
 pub use error::StoreError;
 pub use handle::SqlStore;
@@ -86,7 +86,7 @@ pub use records::{
 pub use registry::{DeployRecord, DeployState, KindEntry, KindVersion, RegistryStore};
 pub use sql::{Backend, ConnectOptions, SqliteSync};
 pub use sql_submissions::{SqlSubmission, SqlSubmissionStore, SqlTake, SqlText, SqlVerdict, TakenSql};
-pub use tenants::{Role, TOKEN_ID_CHARS, Tenant, TenantStore, TokenInfo, token_id};
+pub use tenants::{MintedBy, Presented, Role, TOKEN_ID_CHARS, Tenant, TenantStore, TokenInfo, token_id};
 pub use traces::TraceStore;
 pub use workflows::{ScheduleRow, WorkflowStore};
 

@@ -64,6 +64,53 @@ impl Role {
     }
 }
 
+/// Who made a token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MintedBy {
+    /// The tenant itself (with a token of its own), or no one knows (a token stored before
+    /// minters were kept).
+    Tenant,
+    /// The operator, for a tenant that already had tokens: its every use goes into that
+    /// tenant's audit trail.
+    Operator,
+    /// The tenant's creation: its first token, which the operator hands over.
+    Creation,
+}
+
+impl MintedBy {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tenant => "tenant",
+            Self::Operator => "operator",
+            Self::Creation => "creation",
+        }
+    }
+
+    fn parse(text: Option<&str>) -> Result<Self, StoreError> {
+        match text {
+            None | Some("tenant") => Ok(Self::Tenant),
+            Some("operator") => Ok(Self::Operator),
+            Some("creation") => Ok(Self::Creation),
+            Some(other) => Err(corrupt(format!("token minter {other:?}"))),
+        }
+    }
+}
+
+/// A token as it authenticates a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Presented {
+    /// Its public id.
+    pub id: String,
+    /// The tenant it works for; `None` for an operator token.
+    pub tenant: Option<TenantId>,
+    /// What it may do.
+    pub role: Role,
+    /// Who made it.
+    pub minted_by: MintedBy,
+}
+
 /// A stored token, without its hash: what a listing shows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenInfo {
@@ -81,6 +128,8 @@ pub struct TokenInfo {
     pub expires_at: Option<Timestamp>,
     /// When it was revoked, if it was.
     pub revoked_at: Option<Timestamp>,
+    /// Who made it.
+    pub minted_by: MintedBy,
 }
 
 impl TokenInfo {
@@ -93,8 +142,8 @@ impl TokenInfo {
 /// The columns a [`TokenInfo`] is read from.
 static TOKEN: Columns = Columns {
     table: "api_tokens",
-    names: &["id", "tenant_id", "role", "name", "created_at", "expires_at", "revoked_at"],
-    tys: &[Ty::Text, Ty::OptText, Ty::Text, Ty::Text, Ty::Int, Ty::OptInt, Ty::OptInt],
+    names: &["id", "tenant_id", "role", "name", "created_at", "expires_at", "revoked_at", "minted_by"],
+    tys: &[Ty::Text, Ty::OptText, Ty::Text, Ty::Text, Ty::Int, Ty::OptInt, Ty::OptInt, Ty::OptText],
 };
 
 fn token_from_row(mut row: Row) -> Result<TokenInfo, StoreError> {
@@ -107,6 +156,7 @@ fn token_from_row(mut row: Row) -> Result<TokenInfo, StoreError> {
         created_at: r.ts("created_at")?,
         expires_at: r.opt_ts("expires_at")?,
         revoked_at: r.opt_ts("revoked_at")?,
+        minted_by: MintedBy::parse(r.opt_text("minted_by")?.as_deref())?,
     })
 }
 
@@ -126,6 +176,7 @@ pub trait TenantStore: Send + Sync {
     /// Stores a token's hash (and its [`token_id`]), working until `expires_at` if given;
     /// answers whether it was stored. A hash already stored stays as it is, revoked or not
     /// (hosts starting together register one operator token).
+    #[allow(clippy::too_many_arguments)]
     async fn add_token(
         &self,
         hash: &str,
@@ -133,13 +184,16 @@ pub trait TenantStore: Send + Sync {
         role: Role,
         name: &str,
         expires_at: Option<Timestamp>,
+        minted_by: MintedBy,
         now: Timestamp,
     ) -> Result<bool, StoreError>;
-    /// The tenant and role of a token hash, if that token works at `now`: neither revoked
-    /// nor expired.
-    async fn token(&self, hash: &str, now: Timestamp) -> Result<Option<(Option<TenantId>, Role)>, StoreError>;
+    /// The token a hash stands for, if that token works at `now`: neither revoked nor
+    /// expired.
+    async fn token(&self, hash: &str, now: Timestamp) -> Result<Option<Presented>, StoreError>;
     /// A token hash's row whatever its state (revoked and expired ones too).
     async fn token_info(&self, hash: &str) -> Result<Option<TokenInfo>, StoreError>;
+    /// A token by its public id, whatever its state.
+    async fn token_with_id(&self, id: &str) -> Result<Option<TokenInfo>, StoreError>;
     /// `tenant`'s tokens (never an operator token), or every token for `None`, revoked and
     /// expired ones included, oldest first.
     async fn tokens(&self, tenant: Option<&TenantId>) -> Result<Vec<TokenInfo>, StoreError>;
@@ -247,6 +301,7 @@ impl TenantStore for SqlStore {
         role: Role,
         name: &str,
         expires_at: Option<Timestamp>,
+        minted_by: MintedBy,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         // No conflict target: a hash or an id already stored both leave the row as it is
@@ -254,8 +309,8 @@ impl TenantStore for SqlStore {
         let inserted = self
             .db
             .execute(
-                "INSERT INTO api_tokens (token_hash, id, tenant_id, role, name, created_at, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+                "INSERT INTO api_tokens (token_hash, id, tenant_id, role, name, created_at, expires_at, minted_by) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
                 vec![
                     Value::from(hash),
                     Value::from(token_id(hash)),
@@ -264,24 +319,32 @@ impl TenantStore for SqlStore {
                     Value::from(name),
                     Value::from(now.as_micros()),
                     Value::from(expires_at.map(Timestamp::as_micros)),
+                    Value::from(minted_by.as_str()),
                 ],
             )
             .await?;
         Ok(inserted > 0)
     }
 
-    async fn token(&self, hash: &str, now: Timestamp) -> Result<Option<(Option<TenantId>, Role)>, StoreError> {
+    async fn token(&self, hash: &str, now: Timestamp) -> Result<Option<Presented>, StoreError> {
         let rows = self
             .db
             .fetch(
-                "SELECT tenant_id, role FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL \
+                "SELECT id, tenant_id, role, minted_by FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL \
                  AND (expires_at IS NULL OR expires_at > $2)",
                 vec![Value::from(hash), Value::from(now.as_micros())],
-                &[Ty::OptText, Ty::Text],
+                &[Ty::Text, Ty::OptText, Ty::Text, Ty::OptText],
             )
             .await?;
         rows.first()
-            .map(|r| Ok((r.opt_text(0, "tokens.tenant_id")?.map(TenantId), Role::parse(&r.text(1, "tokens.role")?)?)))
+            .map(|r| {
+                Ok(Presented {
+                    id: r.text(0, "api_tokens.id")?,
+                    tenant: r.opt_text(1, "api_tokens.tenant_id")?.map(TenantId),
+                    role: Role::parse(&r.text(2, "api_tokens.role")?)?,
+                    minted_by: MintedBy::parse(r.opt_text(3, "api_tokens.minted_by")?.as_deref())?,
+                })
+            })
             .transpose()
     }
 
@@ -293,6 +356,15 @@ impl TenantStore for SqlStore {
                 vec![Value::from(hash)],
                 TOKEN.tys,
             )
+            .await
+            .map_err(|e| TOKEN.in_table(e))?;
+        rows.into_iter().next().map(token_from_row).transpose()
+    }
+
+    async fn token_with_id(&self, id: &str) -> Result<Option<TokenInfo>, StoreError> {
+        let rows = self
+            .db
+            .fetch(&format!("SELECT {} FROM api_tokens WHERE id = $1", TOKEN.list()), vec![Value::from(id)], TOKEN.tys)
             .await
             .map_err(|e| TOKEN.in_table(e))?;
         rows.into_iter().next().map(token_from_row).transpose()

@@ -161,8 +161,10 @@ pub struct JobCounts {
 pub struct OperationView {
     /// Its id.
     pub id: String,
-    /// What it does: `retry-dead-letters`, `cancel-jobs`, `retry-jobs`, or `operator-read` (an
-    /// operator read the tenant's jobs; `filter` says what).
+    /// What it does: `retry-dead-letters`, `cancel-jobs`, `retry-jobs`; or what happened:
+    /// `operator-read` (an operator read the tenant's jobs; `filter` says what, with its
+    /// query), `token-minted` and `token-revoked` (by the operator, for this tenant),
+    /// `operator-token-use` (a request made with a tenant token the operator minted).
     pub action: String,
     /// What it applies to.
     #[schema(value_type = Object)]
@@ -197,8 +199,11 @@ pub struct OperationStarted {
 /// A tenant's operations, newest first.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct OperationList {
-    /// Them.
+    /// Them, newest first.
     pub operations: Vec<OperationView>,
+    /// Where the next (older) page starts, when there is one: pass it as `cursor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// An operational alert.

@@ -104,6 +104,14 @@ pub struct TokenView {
     /// When it was revoked, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<String>,
+    /// Who made it: `tenant` (the tenant itself), `operator` (every use of such a tenant
+    /// token is in the tenant's audit trail), or `creation` (the tenant's first token).
+    #[serde(default = "tenant_minted")]
+    pub minted_by: String,
+}
+
+fn tenant_minted() -> String {
+    "tenant".into()
 }
 
 /// Tokens, oldest first.

@@ -29,17 +29,43 @@ export async function renderQueues(view, ctx) {
     updated.textContent = `updated ${new Date().toLocaleTimeString()}`;
   }
 
-  // ---- operations ----
+  // ---- operations (the audit trail: a page at a time, filtered) ----
+  const { query } = ctx;
+  const opsFilter = {
+    action: query.get('ops_action') || '', actor: query.get('ops_actor') || '',
+    since: query.get('ops_since') || '', until: query.get('ops_until') || '',
+  };
   let ops = [];
+  let opsNext = null;
   const watching = new Set();
-  async function loadOps() {
-    const body = await get('/v1/operations', { signal });
-    ops = body.operations || [];
+  async function loadOps(older = false) {
+    const params = { limit: 50, ...opsFilter, cursor: older ? opsNext : null };
+    const body = await get(`/v1/operations${qs(params)}`, { signal });
+    ops = older ? [...ops, ...(body.operations || [])] : (body.operations || []);
+    opsNext = body.next_cursor || null;
     paintOps();
   }
+  const ACTIONS = ['cancel-jobs', 'retry-jobs', 'retry-dead-letters', 'operator-read', 'token-minted', 'token-revoked', 'operator-token-use'];
+  const opsAction = select([['', 'Any entry'], ...ACTIONS.map((a) => [a, a])], opsFilter.action, { 'data-test': 'ops-action' });
+  const opsActor = h('input', { type: 'text', 'data-test': 'ops-actor', value: opsFilter.actor, placeholder: 'e.g. operator', spellcheck: 'false' });
+  const opsSince = h('input', { type: 'datetime-local', 'data-test': 'ops-since', value: toLocalInput(opsFilter.since) });
+  const opsUntil = h('input', { type: 'datetime-local', 'data-test': 'ops-until', value: toLocalInput(opsFilter.until) });
+  const opsForm = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter the audit trail', onsubmit: (e) => {
+    e.preventDefault();
+    ctx.go('/queues', {
+      ops_action: opsAction.value, ops_actor: opsActor.value.trim(),
+      ops_since: fromLocalInput(opsSince.value), ops_until: fromLocalInput(opsUntil.value),
+    });
+  } },
+  field('Entry', opsAction), field('By', opsActor), field('Since', opsSince), field('Until', opsUntil),
+  h('div', { class: 'filter-buttons' }, h('button', { type: 'submit', class: 'button', 'data-test': 'ops-apply' }, 'Apply'),
+    h('a', { class: 'button subtle', href: '#/queues' }, 'Reset')));
   function paintOps() {
+    const older = h('button', { type: 'button', class: 'button', 'data-test': 'ops-older', disabled: !opsNext,
+      onclick: () => loadOps(true).catch(reportError) }, opsNext ? 'Load older entries' : 'No older entries');
     replace(opsBox, section('Operations', { 'data-test': 'operations-section' },
-      h('p', { class: 'muted small' }, 'Bulk actions and who asked for them, newest first.'),
+      h('p', { class: 'muted small' }, 'The audit trail, newest first: bulk actions and who asked for them, the operator\'s reads, tokens it minted or revoked for you, and each use of one it minted.'),
+      opsForm,
       ops.length ? table(['Operation', 'Action', 'Filter', 'State', 'Matched', 'Done', 'Failed', 'By', 'Started', 'Finished'],
         ops.map((o) => h('tr', { 'data-test': 'operation-row', 'data-id': o.id, 'data-state': o.state, 'data-action': o.action },
           h('td', {}, mono(shortId(o.id), { title: o.id })), h('td', {}, mono(o.action)),
@@ -47,7 +73,8 @@ export async function renderQueues(view, ctx) {
           h('td', { class: 'num' }, fmtNum(o.matched)), h('td', { class: 'num' }, fmtNum(o.done ?? o.retried)),
           h('td', { class: ['num', o.failed ? 'warn-text' : null] }, fmtNum(o.failed)),
           h('td', {}, mono(o.actor || '—')), h('td', {}, timeEl(o.created_at)), h('td', {}, timeEl(o.finished_at)))),
-      { 'data-test': 'operations' }) : empty('No operations yet.', { 'data-test': 'operations' })));
+      { 'data-test': 'operations' }) : empty('No entries match.', { 'data-test': 'operations' }),
+      h('div', { class: 'table-status' }, older)));
   }
   async function watch(op) {
     if (watching.has(op.id)) return;
@@ -216,7 +243,8 @@ function deadLetters(box, ctx, onOperation) {
       replace(confirmText, `${n} dead letter${count.matching === 1 && !count.capped ? '' : 's'}${matching.length ? ` matching ${matching.join(', ')}` : ''} will be retried.`);
       confirmButton.textContent = `Retry ${n}`;
       dialog.showModal();
-      confirmButton.focus();
+      // The safe choice has the focus: Enter on an opened dialog never acts.
+      dialog.querySelector('[data-test="bulk-retry-dismiss"]').focus();
     } catch (e) { reportError(e); } finally { bulk.disabled = false; }
   });
 

@@ -40,6 +40,7 @@ pub fn token_view(info: &TokenInfo, now: Timestamp) -> TokenView {
         created_at: rfc3339(info.created_at),
         expires_at: info.expires_at.map(rfc3339),
         revoked_at: info.revoked_at.map(rfc3339),
+        minted_by: info.minted_by.as_str().to_owned(),
     }
 }
 
@@ -58,7 +59,9 @@ mod tests {
             created_at: Timestamp::from_micros(10),
             expires_at: Some(Timestamp::from_micros(20)),
             revoked_at: None,
+            minted_by: crate::engine::MintedBy::Operator,
         };
+        assert_eq!(token_view(&info, Timestamp::from_micros(19)).minted_by, "operator");
         assert_eq!(token_view(&info, Timestamp::from_micros(19)).state, "active");
         assert_eq!(token_view(&info, Timestamp::from_micros(20)).state, "expired", "it expires at its expiry");
         let revoked = TokenInfo { revoked_at: Some(Timestamp::from_micros(15)), ..info };
