@@ -146,14 +146,21 @@ class CancelRequestView(TypedDict):
     """Why."""
 
 
-class CapacityView(TypedDict):
-    """A tenant's limits and usage."""
+class _CapacityViewRequired(TypedDict):
     kinds: List[KindUsageView]
     """Its kinds."""
     limits: LimitsView
     """Its limits."""
     tenant: str
     """The tenant."""
+
+
+class CapacityView(_CapacityViewRequired, total=False):
+    """A tenant's limits and usage."""
+    deployed_bytes: int
+    """Bytes its kinds' versions hold, uploads and compiled code together (what
+    `max_deployed_bytes` bounds).
+    """
 
 
 class _CreatedTokenRequired(TypedDict):
@@ -251,7 +258,10 @@ class DeploymentView(TypedDict, total=False):
     high-volume kinds).
     """
     secrets: List[str]
-    """The tenant secrets its steps may use (names only)."""
+    """The tenant secrets its steps may use, each bound to a destination it may be sent
+    to: `NAME@RULE`, a name once per destination (a secret deployed before bindings
+    shows as its name alone, and may go wherever `allow` reaches).
+    """
     secrets_in_body: bool
     """Whether secrets are put in place in request bodies too."""
     settings: Dict[str, str]
@@ -384,8 +394,12 @@ class _JobBulkRequired(TypedDict):
 
 class JobBulk(_JobBulkRequired, total=False):
     """`POST /v1/jobs/bulk`: what to do to which jobs."""
+    all: bool
+    """Every job of the tenant, with no filter: said outright, so that a filter that is
+    empty by mistake never widens to everything.
+    """
     filter: JobSelectionBody
-    """Which jobs."""
+    """Which jobs: at least one criterion, unless `all` says every job of the tenant."""
     through: Optional[int]
     """The `through` of the count that was confirmed: jobs submitted after it are left
     alone. Without it, every job matching when the operation reaches it.
@@ -668,10 +682,15 @@ class NewToken(TypedDict, total=False):
     """
 
 
-class OperationList(TypedDict):
-    """A tenant's operations, newest first."""
+class _OperationListRequired(TypedDict):
     operations: List[OperationView]
-    """Them."""
+    """Them, newest first."""
+
+
+class OperationList(_OperationListRequired, total=False):
+    """A tenant's operations, newest first."""
+    next_cursor: Optional[str]
+    """Where the next (older) page starts, when there is one: pass it as `cursor`."""
 
 
 class OperationStarted(TypedDict):
@@ -682,8 +701,10 @@ class OperationStarted(TypedDict):
 
 class _OperationViewRequired(TypedDict):
     action: str
-    """What it does: `retry-dead-letters`, `cancel-jobs`, `retry-jobs`, or `operator-read` (an
-    operator read the tenant's jobs; `filter` says what).
+    """What it does: `retry-dead-letters`, `cancel-jobs`, `retry-jobs`; or what happened:
+    `operator-read` (an operator read the tenant's jobs; `filter` says what, with its
+    query), `token-minted` and `token-revoked` (by the operator, for this tenant),
+    `operator-token-use` (a request made with a tenant token the operator minted).
     """
     actor: str
     """Who asked."""
@@ -742,7 +763,9 @@ class Queues(TypedDict):
 class Retention(TypedDict, total=False):
     """How long a tenant's finished jobs are kept."""
     retention_secs: Optional[int]
-    """Seconds, from 60 to ten years; `null`: the host's default (`--retention`)."""
+    """Seconds, from 60 to ten years; `null`: the host's default (`--retention`). Named
+    in every request, `null` included.
+    """
 
 
 class RetryView(TypedDict):
@@ -987,7 +1010,9 @@ class TenantList(TypedDict):
 class TenantOutbound(TypedDict, total=False):
     """What a tenant's steps may reach, within the operator's policy."""
     allow: Optional[List[str]]
-    """Rules such as `POST https://api.example.com/v1/*`; `null` or empty: nothing."""
+    """Rules such as `POST https://api.example.com/v1/*`; `null` or empty: nothing.
+    Named in every request, `null` included.
+    """
     tenant: str
     """The tenant."""
 
@@ -1038,6 +1063,10 @@ class TokenView(_TokenViewRequired, total=False):
     """A token as listed: never the token itself."""
     expires_at: Optional[str]
     """When it stops (or stopped) working, if it expires."""
+    minted_by: str
+    """Who made it: `tenant` (the tenant itself), `operator` (every use of such a tenant
+    token is in the tenant's audit trail), or `creation` (the tenant's first token).
+    """
     revoked_at: Optional[str]
     """When it was revoked, if it was."""
     tenant: Optional[str]

@@ -575,8 +575,12 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The tenant's bulk operations, newest first
-         * @description What was done in bulk, with what filter, by whom and how it went: the audit trail.
+         * The tenant's audit trail, newest first
+         * @description What was done in bulk, with what filter, by whom and how it went; the operator's reads
+         *     of the tenant's jobs (with their queries); tokens the operator minted or revoked for the
+         *     tenant, and every use of one it minted. A page at a time (`limit`, default 100, at most
+         *     1,000), the next one from `next_cursor`; filtered by `actor`, `action` and time
+         *     (`since`, `until`, RFC 3339), so no flood of entries hides an earlier one.
          */
         get: operations["list_operations"];
         put?: never;
@@ -758,7 +762,7 @@ export interface paths {
         /**
          * Set a secret
          * @description The body is the value (UTF-8, at most 16 KiB). It is sealed with the host's key before
-         *     it is stored and never shown again; steps of kinds deployed with `--secret NAME` use it
+         *     it is stored and never shown again; steps of kinds deployed with `--secret NAME@RULE` use it
          *     from their next call, through placeholders the host replaces in allowed requests.
          */
         put: operations["set_secret"];
@@ -926,7 +930,13 @@ export interface paths {
          */
         put: operations["grant_sql_role"];
         post?: never;
-        delete?: never;
+        /**
+         * Stop a database role submitting as a tenant
+         * @description Unmaps PostgreSQL role `role` from the tenant and takes back its `EXECUTE` on
+         *     `spindle.submit` and its use of the `spindle` schema: its next call is refused. What it
+         *     already committed is still admitted. PostgreSQL only.
+         */
+        delete: operations["revoke_sql_role"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1198,6 +1208,12 @@ export interface components {
         };
         /** @description A tenant's limits and usage. */
         CapacityView: {
+            /**
+             * Format: int64
+             * @description Bytes its kinds' versions hold, uploads and compiled code together (what
+             *     `max_deployed_bytes` bounds).
+             */
+            deployed_bytes?: number;
             /** @description Its kinds. */
             kinds: components["schemas"]["KindUsageView"][];
             /** @description Its limits. */
@@ -1314,7 +1330,9 @@ export interface components {
              */
             record: string | null;
             /**
-             * @description The tenant secrets its steps may use (names only).
+             * @description The tenant secrets its steps may use, each bound to a destination it may be sent
+             *     to: `NAME@RULE`, a name once per destination (a secret deployed before bindings
+             *     shows as its name alone, and may go wherever `allow` reaches).
              * @default []
              */
             secrets: string[];
@@ -1468,7 +1486,12 @@ export interface components {
         JobBulk: {
             /** @description `cancel` or `retry` (failed or cancelled jobs, each as a new linked job). */
             action: string;
-            /** @description Which jobs. */
+            /**
+             * @description Every job of the tenant, with no filter: said outright, so that a filter that is
+             *     empty by mistake never widens to everything.
+             */
+            all?: boolean;
+            /** @description Which jobs: at least one criterion, unless `all` says every job of the tenant. */
             filter?: components["schemas"]["JobSelectionBody"];
             /**
              * Format: int64
@@ -1907,7 +1930,9 @@ export interface components {
         };
         /** @description A tenant's operations, newest first. */
         OperationList: {
-            /** @description Them. */
+            /** @description Where the next (older) page starts, when there is one: pass it as `cursor`. */
+            next_cursor?: string | null;
+            /** @description Them, newest first. */
             operations: components["schemas"]["OperationView"][];
         };
         /** @description An operation, as it starts. */
@@ -1918,8 +1943,10 @@ export interface components {
         /** @description A bulk operation. */
         OperationView: {
             /**
-             * @description What it does: `retry-dead-letters`, `cancel-jobs`, `retry-jobs`, or `operator-read` (an
-             *     operator read the tenant's jobs; `filter` says what).
+             * @description What it does: `retry-dead-letters`, `cancel-jobs`, `retry-jobs`; or what happened:
+             *     `operator-read` (an operator read the tenant's jobs; `filter` says what, with its
+             *     query), `token-minted` and `token-revoked` (by the operator, for this tenant),
+             *     `operator-token-use` (a request made with a tenant token the operator minted).
              */
             action: string;
             /** @description Who asked. */
@@ -2003,7 +2030,8 @@ export interface components {
         Retention: {
             /**
              * Format: int64
-             * @description Seconds, from 60 to ten years; `null`: the host's default (`--retention`).
+             * @description Seconds, from 60 to ten years; `null`: the host's default (`--retention`). Named
+             *     in every request, `null` included.
              */
             retention_secs?: number | null;
         };
@@ -2260,7 +2288,10 @@ export interface components {
         };
         /** @description What a tenant's steps may reach, within the operator's policy. */
         TenantOutbound: {
-            /** @description Rules such as `POST https://api.example.com/v1/*`; `null` or empty: nothing. */
+            /**
+             * @description Rules such as `POST https://api.example.com/v1/*`; `null` or empty: nothing.
+             *     Named in every request, `null` included.
+             */
             allow?: string[] | null;
             /** @description The tenant. */
             tenant?: string;
@@ -2297,6 +2328,11 @@ export interface components {
             expires_at?: string | null;
             /** @description Its public id. */
             id: string;
+            /**
+             * @description Who made it: `tenant` (the tenant itself), `operator` (every use of such a tenant
+             *     token is in the tenant's audit trail), or `creation` (the tenant's first token).
+             */
+            minted_by?: string;
             /**
              * @description What it is for (`initial` for a tenant's first token, `configured operator token` for
              *     the one a host is configured with).
@@ -2932,7 +2968,7 @@ export interface operations {
                     "application/json": components["schemas"]["OperationStarted"];
                 };
             };
-            /** @description `invalid-request`: an unknown action, state or a malformed body */
+            /** @description `invalid-request`: an unknown action, state or field, an empty filter without `all`, or a malformed body */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3949,7 +3985,8 @@ export interface operations {
             query?: {
                 /**
                  * @description A `DeploymentView` as JSON: `{"allow": ["POST https://api.example.com/v1/*"],
-                 *     "secrets": ["stripe"], "settings": {"region": "eu"}, "secrets_in_body": false,
+                 *     "secrets": ["stripe@POST https://api.example.com/v1/*"], "settings": {"region": "eu"},
+                 *     "secrets_in_body": false,
                  *     "record": "lean"}`.
                  */
                 deployment?: string;
@@ -4291,20 +4328,45 @@ export interface operations {
     };
     list_operations: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Entries at most (default 100, at most 1,000). */
+                limit?: number;
+                /** @description The page after the one that answered this `next_cursor`. */
+                cursor?: string;
+                /** @description Only this actor's: `operator`, `api:<tenant>`, `operator-token:<token id>`, …. */
+                actor?: string;
+                /**
+                 * @description Only this kind of entry: `cancel-jobs`, `retry-jobs`, `retry-dead-letters`,
+                 *     `operator-read`, `token-minted`, `token-revoked`, `operator-token-use`.
+                 */
+                action?: string;
+                /** @description Only entries made at or after this time (RFC 3339). */
+                since?: string;
+                /** @description Only entries made before this time (RFC 3339). */
+                until?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The latest 100 */
+            /** @description A page of the trail */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["OperationList"];
+                };
+            };
+            /** @description `invalid-request`: a malformed time, cursor or limit */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description `unauthorised` */
@@ -5631,6 +5693,74 @@ export interface operations {
                 };
             };
             /** @description `not-found`: no such tenant or role */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revoke_sql_role: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tenant */
+                name: string;
+                /** @description The database role */
+                role: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Unmapped */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `invalid-request`: not PostgreSQL, or not a plain role name */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorised` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: not an operator token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not-found`: the role is not mapped to this tenant */
             404: {
                 headers: {
                     [name: string]: unknown;
