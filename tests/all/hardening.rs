@@ -23,6 +23,7 @@ on_both_backends!(
     a_changed_operator_token_retires_the_old_one,
     the_configured_operator_token_rotates_and_a_retired_one_stays_retired,
     the_operator_sets_a_tenants_retention,
+    a_claim_that_lapsed_before_its_step_ran_is_never_run,
 );
 
 /// Hosts started together with one `SPINDLE_OPERATOR_TOKEN` each register it: every one
@@ -492,6 +493,11 @@ async fn api_answers_are_neither_sniffed_nor_cached() {
     }
     let page = http.get(format!("{}/", host.url)).send().await.expect("dashboard");
     assert_eq!(page.headers().get("x-content-type-options").map(|v| v.as_bytes()), Some(&b"nosniff"[..]));
+    // A method a route does not take answers the typed error, not an empty body.
+    let wrong = http.delete(format!("{}/v1/jobs", host.url)).bearer_auth(&acme).send().await.expect("a 405");
+    assert_eq!(wrong.status().as_u16(), 405);
+    let body: Value = wrong.json().await.expect("a JSON body");
+    assert_eq!(body["error"]["code"], "method-not-allowed", "{body}");
 }
 
 /// A token could not be revoked: a tenant's token stayed good until the database was
@@ -841,4 +847,35 @@ async fn every_body_refuses_a_field_it_does_not_know_by_name() {
     .await;
     assert_eq!(status, 400, "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap().contains("`priorty`"), "{answer}");
+}
+
+/// A host paused between stamping a claim and starting its guest (here: the clock moves
+/// past the lease between the two) ran the guest on a claim that had lapsed, while another
+/// host could take the same lease keys. Such a claim is never run now: its step produces
+/// nothing, and the rescue runs it, once, on its next attempt.
+async fn a_claim_that_lapsed_before_its_step_ran_is_never_run(backend: Backend) {
+    let h = Harness::new(backend).await;
+    h.deploy("scripted").await;
+    let clock = ManualClock::new(Timestamp::from_millis(1_750_000_000_000));
+    let config = test_engine_config();
+    let engine = h.engine_clocked(config.clone(), Arc::new(clock.clone()));
+    let id = h.submit(&engine, "scripted", serde_json::json!({})).await;
+    let claimed = engine.execution().claim(1).await.expect("claimed").pop().expect("the job");
+    // Paused past its lease before the guest starts.
+    clock.advance(config.lease_ttl + Duration::from_secs(1));
+    let executed = engine.execution().execute(claimed).await;
+    assert_eq!(executed.outcome, spindle::engine::Outcome::Lapsed);
+    assert_eq!(engine.counters().lapsed_before_run.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let record = h.store.job(id).await.expect("read").expect("the job");
+    assert!(record.job.steps[0].output.is_none(), "no guest ran on the lapsed claim");
+    // Rescued, it runs on its next attempt, once.
+    assert_eq!(engine.execution().rescue_lapsed(10).await.expect("rescue"), 1);
+    clock.advance(Duration::from_secs(60));
+    engine.execution().promote_due().await.expect("promote");
+    let again = engine.execution().claim(1).await.expect("claimed").pop().expect("the job again");
+    let executed = engine.execution().execute(again).await;
+    assert!(matches!(executed.outcome, spindle::engine::Outcome::Settled(_)), "{executed:?}");
+    let record = h.store.job(id).await.expect("read").expect("the job");
+    let output = spindle_tests::json(record.job.steps[0].output.as_deref().expect("the step's output"));
+    assert_eq!(output["attempt"], 2, "the guest ran once, on the attempt after the lapsed one: {output}");
 }

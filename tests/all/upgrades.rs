@@ -258,12 +258,25 @@ async fn hosts_of_two_builds_share_a_database_through_the_gate_and_an_old_build_
     }
     let before = rolling.snapshot().await;
     let late = rolling.host("late-old", true, &[]);
-    let (_, health) = rolling.get(&late, "/v1/health", "").await;
-    assert_eq!(health["status"], "refusing", "{health}");
+    let (status, health) = rolling.get(&late, "/v1/health", "").await;
+    assert_eq!((status, health["status"].as_str()), (503, Some("refusing")), "{health}");
     let why = health["storage"]["refusal"].as_str().unwrap_or_default();
     assert!(why.contains("storage format is 3") && why.contains("refuses to claim or write"), "{why}");
     let (status, body) =
         rolling.post(&late, "/v1/jobs", &rolling.token, json!({ "kind": "scripted", "input": {} })).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("storage-format")), "{body}");
+    // Reads too: a build that cannot read the format serves no misread as the truth.
+    let job = ordinary[0].clone();
+    for (path, token) in [
+        (format!("/v1/jobs/{job}"), rolling.token.as_str()),
+        ("/v1/jobs".to_owned(), rolling.token.as_str()),
+        ("/v1/kinds".to_owned(), rolling.token.as_str()),
+        ("/v1/tenants".to_owned(), operator.as_str()),
+    ] {
+        let (status, body) = rolling.get(&late, &path, token).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (503, Some("storage-format")), "{path}: {body}");
+    }
+    let (status, body) = rolling.post(&late, "/v1/tenants", &operator, json!({ "name": "initech" })).await;
     assert_eq!((status, body["error"]["code"].as_str()), (503, Some("storage-format")), "{body}");
     let metrics = late.cli(Some(&operator), &["hosts"]);
     assert_eq!(metrics.code, 0, "{}", metrics.stderr);

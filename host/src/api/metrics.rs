@@ -178,6 +178,11 @@ pub(super) async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Re
             &counters.conflicts,
         ),
         ("spindle_stale_commits_total", "Outcomes refused because their claim was stale.", &counters.stale_commits),
+        (
+            "spindle_claims_lapsed_before_run_total",
+            "Claims that had lapsed by the time their step was to run, and were not run.",
+            &counters.lapsed_before_run,
+        ),
         ("spindle_claim_transactions_total", "Claim transactions run by this host.", &counters.claims),
         ("spindle_claimed_jobs_total", "Jobs those claims took.", &counters.claimed_jobs),
         ("spindle_claim_microseconds_total", "Time spent in claim transactions.", &counters.claim_micros),

@@ -79,6 +79,8 @@ pub fn router(host: Arc<Host>) -> Router {
     served
         .merge(dashboard)
         .fallback(no_route)
+        .method_not_allowed_fallback(no_method)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), refuse_data_while_refusing))
         .layer(DefaultBodyLimit::max(json_limit))
         .layer(CatchPanicLayer::custom(panicked))
         // No browser guesses a type for tenant data, and no cache keeps an answer (the
@@ -160,6 +162,32 @@ fn routes(component_limit: usize) -> OpenApiRouter<ApiState> {
 /// Any path no route serves.
 async fn no_route() -> ApiError {
     ApiError::new(ErrorCode::NotFound, "no such route")
+}
+
+/// A route asked with a method it does not take: the typed error, not an empty body.
+async fn no_method(method: axum::http::Method) -> ApiError {
+    ApiError::new(ErrorCode::MethodNotAllowed, format!("this route does not take {method}"))
+}
+
+/// What a host answers while the storage format gate refuses it: its liveness (itself
+/// `503`), the hosts and the gate, the document and metrics. Every other route reads or
+/// writes data this build may misread (a lean job read by a build before format 3 is a
+/// job without steps): those answer `503 storage-format`, reads too.
+const WHILE_REFUSING: &[&str] = &["/v1/health", "/v1/hosts", "/v1/upgrade/finalize", "/v1/openapi.json", "/metrics"];
+
+async fn refuse_data_while_refusing(
+    axum::extract::State(state): axum::extract::State<ApiState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let path = request.uri().path();
+    if path.starts_with("/v1/")
+        && !WHILE_REFUSING.contains(&path)
+        && let Some(refusal) = state.host.engine.gate().status().refusal
+    {
+        return ApiError::new(ErrorCode::StorageFormat, refusal).into_response();
+    }
+    next.run(request).await
 }
 
 #[cfg(test)]

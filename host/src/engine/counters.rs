@@ -16,6 +16,8 @@ pub struct Counters {
     pub conflicts: AtomicU64,
     /// Commits refused because the claim was stale.
     pub stale_commits: AtomicU64,
+    /// Claims that had lapsed by the time their step was to run, and were not run.
+    pub lapsed_before_run: AtomicU64,
     /// Sum of step call durations, microseconds.
     pub step_micros: AtomicU64,
     /// Step call durations: how many fell at or under each of [`STEP_BUCKETS`].

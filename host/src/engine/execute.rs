@@ -28,6 +28,11 @@ pub enum Outcome {
     Stale,
     /// The engine could not commit (a store failure); the claim will lapse and be rescued.
     Failed(String),
+    /// The claim had lapsed (or would lapse before its first heartbeat) by the time its
+    /// step was to run — its host paused, or waited on the database, between stamping
+    /// the claim and starting the guest. Nothing ran: another host may already hold its
+    /// lease keys. The claim is rescued like any lapsed one.
+    Lapsed,
 }
 
 /// A finished step execution.
@@ -357,6 +362,20 @@ impl super::Execution<'_> {
         let Some(claim) = record.job.claim.clone() else {
             return (Executed { job, outcome: Outcome::Failed("the record holds no claim".into()) }, None);
         };
+        // A claim is never run past its lease: one that lapsed before its guest starts
+        // (or cannot be renewed in time) is left to be rescued.
+        let now = self.now();
+        if claim.expires_at <= now.plus(self.config.heartbeat_interval) {
+            self.counters.lapsed_before_run.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                job = %job,
+                fence = %claim.fence,
+                late_ms = now.since(claim.claimed_at).as_millis() as u64,
+                "a claim lapsed before its step could run (the host paused or waited on the database); nothing ran, \
+                 and it will be rescued"
+            );
+            return (Executed { job, outcome: Outcome::Lapsed }, None);
+        }
         let supervisor = Arc::new(Supervisor {
             engine: self.shared(),
             fence: claim.fence,

@@ -71,6 +71,8 @@ pub enum ErrorCode {
     Forbidden,
     /// No such route, job or tenant (another tenant's job included).
     NotFound,
+    /// The route does not take this method.
+    MethodNotAllowed,
     /// The tenant has no such kind.
     UnknownKind,
     /// The kind has no such version.
@@ -105,11 +107,12 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// Every code. A code added to the enum must be added here: [`API_CODES`] and the
     /// document's enum for `error.code` are read from this list.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::InvalidRequest,
         Self::Unauthorised,
         Self::Forbidden,
         Self::NotFound,
+        Self::MethodNotAllowed,
         Self::UnknownKind,
         Self::UnknownVersion,
         Self::PayloadTooLarge,
@@ -136,6 +139,7 @@ impl ErrorCode {
             Self::Unauthorised => "unauthorised",
             Self::Forbidden => "forbidden",
             Self::NotFound => "not-found",
+            Self::MethodNotAllowed => "method-not-allowed",
             Self::UnknownKind => "unknown-kind",
             Self::UnknownVersion => "unknown-version",
             Self::PayloadTooLarge => "payload-too-large",
@@ -158,6 +162,7 @@ impl ErrorCode {
             Self::Unauthorised => 401,
             Self::Forbidden => 403,
             Self::NotFound | Self::UnknownKind | Self::UnknownVersion => 404,
+            Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
             Self::InvalidComponent | Self::InvalidInput => 422,
             Self::IllegalTransition | Self::AlreadyExists => 409,
