@@ -194,6 +194,62 @@ impl Rolling {
     }
 }
 
+/// One host id, two processes (a surge, or a rollback in place while the old process
+/// still finishes a step): the new one overwrote the old one's row, or deleted it as it
+/// stopped, and the gate moved with an old-build process alive. Each process announces
+/// itself under its own instance now, removes only its own row, and the gate counts
+/// every live process. `spindle hosts` names each build by version and commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_processes_of_one_host_id_are_two_hosts_to_the_gate() {
+    let rolling = &mut Rolling::new().await;
+    let old = rolling.host("h1", true, &[]);
+    let new = rolling.host("h1", false, &[]);
+    let operator = new.operator.clone();
+    let processes = |hosts: &Value| -> Vec<(String, String, bool)> {
+        hosts["hosts"]
+            .as_array()
+            .expect("hosts")
+            .iter()
+            .filter(|h| h["live"] == true)
+            .map(|h| {
+                (
+                    h["id"].as_str().unwrap().to_owned(),
+                    h["instance"].as_str().unwrap().to_owned(),
+                    h["reads"] == json!([1, 1]),
+                )
+            })
+            .collect()
+    };
+    let (_, hosts) = rolling.get(&new, "/v1/hosts", &operator).await;
+    let live = processes(&hosts);
+    assert_eq!(live.len(), 2, "two processes of h1: {hosts}");
+    assert!(live.iter().all(|(id, instance, _)| id == "h1" && instance.len() == 8), "{hosts}");
+    assert_ne!(live[0].1, live[1].1, "each its own instance");
+    let build = hosts["hosts"][0]["build"].as_str().unwrap();
+    assert!(
+        build.starts_with("spindle ") && build.contains(" (") && build.ends_with(')'),
+        "version and commit: {build}"
+    );
+    // The old-build process holds the gate, whoever shares its id.
+    let (status, refused) = rolling.post(&new, "/v1/upgrade/finalize", &operator, json!({})).await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("h1 [process "), "{refused}");
+    // A third process of h1 stops: it removes its own row, not the old one's.
+    let third = rolling.host("h1", false, &[]);
+    let (code, _) = third.terminate();
+    assert_eq!(code, 0);
+    let (_, hosts) = rolling.get(&new, "/v1/hosts", &operator).await;
+    let live = processes(&hosts);
+    assert_eq!(live.len(), 2, "the old process and the new one: {hosts}");
+    assert!(live.iter().any(|(_, _, old)| *old), "the old build's row stays: {hosts}");
+    let (status, _) = rolling.post(&new, "/v1/upgrade/finalize", &operator, json!({})).await;
+    assert_eq!(status, 409, "still held by the old process");
+    let (code, _) = old.terminate();
+    assert_eq!(code, 0);
+    let (status, moved) = rolling.post(&new, "/v1/upgrade/finalize", &operator, json!({})).await;
+    assert_eq!(status, 200, "{moved}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hosts_of_two_builds_share_a_database_through_the_gate_and_an_old_build_then_refuses() {
     let rolling = &mut Rolling::new().await;
@@ -228,7 +284,7 @@ async fn hosts_of_two_builds_share_a_database_through_the_gate_and_an_old_build_
     // The gate waits for the old host.
     let (status, refused) = rolling.post(&new, "/v1/upgrade/finalize", &operator, json!({})).await;
     assert_eq!((status, refused["error"]["code"].as_str()), (409, Some("illegal-transition")), "{refused}");
-    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("old ("), "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("old [process "), "{refused}");
 
     // The old host stops (SIGTERM: it finishes or hands back what it holds, and leaves).
     ordinary.extend(rolling.load(&[&old, &new], 60).await);
@@ -314,7 +370,7 @@ async fn with_the_gate_bypassed_the_old_build_misreads_claims() {
     rolling.wait_final(&new, &probes).await;
 }
 
-/// A database as a host of the build before 0015 left it (0015 to 0021 and the
+/// A database as a host of the build before 0015 left it (0015 to 0022 and the
 /// swap undone, on its empty tables), then a host's engine (its dispatcher running) with
 /// 100,000 finished jobs, their steps and history.
 async fn before_0015_with_100_000_jobs(
@@ -323,7 +379,7 @@ async fn before_0015_with_100_000_jobs(
     let db = PgPool::connect(&h.url).await.expect("connect");
     // The kind is deployed first: this build writes what a component compiles to (0021).
     h.deploy("noop").await;
-    // The database as a host of the build before 0015 left it: 0015 to 0021 and the swap
+    // The database as a host of the build before 0015 left it: 0015 to 0022 and the swap
     // undone (on empty tables, at once).
     let undo = [
         "DROP INDEX signals_key",
@@ -332,6 +388,7 @@ async fn before_0015_with_100_000_jobs(
         "DROP VIEW sql_submissions, sql_roles",
         "DROP SCHEMA spindle CASCADE",
         "ALTER TABLE components DROP COLUMN compiled_size",
+        "ALTER TABLE api_tokens DROP COLUMN minted_by",
         "DELETE FROM spindle_schema WHERE version >= 15",
     ];
     for sql in undo {
@@ -450,7 +507,7 @@ async fn migrations_run_beside_a_host_that_keeps_claiming_and_committing() {
         took - expand_took,
         longest * 1000.0
     );
-    assert_eq!((expanded, contracted), (6, 1), "0015's twins, 0016, 0017, 0019, 0020, 0021; then the swap");
+    assert_eq!((expanded, contracted), (7, 1), "0015's twins, 0016, 0017, 0019 to 0022; then the swap");
     assert!(committed > 0, "the host kept committing while the schema changed");
     assert!(longest < 0.5, "a statement of the host waited {longest:.3} s on the migration's locks");
 
@@ -591,7 +648,7 @@ async fn a_migration_killed_while_it_builds_an_index_concurrently_finishes_on_th
     assert_eq!(versions, Vec::<i64>::new(), "no step after 14 recorded");
 
     let ran = h.store.migrate(&[Phase::Expand, Phase::Contract]).await.expect("the next run");
-    assert_eq!(ran, 7, "0015's twins, 0016, 0017, 0019, 0020, 0021 and the swap");
+    assert_eq!(ran, 8, "0015's twins, 0016, 0017, 0019 to 0022 and the swap");
     assert_migrated_keeping_every_job(&db).await;
     dispatcher.shutdown(Duration::from_secs(5)).await;
 }

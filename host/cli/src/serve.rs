@@ -25,10 +25,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("listening on {}", config.listen))?;
     let addr = listener.local_addr()?;
     let host = Arc::new(host);
+    // Listened for before the host says it listens: a SIGTERM sent the moment it does
+    // (a supervisor, a test) stops it cleanly instead of killing it.
+    let stop = shutdown_signal()?;
     tracing::info!(%addr, database = %redact(&config.host.database_url()), host = %config.host.engine.host_id, "spindle is serving");
     println!("spindle listening on http://{addr}");
     let app = router(host.clone());
-    spindle::api::server::serve(listener, app, config.server, shutdown_signal()).await;
+    spindle::api::server::serve(listener, app, config.server, stop).await;
     tracing::info!("shutting down");
     host.shutdown(config.shutdown_grace).await;
     Ok(())
@@ -76,20 +79,15 @@ fn redact(url: &str) -> String {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// Ends at the first SIGINT or SIGTERM; both are listened for from the call on.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
         }
-    };
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
+    })
 }

@@ -110,6 +110,9 @@ pub struct Engine {
     gate: Arc<crate::upgrade::Gate>,
     /// Operators' reads of tenants' jobs, as last written to their audit trails.
     read_audit: read_audit::ReadAudit,
+    /// This process's instance: random, so that two processes of one host id announce
+    /// themselves apart.
+    instance: String,
 }
 
 /// A job changed state (sent after the change committed).
@@ -157,7 +160,13 @@ impl Engine {
             samples: samples::Samples::default(),
             gate,
             read_audit: read_audit::ReadAudit::default(),
+            instance: hex::encode(rand::random::<[u8; 4]>()),
         }
+    }
+
+    /// This process's instance (`spindle hosts` lists it beside the host id).
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     /// The registry.

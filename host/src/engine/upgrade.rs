@@ -13,8 +13,10 @@ fn contracts() -> Vec<String> {
     spindle_runtime::Contract::ALL.iter().map(|c| c.version().to_owned()).collect()
 }
 
-/// This build, as a host announces it.
-pub const BUILD: &str = concat!("spindle ", env!("CARGO_PKG_VERSION"));
+/// This build, as a host announces it: its version and the commit it was built from
+/// (`unknown` outside a git checkout), so that hosts of two builds tell apart in
+/// `spindle hosts` even at one version.
+pub const BUILD: &str = concat!("spindle ", env!("CARGO_PKG_VERSION"), " (", env!("SPINDLE_COMMIT"), ")");
 
 impl Engine {
     /// Announces this host (or renews it): the gate answers the format it writes from
@@ -30,6 +32,7 @@ impl Engine {
         let ttl = self.config.lease_ttl;
         let host = HostRow {
             id: self.config.host_id.clone(),
+            instance: self.instance.clone(),
             build: BUILD.to_owned(),
             formats: self.gate.formats().clone(),
             contracts: contracts(),
@@ -76,9 +79,10 @@ impl Engine {
         self.gate.check().map_err(EngineError::StorageFormat)
     }
 
-    /// Removes this host's row (it is stopping): the gate no longer waits for it.
+    /// Removes this process's row (it is stopping): the gate no longer waits for it.
+    /// Another process of the same host id keeps its own.
     pub async fn leave(&self) -> Result<(), EngineError> {
-        Ok(self.store.leave(&self.config.host_id).await?)
+        Ok(self.store.leave(&self.config.host_id, &self.instance).await?)
     }
 }
 
@@ -104,7 +108,13 @@ impl Operations<'_> {
     }
 
     async fn announce_again(&self) -> Result<(), EngineError> {
-        let started = self.store.hosts().await?.into_iter().find(|h| h.id == self.config.host_id).map(|h| h.started_at);
+        let started = self
+            .store
+            .hosts()
+            .await?
+            .into_iter()
+            .find(|h| h.id == self.config.host_id && h.instance == self.instance)
+            .map(|h| h.started_at);
         if let Some(started) = started {
             let _ = self.announce_host(started).await?;
         }

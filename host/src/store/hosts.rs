@@ -14,11 +14,17 @@ use super::handle::SqlStore;
 use super::rows::Columns;
 use super::sql::{Row, Tx, Ty, Value};
 
-/// A host as it announced itself.
+/// A host process as it announced itself. Each process announces itself under its own
+/// instance: two processes started with one host id (a surge, a rollback in place while
+/// the old process still finishes a step) are two rows, each removed only by its own
+/// process, and the gate counts both.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostRow {
     /// Its id (the engine's `host_id`, which its claims carry).
     pub id: String,
+    /// Its process's instance (random per process); empty for a row a build before
+    /// instances wrote, keyed by its id alone.
+    pub instance: String,
     /// Its build (`spindle 0.1.0`).
     pub build: String,
     /// The storage formats its build reads and writes.
@@ -46,6 +52,9 @@ pub struct GateRow {
     pub moved_by: String,
 }
 
+/// How long after its last heartbeat a process's row stays, listed as gone.
+const GONE_FOR_MICROS: i64 = 3_600_000_000;
+
 /// What a gate decision answered: a format, or the core's refusal (nothing written).
 pub type Gated<T> = Result<T, GateRefusal>;
 
@@ -60,8 +69,9 @@ pub trait HostStore: Send + Sync {
         host: &HostRow,
         decide: &(dyn Fn(Option<Format>) -> Gated<Format> + Sync),
     ) -> Result<Gated<Format>, StoreError>;
-    /// Removes a host's row (it stopped).
-    async fn leave(&self, id: &str) -> Result<(), StoreError>;
+    /// Removes a host process's row (it stopped): its own, never another process's of
+    /// the same host id.
+    async fn leave(&self, id: &str, instance: &str) -> Result<(), StoreError>;
     /// Every recorded host, expired ones too (a caller tells them apart), by id.
     async fn hosts(&self) -> Result<Vec<HostRow>, StoreError>;
     /// The gate, if any host joined.
@@ -93,11 +103,19 @@ static HOST: Columns = Columns {
     tys: &[Ty::Text, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Text, Ty::Int, Ty::Int, Ty::Int, Ty::Int],
 };
 
+/// The `id` column of a host process's row: its host id and instance.
+fn row_id(host: &HostRow) -> String {
+    if host.instance.is_empty() { host.id.clone() } else { format!("{}#{}", host.id, host.instance) }
+}
+
 fn host_from_row(mut row: Row) -> Result<HostRow, StoreError> {
     let r = HOST.read(&mut row);
     let contracts = r.text("contracts")?;
+    let stored = r.text("id")?;
+    let (id, instance) = stored.split_once('#').map_or((stored.as_str(), ""), |(id, i)| (id, i));
     Ok(HostRow {
-        id: r.text("id")?,
+        id: id.to_owned(),
+        instance: instance.to_owned(),
         build: r.text("build")?,
         formats: Formats { reads: r.num("reads_from")?..=r.num("reads_to")?, writes: r.num("writes")? },
         contracts: contracts.split(',').filter(|c| !c.is_empty()).map(str::to_owned).collect(),
@@ -152,6 +170,13 @@ impl HostStore for SqlStore {
             Ok(format) => format,
             Err(refusal) => return Ok(Err(refusal)),
         };
+        // Rows of processes gone for an hour go: each process has a row of its own, and
+        // every restart adds one.
+        tx.execute(
+            "DELETE FROM hosts WHERE expires_at < $1",
+            vec![Value::from(host.heartbeat_at.as_micros().saturating_sub(GONE_FOR_MICROS))],
+        )
+        .await?;
         tx.execute(
             "INSERT INTO hosts (id, build, reads_from, reads_to, writes, contracts, draining, started_at, heartbeat_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
@@ -159,7 +184,7 @@ impl HostStore for SqlStore {
              reads_to = excluded.reads_to, writes = excluded.writes, contracts = excluded.contracts, \
              draining = excluded.draining, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at",
             vec![
-                Value::from(host.id.as_str()),
+                Value::from(row_id(host)),
                 Value::from(host.build.as_str()),
                 Value::from(i64::from(*host.formats.reads.start())),
                 Value::from(i64::from(*host.formats.reads.end())),
@@ -176,8 +201,19 @@ impl HostStore for SqlStore {
         Ok(Ok(format))
     }
 
-    async fn leave(&self, id: &str) -> Result<(), StoreError> {
-        self.db.execute("DELETE FROM hosts WHERE id = $1", vec![Value::from(id)]).await?;
+    async fn leave(&self, id: &str, instance: &str) -> Result<(), StoreError> {
+        let row = HostRow {
+            id: id.to_owned(),
+            instance: instance.to_owned(),
+            build: String::new(),
+            formats: Formats { reads: 0..=0, writes: 0 },
+            contracts: Vec::new(),
+            draining: false,
+            started_at: Timestamp::EPOCH,
+            heartbeat_at: Timestamp::EPOCH,
+            expires_at: Timestamp::EPOCH,
+        };
+        self.db.execute("DELETE FROM hosts WHERE id = $1", vec![Value::from(row_id(&row))]).await?;
         Ok(())
     }
 
@@ -231,7 +267,12 @@ impl HostStore for SqlStore {
         let live: Vec<LiveHost> = rows
             .into_iter()
             .map(host_from_row)
-            .map(|h| h.map(|h| LiveHost { id: h.id, formats: h.formats }))
+            .map(|h| {
+                h.map(|h| {
+                    let id = if h.instance.is_empty() { h.id } else { format!("{} [process {}]", h.id, h.instance) };
+                    LiveHost { id, formats: h.formats }
+                })
+            })
             .collect::<Result<_, _>>()?;
         let to = match decide(from, &live) {
             Ok(to) => to,
@@ -259,6 +300,7 @@ mod tests {
     fn host(id: &str, formats: Formats, at: i64) -> HostRow {
         HostRow {
             id: id.into(),
+            instance: String::new(),
             build: "spindle test".into(),
             formats,
             contracts: vec!["0.1.0".into(), "0.2.0".into()],
@@ -310,7 +352,7 @@ mod tests {
             let ids: Vec<&str> = listed.iter().map(|h| h.id.as_str()).collect();
             assert_eq!(ids, ["new", "old"], "{backend:?}: the expired row stays until it leaves");
             assert_eq!(listed[0], new, "{backend:?}: read back as written");
-            store.leave("old").await.expect("leave");
+            store.leave("old", "").await.expect("leave");
             assert_eq!(store.hosts().await.expect("hosts").len(), 1, "{backend:?}");
             test.drop().await;
         }

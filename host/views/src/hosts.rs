@@ -9,7 +9,11 @@ use utoipa::ToSchema;
 pub struct HostView {
     /// Its id (claims carry it).
     pub id: String,
-    /// Its build.
+    /// Its process's instance: two processes of one host id are two rows, told apart by
+    /// it (empty for a process of a build from before instances).
+    #[serde(default)]
+    pub instance: String,
+    /// Its build: version and commit (`spindle 0.1.0 (3f2a9c1e4b7d)`).
     pub build: String,
     /// The storage formats it reads, oldest and newest.
     pub reads: [u32; 2],
@@ -19,8 +23,8 @@ pub struct HostView {
     pub contracts: Vec<String>,
     /// Whether it finishes what it holds and claims nothing new.
     pub draining: bool,
-    /// Whether its heartbeat is current (an expired host is gone; its row stays until a
-    /// host of its id starts again or it is listed here no more).
+    /// Whether its heartbeat is current (an expired process is gone; its row stays
+    /// listed for an hour).
     pub live: bool,
     /// When it started.
     pub started_at: String,

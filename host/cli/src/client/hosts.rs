@@ -46,8 +46,8 @@ fn print_hosts(list: &HostList) {
         None => println!("no host has joined this database yet"),
     }
     println!(
-        "{:<40} {:<16} {:<8} {:<7} {:<13} {:<9} LAST HEARTBEAT",
-        "HOST", "BUILD", "READS", "WRITES", "CONTRACTS", "STATE"
+        "{:<32} {:<9} {:<30} {:<6} {:<7} {:<13} {:<9} LAST HEARTBEAT",
+        "HOST", "PROCESS", "BUILD", "READS", "WRITES", "CONTRACTS", "STATE"
     );
     for h in &list.hosts {
         let state = match (h.live, h.draining) {
@@ -56,8 +56,9 @@ fn print_hosts(list: &HostList) {
             (true, false) => "live",
         };
         println!(
-            "{:<40} {:<16} {:<8} {:<7} {:<13} {:<9} {}",
+            "{:<32} {:<9} {:<30} {:<6} {:<7} {:<13} {:<9} {}",
             h.id,
+            if h.instance.is_empty() { "-" } else { h.instance.as_str() },
             h.build,
             format!("{}-{}", h.reads[0], h.reads[1]),
             h.writes,

@@ -8,6 +8,7 @@ use spindle_views::{GateView, HostView};
 /// `host` as seen at `now`.
 pub fn host_view(host: &HostRow, now: spindle_core::Timestamp) -> HostView {
     HostView {
+        instance: host.instance.clone(),
         id: host.id.clone(),
         build: host.build.clone(),
         reads: [*host.formats.reads.start(), *host.formats.reads.end()],
