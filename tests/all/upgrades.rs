@@ -610,6 +610,10 @@ async fn a_draining_host_claims_nothing() {
     let metrics = metrics.expect("metrics").text().await.expect("text");
     assert!(metrics.contains("spindle_claimed_jobs_total 0\n"), "the draining host claimed:\n{metrics}");
     assert!(metrics.contains("spindle_host_draining 1"), "{metrics}");
+    assert!(metrics.contains("spindle_host_steps_running 0\n"), "empty: {metrics}");
+    let worked = rolling.http.get(format!("{}/metrics", worker.url)).bearer_auth(&worker.operator).send().await;
+    let worked = worked.expect("metrics").text().await.expect("text");
+    assert!(worked.contains("spindle_host_steps_running 0\n"), "every step it ran ended: {worked}");
 }
 
 /// The migrating host dies while it builds a twin index concurrently (its session ended

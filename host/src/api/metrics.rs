@@ -123,10 +123,13 @@ pub(super) async fn render(State(state): State<ApiState>, _: OperatorAuth) -> Re
          storage format (it claims nothing and writes no job; /v1/health says why).\n\
          # TYPE spindle_storage_format_refusing gauge\nspindle_storage_format_refusing {}\n\
          # HELP spindle_host_draining 1 while this host finishes what it holds and claims nothing new.\n\
-         # TYPE spindle_host_draining gauge\nspindle_host_draining {}",
+         # TYPE spindle_host_draining gauge\nspindle_host_draining {}\n\
+         # HELP spindle_host_steps_running Steps this host is running now (0: a draining host is empty).\n\
+         # TYPE spindle_host_steps_running gauge\nspindle_host_steps_running {}",
         gate.writing.unwrap_or(0),
         u8::from(gate.refusal.is_some()),
-        u8::from(engine.config().draining)
+        u8::from(engine.config().draining),
+        engine.counters().steps_running.load(Ordering::Relaxed)
     );
     let _ = writeln!(
         out,

@@ -18,6 +18,8 @@ pub struct Counters {
     pub stale_commits: AtomicU64,
     /// Claims that had lapsed by the time their step was to run, and were not run.
     pub lapsed_before_run: AtomicU64,
+    /// Steps this host is running now (from the guest's start to its outcome's commit).
+    pub steps_running: AtomicU64,
     /// Sum of step call durations, microseconds.
     pub step_micros: AtomicU64,
     /// Step call durations: how many fell at or under each of [`STEP_BUCKETS`].

@@ -315,6 +315,23 @@ impl Engine {
     }
 }
 
+/// Counts a step as running on this host while it lives (a step whose call is dropped
+/// mid-way still leaves the count).
+struct Running<'a>(&'a super::Counters);
+
+impl<'a> Running<'a> {
+    fn new(counters: &'a super::Counters) -> Self {
+        counters.steps_running.fetch_add(1, Ordering::Relaxed);
+        Self(counters)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.steps_running.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The filter of a worker's next claim, asked for when its step has run.
 pub type NextFilter<'a> = Box<dyn FnOnce() -> ClaimFilter + Send + 'a>;
 
@@ -389,6 +406,7 @@ impl super::Execution<'_> {
             attempt: record.job.steps.get(claim.step).map_or(1, |s| s.attempts_made().max(1)),
             lines: std::sync::Mutex::default(),
         });
+        let _running = Running::new(&self.counters);
         let span = self.step_span(&record, &claim).await;
         let report = self.run(&record, claim.step, supervisor.clone()).instrument(span.clone()).await;
         let latest = supervisor.state.lock().await.record.clone();
