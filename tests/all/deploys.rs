@@ -311,3 +311,48 @@ async fn a_refused_deploy_leaves_no_artifact_and_compiled_code_counts_against_th
     assert!(ran.code != 0 && ran.stderr.contains("quota-exceeded"), "{}", ran.stderr);
     assert_eq!(artifacts(&host), kept, "only the version's artifact is left");
 }
+
+/// `spindle deploy --record lean` sent through a host of an older build, which ignores
+/// fields it does not know, deployed a full kind and said nothing. The CLI reads back
+/// what the host stored and fails, naming what was dropped. (The older host is played by
+/// a server answering as it would: this build's answers without the record.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_the_host_stored_without_what_was_asked_fails_in_the_cli() {
+    use spindle_tests::http::{Reply, TestServer};
+    let (store, url, _scratch) = spindle_tests::harness::fresh_store(Backend::Sqlite).await;
+    drop(store);
+    let host = spindle_tests::served::Served::start(&url, &[]);
+    let token = host.tenant("acme");
+    let noop = spindle_tests::guest_path("noop");
+    let ran = host.cli(Some(&token), &["deploy", "noop", noop.to_str().unwrap(), "--record", "lean", "--json"]);
+    assert_eq!(ran.code, 0, "this build stores it as asked: {}", ran.stderr);
+    let deployed = ran.stdout.clone();
+    let http = reqwest::Client::new();
+    let mut kind: serde_json::Value = http
+        .get(format!("{}/v1/kinds/noop", host.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("the kind")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(kind["versions"][0]["deployment"]["record"], "lean", "{kind}");
+    // What a host that knows nothing of records answers.
+    kind["versions"][0]["deployment"].as_object_mut().expect("a deployment").remove("record");
+    let older = TestServer::start(move |seen, _| match (seen.method.as_str(), seen.target.split('?').next()) {
+        ("PUT", Some("/v1/kinds/noop")) => Reply::Answer(201, deployed.clone().into_bytes()),
+        ("GET", Some("/v1/kinds/noop")) => Reply::Answer(200, kind.to_string().into_bytes()),
+        _ => Reply::Answer(404, b"{}".to_vec()),
+    })
+    .await;
+    let ran = std::process::Command::new(spindle_tests::spindle_bin())
+        .args(["deploy", "noop", noop.to_str().unwrap(), "--record", "lean"])
+        .env("SPINDLE_SERVER", format!("http://{}", older.addr))
+        .env("SPINDLE_TOKEN", &token)
+        .output()
+        .expect("the CLI");
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(!ran.status.success(), "the CLI says the deploy is not what was asked");
+    assert!(stderr.contains("without what was asked (record lean)"), "{stderr}");
+}

@@ -81,6 +81,7 @@ pub(super) async fn deploy(client: &Client, json: bool, args: DeployArgs) -> any
     } else {
         format!("/v1/kinds/{kind}?wait={wait}&deployment={}", percent_encode(&serde_json::to_string(&view)?))
     };
+    let sent = view.clone();
     let (status, answer) = client.put_component(&path, bytes).await?;
     if status == reqwest::StatusCode::ACCEPTED {
         let mut deploy: DeployView = serde_json::from_value(answer).context("the host's 202 answer")?;
@@ -103,9 +104,13 @@ pub(super) async fn deploy(client: &Client, json: bool, args: DeployArgs) -> any
             });
             return Err(anyhow::Error::new(HostRefused::deploy_failed(error)));
         }
+        if let Some(version) = deploy.version {
+            check_stored(client, &kind, version, &sent).await?;
+        }
         return Ok(());
     }
     let deployed: Deployed = serde_json::from_value(answer).context("the host's answer")?;
+    check_stored(client, &kind, deployed.version, &sent).await?;
     emit(json, &deployed, |d| {
         println!(
             "deployed {} version {} (sha256 {}…), steps {}",
@@ -185,6 +190,53 @@ async fn follow_deploy(client: &Client, kind: &str, mut deploy: DeployView, json
         deploy = client.get(&format!("/v1/kinds/{kind}/deploys/{}?wait={DEPLOY_POLL_SECS}", deploy.id)).await?;
     }
     Ok(deploy)
+}
+
+/// Checks that version `version` of `kind` was stored with the deployment `sent`: a host
+/// of an older build ignores the fields it does not know (a `record` of `lean`, secret
+/// bindings), and would have deployed something else than asked without a word.
+async fn check_stored(client: &Client, kind: &str, version: i64, sent: &DeploymentView) -> anyhow::Result<()> {
+    let found: KindView = client.get(&format!("/v1/kinds/{kind}")).await?;
+    let stored = found.versions.iter().flatten().find(|v| v.version == version).and_then(|v| v.deployment.clone());
+    let normal = |view: &DeploymentView| {
+        let mut view = view.clone();
+        view.allow.sort();
+        view.secrets.sort();
+        if view.record.as_deref() == Some("full") {
+            view.record = None;
+        }
+        view
+    };
+    let stored = stored.unwrap_or_default();
+    let (want, got) = (normal(sent), normal(&stored));
+    if want == got {
+        return Ok(());
+    }
+    let mut dropped = Vec::new();
+    if want.record != got.record {
+        dropped.push(format!("record {}", want.record.as_deref().unwrap_or("full")));
+    }
+    if want.secrets != got.secrets {
+        dropped.push(format!("secrets {:?} (stored as {:?})", want.secrets, got.secrets));
+    }
+    if want.allow != got.allow {
+        dropped.push("allow".to_owned());
+    }
+    if want.settings != got.settings {
+        dropped.push("settings".to_owned());
+    }
+    if want.max_running != got.max_running {
+        dropped.push("max_running".to_owned());
+    }
+    if want.secrets_in_body != got.secrets_in_body {
+        dropped.push("secrets_in_body".to_owned());
+    }
+    anyhow::bail!(
+        "the host stored {kind} version {version} without what was asked ({}): it may be of an older build that \
+         does not know it. Deploy through a host of this build (`spindle hosts` shows the builds), and roll back \
+         to the version before if this one must not run",
+        dropped.join(", ")
+    )
 }
 
 /// The description of `kind`'s current version, if it still reads.
