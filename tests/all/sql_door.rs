@@ -489,3 +489,102 @@ async fn inputs_are_measured_as_the_api_measures_them_and_oversized_ones_are_nev
     }
     assert!(door.settled(&host, &huge).await["message"].as_str().is_some_and(|m| m.contains("26214409 bytes")));
 }
+
+/// One submission, one judgement, whichever door: the API's `POST /v1/jobs` and
+/// `spindle.submit` refuse the same submissions with the same codes (the HTTP door
+/// allowed a delay of ten years, the SQL one one year; each had its own code strings).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn both_doors_judge_every_submission_alike() {
+    let database = spindle_tests::postgres::fresh_database().await;
+    let host = Served::start(&database, &["--host-id", "h1", "--max-payload-bytes", "100000"]);
+    let door = Door::new(&host, database).await;
+    let year = 365.0 * 86_400.0;
+    let cases: Vec<(&str, Value, Value, &str)> = vec![
+        ("scripted", json!({}), json!({}), "ok"),
+        ("scripted", json!({}), json!({ "delay_secs": 9.0 * year }), "ok"),
+        ("scripted", json!({}), json!({ "run_at": "2030-01-01T00:00:00Z", "priority": "critical" }), "ok"),
+        ("scripted", json!({}), json!({ "delay_secs": 11.0 * year }), "invalid-request"),
+        ("scripted", json!({}), json!({ "delay_secs": -1 }), "invalid-request"),
+        ("scripted", json!({}), json!({ "delay_secs": "soon" }), "invalid-request"),
+        ("scripted", json!({}), json!({ "run_at": "yesterday" }), "invalid-request"),
+        ("scripted", json!({}), json!({ "run_at": "9999-12-31T00:00:00Z" }), "invalid-request"),
+        ("scripted", json!({}), json!({ "run_at": "2030-01-01T00:00:00Z", "delay_secs": 1 }), "invalid-request"),
+        ("scripted", json!({}), json!({ "priority": "urgent" }), "invalid-request"),
+        ("scripted", json!({}), json!({ "lease_keys": [""] }), "invalid-request"),
+        ("scripted", json!({}), json!({ "idempotency_key": "k".repeat(201) }), "invalid-request"),
+        ("scripted", json!({}), json!({ "colour": "blue" }), "invalid-request"),
+        ("no-such-kind", json!({}), json!({}), "unknown-kind"),
+        ("typed-noop", json!({ "account": "" }), json!({}), "invalid-input"),
+        ("scripted", json!({ "s": "x".repeat(120_000) }), json!({}), "payload-too-large"),
+    ];
+    for (kind, input, options, expected) in cases {
+        let mut body = json!({ "kind": kind, "input": input });
+        for (k, v) in options.as_object().expect("options") {
+            body[k] = v.clone();
+        }
+        let answer = door
+            .http
+            .post(format!("{}/v1/jobs", host.url))
+            .bearer_auth(&door.token)
+            .json(&body)
+            .send()
+            .await
+            .expect("POST");
+        let status = answer.status().as_u16();
+        let answer: Value = answer.json().await.unwrap_or(Value::Null);
+        let http =
+            if status == 201 { "ok".to_owned() } else { answer["error"]["code"].as_str().unwrap_or("?").to_owned() };
+        let id = door.submit(kind, input.clone(), options.clone(), true).await;
+        let view = door.settled(&host, &id).await;
+        let sql = match view["state"].as_str() {
+            Some("admitted") => "ok".to_owned(),
+            _ => view["code"].as_str().unwrap_or("?").to_owned(),
+        };
+        assert_eq!((http.as_str(), sql.as_str()), (expected, expected), "{body}: HTTP {answer}, SQL {view}");
+    }
+}
+
+/// Ten submissions committed in one transaction against a rate of 2/s became two jobs and
+/// eight refusals, where the API answers 429 and clients try again. A committed submission
+/// is never refused for capacity now: it waits (shown as `waiting`, with the quota), and is
+/// admitted when the quota allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_committed_submission_over_a_quota_waits_and_is_admitted() {
+    let database = spindle_tests::postgres::fresh_database().await;
+    let host = Served::start(&database, &["--host-id", "h1"]);
+    let door = Door::new(&host, database).await;
+    let ran = host.cli(Some(&host.operator), &["tenant", "set", "acme", "--rate", "2", "--burst", "2"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let mut tx = door.app.begin().await.expect("begin");
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let id: String = sqlx::query_scalar("SELECT spindle.submit('scripted', '{}', '{}')::text")
+            .fetch_one(&mut *tx)
+            .await
+            .expect("spindle.submit");
+        ids.push(id);
+    }
+    tx.commit().await.expect("commit");
+    let mut seen_waiting = false;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    for id in &ids {
+        loop {
+            let (status, view) = door.get(&host, &format!("/v1/submissions/{id}")).await;
+            assert_eq!(status, 200, "{view}");
+            match view["state"].as_str() {
+                Some("admitted") => break,
+                Some("waiting") => {
+                    seen_waiting = true;
+                    assert_eq!(view["code"], "quota-exceeded", "{view}");
+                    assert!(view["message"].as_str().unwrap().contains("rate"), "{view}");
+                }
+                Some("queued") => {}
+                other => panic!("{id}: {other:?}: {view}"),
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{id} never admitted");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert!(seen_waiting, "some waited for the rate");
+    assert_eq!(door.count("SELECT count(*) FROM jobs").await, 10, "every committed submission is a job");
+}

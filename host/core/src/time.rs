@@ -81,3 +81,11 @@ mod tests {
         assert_eq!(Timestamp::from_micros(i64::MAX).plus(Duration::from_secs(1)).as_micros(), i64::MAX);
     }
 }
+
+/// Parses an RFC 3339 date-time (`2026-11-30T12:00:00.5Z`, `…+02:00`), years 0 to 9999;
+/// `None` for anything else. Precision beyond a microsecond is dropped. The one reading
+/// of a time both of Spindle's doors (the API, `spindle.submit`) use.
+pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
+    let parsed = chrono::DateTime::parse_from_rfc3339(text).ok()?;
+    Some(Timestamp::from_micros(parsed.timestamp_micros()))
+}

@@ -333,6 +333,7 @@ mod tests {
         ];
         for (error, code) in cases {
             let shown = error.to_string();
+            assert_eq!(error.api_code(), code, "the engine's judgement: {shown}");
             assert_eq!(ApiError::from(error).code(), code, "{shown}");
         }
     }

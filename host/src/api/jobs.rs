@@ -10,25 +10,20 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use spindle_core::JobId;
-use spindle_core::policy::priority::Priority;
 use tracing::Instrument as _;
 use utoipa::IntoParams;
 
 use super::body::{ApiQuery, job_id, json_body};
-use super::time;
 use super::views;
 use super::views::{Action, Actions, ErrorBody, JobPage, JobSelectionBody, JobSummaryView, JobView, Submit};
 use super::{ApiError, ApiState, ReaderAuth, TenantAuth};
-use crate::engine::SubmitRequest;
+use crate::engine::Asked;
 use crate::engine::{Inserted, JobFilter, TenantId};
 
 /// Submit a job
 ///
 /// The job is pinned to the kind's current version. A submission with the idempotency key of
 /// an earlier one answers that job (200) instead of making another.
-/// Longest a submission may be delayed by `delay_secs`: ten years.
-const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 86_400);
-
 /// Longest `wait` holds a request.
 const MAX_WAIT: Duration = Duration::from_secs(300);
 
@@ -67,30 +62,16 @@ pub(super) async fn submit(
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     let request: Submit = json_body(bytes)?;
     let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let priority = match request.priority.as_deref() {
-        None => Priority::Normal,
-        Some(p) => Priority::parse(p)
-            .ok_or_else(|| ApiError::invalid("priority is one of forced, critical, scheduled, normal, background"))?,
-    };
-    let now = state.host.engine.now();
-    let run_at = match (&request.run_at, request.delay_secs) {
-        (Some(_), Some(_)) => return Err(ApiError::invalid("give run_at or delay_secs, not both")),
-        (Some(text), None) => Some(time::parse_rfc3339(text).ok_or_else(|| {
-            ApiError::invalid("run_at: an RFC 3339 date-time such as 2026-11-30T12:00:00Z, years 0 to 9999")
-        })?),
-        (None, Some(secs)) => Some(now.plus(seconds("delay_secs", secs, MAX_DELAY)?)),
-        (None, None) => None,
-    };
     let input = serde_json::to_vec(&request.input).map_err(ApiError::internal)?;
-    let submit = SubmitRequest {
-        kind: request.kind,
-        input,
-        priority,
-        run_at,
+    let asked = Asked {
+        priority: request.priority,
+        run_at: request.run_at,
+        delay_secs: request.delay_secs,
         idempotency_key: request.idempotency_key,
         lease_keys: request.lease_keys,
         traceparent: traceparent.clone(),
     };
+    let submit = asked.request(request.kind, input, state.host.engine.now())?;
     let span = submit_span(&tenant, &submit.kind, traceparent.as_deref());
     let inserted = state.host.engine.submission().submit(&tenant, submit).instrument(span.clone()).await?;
     span.record("job", inserted.record().job.id.to_string());
@@ -161,6 +142,10 @@ async fn submitted_job(state: &ApiState, tenant: &TenantId, id: &str) -> Result<
         SqlVerdict::Queued => Err(ApiError::new(
             ErrorCode::NotFound,
             format!("submission {id} is committed but not admitted yet (GET /v1/submissions/{id})"),
+        )),
+        SqlVerdict::Waiting { reason, .. } => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("submission {id} is committed and waits for its tenant's quota ({reason}); it will be admitted"),
         )),
         SqlVerdict::Refused { code, message, violations } => {
             let violations = violations.as_deref().and_then(|v| serde_json::from_str(v).ok());

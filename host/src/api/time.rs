@@ -13,12 +13,7 @@ pub fn rfc3339(t: Timestamp) -> String {
     }
 }
 
-/// Parses an RFC 3339 date-time (`2026-11-30T12:00:00.5Z`, `…+02:00`), years 0 to 9999;
-/// `None` for anything else. Precision beyond a microsecond is dropped.
-pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
-    let parsed = DateTime::parse_from_rfc3339(text).ok()?;
-    Some(Timestamp::from_micros(parsed.timestamp_micros()))
-}
+pub use spindle_core::time::parse_rfc3339;
 
 #[cfg(test)]
 mod tests {

@@ -10,30 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
 use spindle_core::Timestamp;
-use spindle_core::policy::priority::Priority;
 
-use super::{EngineError, Submission, SubmitRequest, Tenancy};
+use super::{Asked, EngineError, Submission, SubmitRequest, Tenancy};
 use crate::store::{SqlSubmission, SqlTake, SqlText, SqlVerdict, StoreError, TakenSql, TenantId};
-
-/// The options object `spindle.submit` takes, as `POST /v1/jobs` names them.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SqlOptions {
-    #[serde(default)]
-    idempotency_key: Option<String>,
-    #[serde(default)]
-    priority: Option<String>,
-    #[serde(default)]
-    run_at: Option<String>,
-    #[serde(default)]
-    delay_secs: Option<f64>,
-    #[serde(default)]
-    lease_keys: Vec<String>,
-    #[serde(default)]
-    traceparent: Option<String>,
-}
 
 /// How long a host holds the submissions it took before another may take them (a host
 /// that died while admitting them). A slower pass is no harm: a submission admitted
@@ -49,6 +29,8 @@ pub struct AdmissionPass {
     pub refused: usize,
     /// Submissions left queued for a later pass (the store or the host failed).
     pub deferred: usize,
+    /// Submissions over a quota of their tenant's, waiting until it allows them.
+    pub waiting: usize,
 }
 
 fn refused(code: &str, message: impl Into<String>) -> SqlVerdict {
@@ -90,55 +72,37 @@ fn request_of(taken: TakenSql, now: Timestamp, max_input: usize) -> Result<Submi
             format!("the input is {} bytes; the cap is {max_input}", input.len()),
         ));
     }
-    let options: SqlOptions =
+    let options: Asked =
         serde_json::from_str(&options).map_err(|e| refused("invalid-request", format!("options: {e}")))?;
-    let priority = match options.priority.as_deref() {
-        None => Priority::Normal,
-        Some(p) => Priority::parse(p).ok_or_else(|| {
-            refused("invalid-request", "priority is one of forced, critical, scheduled, normal, background")
-        })?,
-    };
-    let run_at = match (options.run_at.as_deref(), options.delay_secs) {
-        (Some(_), Some(_)) => return Err(refused("invalid-request", "give run_at or delay_secs, not both")),
-        (Some(text), None) => Some(
-            chrono::DateTime::parse_from_rfc3339(text).map(|t| Timestamp::from_micros(t.timestamp_micros())).map_err(
-                |_| refused("invalid-request", "run_at: an RFC 3339 date-time such as 2026-11-30T12:00:00Z"),
-            )?,
-        ),
-        (None, Some(secs)) if secs.is_finite() && (0.0..=31_536_000.0).contains(&secs) => {
-            Some(now.plus(std::time::Duration::from_secs_f64(secs)))
-        }
-        (None, Some(_)) => return Err(refused("invalid-request", "delay_secs: 0 to a year")),
-        (None, None) => None,
-    };
-    Ok(SubmitRequest {
-        kind: submission.kind.clone(),
-        input,
-        priority,
-        run_at,
-        idempotency_key: Some(options.idempotency_key.unwrap_or_else(|| format!("sql:{}", submission.id))),
-        lease_keys: options.lease_keys,
-        traceparent: options.traceparent,
-    })
+    let idempotency_key = options.idempotency_key.clone().unwrap_or_else(|| format!("sql:{}", submission.id));
+    let mut request = options
+        .request(submission.kind.clone(), input, now)
+        .map_err(|e| verdict_of(&e).unwrap_or_else(|| refused("invalid-request", e.to_string())))?;
+    request.idempotency_key = Some(idempotency_key);
+    Ok(request)
 }
 
-/// The verdict an engine error gives a submission, or `None` for a failure of the host
-/// or the store (the submission stays queued for a later pass).
+/// The verdict an engine error gives a submission: the code `POST /v1/jobs` answers for
+/// it ([`EngineError::api_code`]), or `None` for what waiting can fix — a quota (the
+/// submission waits) — or a failure of the host or the store (it stays queued).
 fn verdict_of(error: &EngineError) -> Option<SqlVerdict> {
-    Some(match error {
-        EngineError::UnknownKind(kind) => refused("unknown-kind", format!("unknown kind {kind:?}")),
-        EngineError::PayloadTooLarge { .. } => refused("payload-too-large", error.to_string()),
-        EngineError::Invalid(message) => refused("invalid-request", message.clone()),
-        EngineError::InvalidInput { violations, .. } => SqlVerdict::Refused {
-            code: "invalid-input".into(),
+    use spindle_views::ErrorCode;
+    let code = error.api_code();
+    match code {
+        ErrorCode::QuotaExceeded
+        | ErrorCode::Internal
+        | ErrorCode::Busy
+        | ErrorCode::Contention
+        | ErrorCode::StorageFormat => None,
+        _ => Some(SqlVerdict::Refused {
+            code: code.as_str().to_owned(),
             message: error.to_string(),
-            violations: serde_json::to_string(violations).ok(),
-        },
-        EngineError::Store(StoreError::QuotaExceeded(quota)) => {
-            refused("quota-exceeded", format!("{} ({})", quota.message, quota.quota.as_str()))
-        }
-        _ => return None,
-    })
+            violations: match error {
+                EngineError::InvalidInput { violations, .. } => serde_json::to_string(violations).ok(),
+                _ => None,
+            },
+        }),
+    }
 }
 
 impl Submission<'_> {
@@ -175,6 +139,7 @@ impl Submission<'_> {
         for (_, verdict) in &verdicts {
             match verdict {
                 SqlVerdict::Admitted(_) => pass.admitted += 1,
+                SqlVerdict::Waiting { .. } => pass.waiting += 1,
                 _ => pass.refused += 1,
             }
         }
@@ -211,6 +176,12 @@ impl Submission<'_> {
                     for (id, request) in group.drain(..) {
                         match self.submit(tenant, request).await {
                             Ok(inserted) => verdicts.push((id, SqlVerdict::Admitted(inserted.record().job.id))),
+                            Err(EngineError::Store(StoreError::QuotaExceeded(quota))) => {
+                                let until =
+                                    self.now().plus(quota.retry_after.max(std::time::Duration::from_millis(10)));
+                                let reason = format!("{} ({})", quota.message, quota.quota.as_str());
+                                verdicts.push((id, SqlVerdict::Waiting { until, reason }));
+                            }
                             Err(e) => match verdict_of(&e) {
                                 Some(verdict) => verdicts.push((id, verdict)),
                                 None => {

@@ -68,3 +68,50 @@ pub enum EngineError {
     #[error(transparent)]
     StoreShared(Arc<StoreError>),
 }
+
+impl EngineError {
+    /// The code the API answers this error with: the one judgement both doors give a
+    /// refusal (`spindle.submit`'s verdicts carry it too). `api::error` builds its answers
+    /// on it; a test there checks they agree.
+    pub fn api_code(&self) -> spindle_views::ErrorCode {
+        use spindle_runtime::LoadError;
+        use spindle_views::ErrorCode;
+        match self {
+            Self::UnknownKind(_) => ErrorCode::UnknownKind,
+            Self::NotFound => ErrorCode::NotFound,
+            Self::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            Self::InvalidInput { .. } => ErrorCode::InvalidInput,
+            Self::Invalid(_) => ErrorCode::InvalidRequest,
+            Self::Forbidden(_) => ErrorCode::Forbidden,
+            Self::Refused { .. } => ErrorCode::IllegalTransition,
+            Self::Contention => ErrorCode::Contention,
+            Self::StorageFormat(_) => ErrorCode::StorageFormat,
+            Self::StoreShared(_) => ErrorCode::Internal,
+            Self::Store(e) => store_code(e),
+            Self::Registry(e) => match e {
+                RegistryError::InvalidName(_) => ErrorCode::InvalidRequest,
+                RegistryError::Invalid(LoadError::Internal(_)) => ErrorCode::Internal,
+                RegistryError::Invalid(LoadError::Busy) | RegistryError::Busy => ErrorCode::Busy,
+                RegistryError::Invalid(LoadError::TooLarge { .. }) => ErrorCode::PayloadTooLarge,
+                RegistryError::Invalid(_) => ErrorCode::InvalidComponent,
+                RegistryError::UnknownKind(_) => ErrorCode::UnknownKind,
+                RegistryError::UnknownVersion { .. } => ErrorCode::UnknownVersion,
+                RegistryError::Store(StoreError::QuotaExceeded(_)) => ErrorCode::QuotaExceeded,
+                RegistryError::Store(_) => ErrorCode::Internal,
+            },
+        }
+    }
+}
+
+/// The code the API answers a store error with.
+fn store_code(e: &StoreError) -> spindle_views::ErrorCode {
+    use spindle_views::ErrorCode;
+    match e {
+        StoreError::Duplicate(_) => ErrorCode::AlreadyExists,
+        StoreError::NotFound(_) => ErrorCode::NotFound,
+        StoreError::Unsupported(_) => ErrorCode::InvalidRequest,
+        StoreError::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
+        StoreError::VersionMoved { .. } => ErrorCode::Busy,
+        _ => ErrorCode::Internal,
+    }
+}

@@ -77,7 +77,7 @@ pub use queries::STATE_COUNT_CAP;
 pub use rooms::{CapacityRoom, Execution, Operations, Submission, Tenancy, Workflows};
 pub use samples::SAMPLE_EVERY;
 pub use schedules::{MAX_SCHEDULE_NAME, ScheduleRequest};
-pub use submit::{SubmitRequest, tenant_key, untenant_key};
+pub use submit::{Asked, MAX_DELAY, SubmitRequest, tenant_key, untenant_key};
 pub use tenancy::{CONFIGURED_OPERATOR_TOKEN, MAX_TOKEN_LIFETIME, MAX_TOKEN_NAME_CHARS, TokenScope};
 pub use workflow::{MAX_SIGNAL_KEY, MAX_SIGNAL_NAME, RelayPass, Signalled};
 

@@ -11,6 +11,78 @@ use crate::clock::new_job_id;
 use crate::registry::RegistryError;
 use crate::store::{Inserted, NewJob, StoreError, TenantId};
 
+/// Longest a submission may be delayed (`delay_secs`, or `run_at` from now): ten years.
+pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 86_400);
+
+/// What a submission asks for besides its kind and input, as both doors name it — the
+/// API's `POST /v1/jobs` body and `spindle.submit`'s options object — read and judged in
+/// this one place, with the same refusals, whichever door it came through.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Asked {
+    /// The priority class (`forced`, `critical`, `scheduled`, `normal`, `background`).
+    #[serde(default)]
+    pub priority: Option<String>,
+    /// Not before this time (RFC 3339); not with `delay_secs`.
+    #[serde(default)]
+    pub run_at: Option<String>,
+    /// Not before this many seconds from now; not with `run_at`.
+    #[serde(default)]
+    pub delay_secs: Option<f64>,
+    /// A second submission with the same key answers the first job.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// Exclusive lease keys.
+    #[serde(default)]
+    pub lease_keys: Vec<String>,
+    /// The caller's W3C `traceparent`.
+    #[serde(default)]
+    pub traceparent: Option<String>,
+}
+
+impl Asked {
+    /// The request for a job of `kind` with `input` asked for at `now`, or why it is
+    /// refused (`invalid-request`). The input's size, its schema and the quotas are the
+    /// engine's to judge at submission, for both doors alike.
+    pub fn request(self, kind: String, input: Vec<u8>, now: Timestamp) -> Result<SubmitRequest, EngineError> {
+        let invalid = |message: &str| EngineError::Invalid(message.to_owned());
+        let priority = match self.priority.as_deref() {
+            None => Priority::Normal,
+            Some(p) => Priority::parse(p)
+                .ok_or_else(|| invalid("priority is one of forced, critical, scheduled, normal, background"))?,
+        };
+        let run_at = match (self.run_at.as_deref(), self.delay_secs) {
+            (Some(_), Some(_)) => return Err(invalid("give run_at or delay_secs, not both")),
+            (Some(text), None) => Some(spindle_core::time::parse_rfc3339(text).ok_or_else(|| {
+                invalid("run_at: an RFC 3339 date-time such as 2026-11-30T12:00:00Z, years 0 to 9999")
+            })?),
+            (None, Some(secs)) => Some(now.plus(
+                std::time::Duration::try_from_secs_f64(secs).ok().filter(|delay| *delay <= MAX_DELAY).ok_or_else(
+                    || {
+                        EngineError::Invalid(format!(
+                            "delay_secs: a number of seconds from 0 to {}",
+                            MAX_DELAY.as_secs()
+                        ))
+                    },
+                )?,
+            )),
+            (None, None) => None,
+        };
+        if run_at.is_some_and(|at| at.as_micros() > now.plus(MAX_DELAY).as_micros()) {
+            return Err(EngineError::Invalid(format!("run_at: at most {} seconds from now", MAX_DELAY.as_secs())));
+        }
+        Ok(SubmitRequest {
+            kind,
+            input,
+            priority,
+            run_at,
+            idempotency_key: self.idempotency_key,
+            lease_keys: self.lease_keys,
+            traceparent: self.traceparent,
+        })
+    }
+}
+
 /// A submission.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubmitRequest {

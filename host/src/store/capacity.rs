@@ -399,7 +399,8 @@ impl CapacityStore for SqlStore {
         let rows = self
             .db
             .fetch(
-                "SELECT COALESCE(SUM(size + COALESCE(compiled_size, 0)), 0) FROM components \
+                // PostgreSQL sums BIGINTs as NUMERIC: read back as a number of bytes.
+                "SELECT CAST(COALESCE(SUM(size + COALESCE(compiled_size, 0)), 0) AS BIGINT) FROM components \
                  WHERE digest IN (SELECT digest FROM kind_versions WHERE tenant_id = $1)",
                 vec![Value::from(tenant.0.as_str())],
                 &[Ty::Int],

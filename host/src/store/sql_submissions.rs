@@ -23,6 +23,15 @@ use super::sql::Db;
 pub enum SqlVerdict {
     /// Committed by its application, not yet looked at by a host.
     Queued,
+    /// Committed, and over one of its tenant's quotas (its submission rate, its jobs
+    /// queued): a committed submission is never refused for capacity, it waits, and is
+    /// admitted once the quota allows. Taken again at `until`.
+    Waiting {
+        /// When a host looks at it again.
+        until: Timestamp,
+        /// Which quota, as the API's refusal would say it.
+        reason: String,
+    },
     /// Admitted: the job it made (or the one its idempotency key already named).
     Admitted(JobId),
     /// Refused, nothing else written: the API's code, a message, and the input's
@@ -126,13 +135,22 @@ pub trait SqlSubmissionStore: Send + Sync {
 }
 
 /// The columns a reader of a submission sees (never its input or options).
-const SUBMISSION: &str = "id, tenant_id, kind, submitted_by, submitted_at, state, job_id, code, message, violations";
+const SUBMISSION: &str =
+    "id, tenant_id, kind, submitted_by, submitted_at, state, job_id, code, message, violations, leased_until";
 
 fn submission_from_row(row: &PgRow) -> Result<SqlSubmission, StoreError> {
     let corrupt = |column: &str, what: &str| StoreError::Corrupt(format!("spindle.sql_submissions.{column}: {what}"));
     let state: String = row.try_get("state")?;
+    let code: Option<String> = row.try_get("code")?;
     let verdict = match state.as_str() {
-        "queued" => SqlVerdict::Queued,
+        "queued" if code.is_none() => SqlVerdict::Queued,
+        "queued" => SqlVerdict::Waiting {
+            until: Timestamp::from_micros(
+                row.try_get::<Option<i64>, _>("leased_until")?
+                    .ok_or_else(|| corrupt("leased_until", "a waiting submission without its time"))?,
+            ),
+            reason: row.try_get::<Option<String>, _>("message")?.unwrap_or_default(),
+        },
         "admitted" => {
             let job: Option<String> = row.try_get("job_id")?;
             let job = job.ok_or_else(|| corrupt("job_id", "an admitted submission names no job"))?;
@@ -331,6 +349,20 @@ impl SqlSubmissionStore for SqlStore {
         for (id, verdict) in verdicts {
             let (state, job, code, message, violations) = match verdict {
                 SqlVerdict::Queued => continue,
+                SqlVerdict::Waiting { until, reason } => {
+                    // Still queued: its reason kept, and no host takes it before `until`.
+                    changed += sqlx::query(
+                        "UPDATE spindle.sql_submissions SET code = 'quota-exceeded', message = $2, leased_until = $3 \
+                         WHERE id = $1 AND state = 'queued'",
+                    )
+                    .bind(id.as_str())
+                    .bind(reason.as_str())
+                    .bind(until.as_micros())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    continue;
+                }
                 SqlVerdict::Admitted(job) => ("admitted", Some(job.to_string()), None, None, None),
                 SqlVerdict::Refused { code, message, violations } => {
                     ("refused", None, Some(code.as_str()), Some(message.as_str()), violations.as_deref())

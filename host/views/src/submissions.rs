@@ -13,7 +13,9 @@ pub struct SubmissionView {
     pub id: String,
     /// The kind.
     pub kind: String,
-    /// `queued` (committed, not yet admitted), `admitted` or `refused`.
+    /// `queued` (committed, not yet admitted), `waiting` (committed, over one of the
+    /// tenant's quotas: it is admitted once the quota allows, never refused for it;
+    /// `message` says which), `admitted` or `refused`.
     pub state: String,
     /// The job it made (or the one its idempotency key already named), once admitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,6 +9,9 @@ impl From<&SqlSubmission> for SubmissionView {
     fn from(s: &SqlSubmission) -> Self {
         let (state, job, code, message, violations) = match &s.verdict {
             SqlVerdict::Queued => ("queued", None, None, None, None),
+            SqlVerdict::Waiting { reason, .. } => {
+                ("waiting", None, Some("quota-exceeded".to_owned()), Some(reason.clone()), None)
+            }
             SqlVerdict::Admitted(job) => ("admitted", Some(job.to_string()), None, None, None),
             SqlVerdict::Refused { code, message, violations } => {
                 let violations = violations
