@@ -67,6 +67,14 @@ impl fmt::Display for Timestamp {
     }
 }
 
+/// Parses an RFC 3339 date-time (`2026-11-30T12:00:00.5Z`, `…+02:00`), years 0 to 9999;
+/// `None` for anything else. Precision beyond a microsecond is dropped. The one reading
+/// of a time both of Spindle's doors (the API, `spindle.submit`) use.
+pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
+    let parsed = chrono::DateTime::parse_from_rfc3339(text).ok()?;
+    Some(Timestamp::from_micros(parsed.timestamp_micros()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,12 +88,4 @@ mod tests {
         assert_eq!(t.plus(Duration::from_secs(2)).since(t), Duration::from_secs(2));
         assert_eq!(Timestamp::from_micros(i64::MAX).plus(Duration::from_secs(1)).as_micros(), i64::MAX);
     }
-}
-
-/// Parses an RFC 3339 date-time (`2026-11-30T12:00:00.5Z`, `…+02:00`), years 0 to 9999;
-/// `None` for anything else. Precision beyond a microsecond is dropped. The one reading
-/// of a time both of Spindle's doors (the API, `spindle.submit`) use.
-pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
-    let parsed = chrono::DateTime::parse_from_rfc3339(text).ok()?;
-    Some(Timestamp::from_micros(parsed.timestamp_micros()))
 }
