@@ -113,8 +113,19 @@ impl Deployment {
             }
             bindings.entry(name.to_owned()).or_default().push(Rule::parse(rule)?);
         }
+        // One deployment, one form: the same rules, secrets and bindings in another order
+        // (or written twice) are the same deployment, so deploying them again is the
+        // same version, not a new one.
+        let mut allow = Rules::parse(allow)?.0;
+        allow.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        allow.dedup();
+        names.sort();
+        for rules in bindings.values_mut() {
+            rules.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            rules.dedup();
+        }
         let deployment = Self {
-            allow: Rules::parse(allow)?.0,
+            allow,
             secrets: names,
             bindings,
             settings: parsed,

@@ -222,3 +222,167 @@ async fn the_typescript_client_passes_its_suite_against_a_real_host() {
     let shown = run_suite(command, &host, &token, "the TypeScript client's tests");
     assert!(shown.contains("# pass 4") && shown.contains("# skipped 0"), "every test ran:\n{shown}");
 }
+
+/// The inputs the client documentation submits: each object literal in `docs/clients.md`
+/// that names an `order_id`, read as JSON (a TypeScript literal's bare keys quoted).
+fn documented_order_inputs() -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(spindle_tests::workspace_root().join("docs/clients.md")).unwrap();
+    let mut inputs = Vec::new();
+    for (at, _) in text.match_indices("order_id") {
+        let open = text[..at].rfind('{').expect("an object around order_id");
+        let close = at + text[at..].find('}').expect("an object around order_id");
+        let mut literal = text[open..=close].to_owned();
+        for key in ["order_id", "images", "ship_timeout_secs"] {
+            if !literal.contains(&format!("\"{key}\"")) {
+                literal = literal.replace(&format!("{key}:"), &format!("\"{key}\":"));
+            }
+        }
+        let input = serde_json::from_str(&literal).unwrap_or_else(|e| panic!("{literal} is not JSON: {e}"));
+        inputs.push(input);
+    }
+    inputs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_input_the_client_documentation_shows_is_one_its_kind_accepts() {
+    let inputs = documented_order_inputs();
+    assert!(inputs.len() >= 7, "the SQL door's four languages and the three clients: {inputs:?}");
+    let (host, token, _scratch) = host().await;
+    let path = spindle_tests::guest_path("order-fulfilment");
+    let ran = host.cli(Some(&token), &["deploy", "order-fulfilment", path.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "deploy order-fulfilment: {}", ran.stderr);
+    let client = Client::new(&host.url, &token).unwrap();
+    for input in inputs {
+        let submitted = client.submit(&Submission::new("order-fulfilment", input.clone())).await;
+        assert!(submitted.is_ok_and(|s| s.created), "order-fulfilment refuses the documented {input}");
+    }
+}
+
+#[test]
+fn the_client_readmes_use_the_default_address_and_kinds_the_examples_build() {
+    let root = spindle_tests::workspace_root();
+    let mut documents = vec![root.join("docs/clients.md")];
+    documents.extend(["python", "typescript", "rust"].map(|c| root.join("clients").join(c).join("README.md")));
+    for document in documents {
+        let text = std::fs::read_to_string(&document).unwrap();
+        for (at, _) in text.match_indices("http://127.0.0.1:") {
+            let port: String = text[at + 17..].chars().take_while(char::is_ascii_digit).collect();
+            assert_eq!(port, "7464", "{} points at port {port}, not `spindle serve`'s", document.display());
+        }
+        for opening in ["submit(\"", "Submission::new(\""] {
+            for (at, _) in text.match_indices(opening) {
+                let kind: String = text[at + opening.len()..].chars().take_while(|c| *c != '"').collect();
+                assert!(
+                    root.join("examples").join(&kind).is_dir(),
+                    "{} submits `{kind}`, which no example builds",
+                    document.display()
+                );
+            }
+        }
+    }
+}
+
+/// Every file under `dir`, relative, sorted.
+fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                found.push(path.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Copies `from` into `to`, leaving out the names in `skip`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path, skip: &[&str]) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if skip.iter().any(|s| name == *s) {
+            continue;
+        }
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &to.join(&name), skip);
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_python_client_installs_with_pip_and_leaves_its_checkout_as_it_was() {
+    let python = client_toolchain("clients-python/bin/python");
+    let scratch = Scratch::new();
+    let checkout = scratch.path.join("python");
+    copy_tree(&spindle_tests::workspace_root().join("clients/python"), &checkout, &["__pycache__"]);
+    let before = files_under(&checkout);
+    let site = scratch.path.join("site");
+    // No network and no build isolation: the build backend is the one the toolchain holds.
+    let installed = Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "--no-index", "--target"])
+        .arg(&site)
+        .arg(&checkout)
+        .output()
+        .unwrap();
+    assert!(installed.status.success(), "pip install: {}", String::from_utf8_lossy(&installed.stderr));
+    assert_eq!(files_under(&checkout), before, "pip install wrote into the checkout");
+    let imported = Command::new(&python)
+        .args(["-c", "import spindle_client; assert spindle_client.Client and spindle_client.AsyncClient"])
+        .env("PYTHONPATH", &site)
+        .current_dir(&scratch.path)
+        .output()
+        .unwrap();
+    assert!(imported.status.success(), "import: {}", String::from_utf8_lossy(&imported.stderr));
+}
+
+#[test]
+fn the_typescript_client_packs_from_its_folder_and_an_application_imports_it() {
+    let package = spindle_tests::workspace_root().join("clients/typescript");
+    let modules = package.join("node_modules");
+    assert!(modules.join(".bin/tsc").exists(), "{} is missing: `cargo xtask test` installs it", modules.display());
+    let scratch = Scratch::new();
+    // A checkout as a clone has it: no `dist/` (the `prepare` script builds it).
+    let checkout = scratch.path.join("typescript");
+    copy_tree(&package, &checkout, &["node_modules", "dist"]);
+    std::os::unix::fs::symlink(&modules, checkout.join("node_modules")).unwrap();
+    let packed = Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(&scratch.path)
+        .current_dir(&checkout)
+        .output()
+        .unwrap();
+    assert!(packed.status.success(), "npm pack: {}", String::from_utf8_lossy(&packed.stderr));
+    let tarball = scratch.path.join("spindle-client-0.1.0.tgz");
+    assert!(tarball.is_file(), "npm pack made no {}", tarball.display());
+    let app = scratch.path.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(
+        app.join("package.json"),
+        r#"{"name": "app", "version": "1.0.0", "private": true, "type": "module"}"#,
+    )
+    .unwrap();
+    let installed = Command::new("npm")
+        .args(["install", "--offline", "--no-audit", "--no-fund"])
+        .arg(&tarball)
+        .current_dir(&app)
+        .output()
+        .unwrap();
+    assert!(installed.status.success(), "npm install: {}", String::from_utf8_lossy(&installed.stderr));
+    let imported = Command::new("node")
+        .args([
+            "-e",
+            "import('@spindle/client').then(m => { if (typeof m.SpindleClient !== 'function') process.exit(3) })",
+        ])
+        .current_dir(&app)
+        .output()
+        .unwrap();
+    assert!(imported.status.success(), "import: {}", String::from_utf8_lossy(&imported.stderr));
+}

@@ -137,6 +137,16 @@ async fn the_current_versions_bytes_deployed_again_the_same_way_are_that_version
     assert_eq!(v2.version, v1.version + 1, "another deployment is another version");
     let (v2_again, _) = h.registry.deploy_with(&h.tenant, "noop", &guest("noop"), &allowing, now).await.unwrap();
     assert_eq!(v2_again.version, v2.version);
+    // The same rules and bindings in another order, or written twice, are the same deployment.
+    let (a, b) = ("GET https://api.example.com/*", "POST https://hooks.example.com/*");
+    let rules = |order: &[&str]| order.iter().map(|r| (*r).to_owned()).collect::<Vec<_>>();
+    let binding = |order: &[&str]| order.iter().map(|r| format!("key@{r}")).collect::<Vec<_>>();
+    let one = Deployment::parse(&rules(&[a, b]), &binding(&[a, b]), &[], false).unwrap();
+    let other = Deployment::parse(&rules(&[b, a, b]), &binding(&[b, a]), &[], false).unwrap();
+    let (ordered, _) = h.registry.deploy_with(&h.tenant, "noop", &guest("noop"), &one, now).await.unwrap();
+    let (reordered, _) = h.registry.deploy_with(&h.tenant, "noop", &guest("noop"), &other, now).await.unwrap();
+    assert_eq!(reordered.version, ordered.version, "--allow in another order made another version");
+    let (v2, _) = h.registry.deploy_with(&h.tenant, "noop", &guest("noop"), &allowing, now).await.unwrap();
     let (v3, _) = h.registry.deploy(&h.tenant, "noop", &guest("noop"), now).await.unwrap();
     assert_eq!(v3.version, v2.version + 1, "v1's bytes and deployment while v2 is current: a new version");
 }

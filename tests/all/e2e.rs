@@ -136,9 +136,11 @@ async fn a_retry_runs_on_the_failed_jobs_version_unless_asked_for_the_current_on
     assert_eq!((job["kind_version"].clone(), job["predecessor"].clone()), (json!(2), json!(again)));
     assert_eq!(job["steps"][0]["output"]["version"], 2);
     // Retried once is retried: the job machine refuses a second retry either way.
-    let twice = host.cli(token, &["retry", &again, "--on-current"]);
+    // The original, retried plainly before: the refusal names the retry to retry instead.
+    let twice = host.cli(token, &["retry", &failed, "--on-current"]);
     assert_ne!(twice.code, 0);
     assert!(twice.stderr.contains("already-retried"), "{}", twice.stderr);
+    assert!(twice.stderr.contains(&format!("retry {again} instead")), "{}", twice.stderr);
 }
 
 async fn tenants_cannot_reach_each_others_work(backend: Backend) {

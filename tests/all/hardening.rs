@@ -879,3 +879,36 @@ async fn a_claim_that_lapsed_before_its_step_ran_is_never_run(backend: Backend) 
     let output = spindle_tests::json(record.job.steps[0].output.as_deref().expect("the step's output"));
     assert_eq!(output["attempt"], 2, "the guest ran once, on the attempt after the lapsed one: {output}");
 }
+
+/// `spindle openapi | head -1`, and any listing piped into a reader that stops early: the
+/// command ends quietly with success instead of panicking on the broken pipe (the
+/// document is larger than a pipe's buffer, so the write meets the closed end).
+#[test]
+fn a_command_whose_reader_goes_away_ends_quietly() {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(spindle_tests::spindle_bin())
+        .arg("openapi")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert_eq!(first.trim(), "{");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && stderr.is_empty(), "{:?}: {stderr}", output.status);
+}
+
+/// Every language `spindle new` writes is named where a newcomer looks: `spindle --help`
+/// and the README.
+#[test]
+fn every_language_spindle_new_writes_is_named_in_help_and_readme() {
+    let help = std::process::Command::new(spindle_tests::spindle_bin()).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--lang rust|python|js|ts|c|go"), "{help}");
+    let readme = std::fs::read_to_string(spindle_tests::workspace_root().join("README.md")).unwrap();
+    for lang in ["python", "rust", "js", "ts", "c", "go"] {
+        assert!(readme.contains(&format!("`{lang}`")), "the README's `spindle new` leaves out {lang}");
+    }
+}

@@ -466,29 +466,12 @@ async fn a_planted_artifact_is_recompiled_not_loaded() {
     assert!(!reloaded.from_cache, "the planted artifact was recompiled, not loaded");
 }
 
-/// What a tracing subscriber writes, kept for the test to read.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A guest's text reaches the host log capped and on one line: a guest cannot forge
 /// whole host log lines through a log call, stdout, or a failure's message and code,
 /// nor fill the log with 20 MB per attempt.
 #[tokio::test]
 async fn guest_text_reaches_the_host_log_capped_and_on_one_line() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = spindle_tests::capture_log(tracing::Level::INFO);
     let rt = runtime(hostile_config());
     let kind = load(&rt, "hostile").await;
     let run = rt.run_step(&kind, input("forge-log", 1, json!({})), free()).await.run;
@@ -497,7 +480,7 @@ async fn guest_text_reaches_the_host_log_capped_and_on_one_line() {
     };
     assert!(code.len() <= 64, "the code is capped where it enters the host: {} bytes", code.len());
     assert!(message.len() <= 1024, "the message is capped where it enters the host: {} bytes", message.len());
-    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let log = captured.text();
     assert!(log.contains("innocent"), "the guest's own lines are logged: {log}");
     for line in log.lines() {
         assert!(!line.starts_with("2099-01-01"), "a guest forged a host log line: {line:?}");

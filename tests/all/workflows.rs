@@ -487,3 +487,14 @@ on_both_backends!(
     fan_outs_over_the_limits_are_refused_with_typed_codes,
     schedules_fire_each_time_once_across_two_hosts,
 );
+
+/// Children settling after their parent was cancelled is the normal end of a cancelled
+/// fan-out: the host logs no warning for it (it read as the store disagreeing with the
+/// core). On one thread, so the capture sees every task of the host.
+#[tokio::test(flavor = "current_thread")]
+async fn children_settling_after_their_parent_was_cancelled_warn_nobody() {
+    let (log, _guard) = spindle_tests::capture_log(tracing::Level::WARN);
+    cancelling_a_parent_cancels_its_open_children(Backend::Sqlite).await;
+    let log = log.text();
+    assert!(!log.contains("WARN"), "{log}");
+}

@@ -18,6 +18,38 @@ pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_owned()
 }
 
+/// What a tracing subscriber on this thread writes, kept for a test to read
+/// ([`capture_log`]).
+#[derive(Clone, Debug, Default)]
+pub struct CapturedLog(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl CapturedLog {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Captures this thread's log lines at `level` and above until the guard drops: on a
+/// current-thread runtime, every task of the test.
+pub fn capture_log(level: tracing::Level) -> (CapturedLog, tracing::subscriber::DefaultGuard) {
+    let captured = CapturedLog::default();
+    let writer = captured.clone();
+    let subscriber =
+        tracing_subscriber::fmt().with_ansi(false).with_max_level(level).with_writer(move || writer.clone()).finish();
+    (captured, tracing::subscriber::set_default(subscriber))
+}
+
 /// Path of a built guest component (`target/guests/<name>.wasm`).
 pub fn guest_path(name: &str) -> PathBuf {
     let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from);

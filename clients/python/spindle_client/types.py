@@ -363,10 +363,9 @@ class HostList(_HostListRequired, total=False):
     gate: Optional[GateView]
 
 
-class HostView(TypedDict):
-    """A host as it announced itself."""
+class _HostViewRequired(TypedDict):
     build: str
-    """Its build."""
+    """Its build: version and commit (`spindle 0.1.0 (3f2a9c1e4b7d)`)."""
     contracts: List[str]
     """The contract versions it runs."""
     draining: bool
@@ -376,8 +375,8 @@ class HostView(TypedDict):
     id: str
     """Its id (claims carry it)."""
     live: bool
-    """Whether its heartbeat is current (an expired host is gone; its row stays until a
-    host of its id starts again or it is listed here no more).
+    """Whether its heartbeat is current (an expired process is gone; its row stays
+    listed for an hour).
     """
     reads: List[int]
     """The storage formats it reads, oldest and newest."""
@@ -385,6 +384,14 @@ class HostView(TypedDict):
     """When it started."""
     writes: int
     """The newest storage format it writes."""
+
+
+class HostView(_HostViewRequired, total=False):
+    """A host as it announced itself."""
+    instance: str
+    """Its process's instance: two processes of one host id are two rows, told apart by
+    it (empty for a process of a build from before instances).
+    """
 
 
 class _JobBulkRequired(TypedDict):
@@ -961,7 +968,10 @@ class _SubmissionViewRequired(TypedDict):
     kind: str
     """The kind."""
     state: str
-    """`queued` (committed, not yet admitted), `admitted` or `refused`."""
+    """`queued` (committed, not yet admitted), `waiting` (committed, over one of the
+    tenant's quotas: it is admitted once the quota allows, never refused for it;
+    `message` says which), `admitted` or `refused`.
+    """
     submitted_at: str
     """When its transaction called `spindle.submit`."""
     submitted_by: str

@@ -118,8 +118,9 @@ export interface paths {
         /**
          * Liveness
          * @description Answers while the host serves; needs no token. `status` is `refusing` while the storage
-         *     format gate refuses this host (it claims nothing and writes no job; `storage.refusal` says
-         *     why).
+         *     format gate refuses this host (it claims nothing, writes no job and answers every data
+         *     route `503 storage-format`; `storage.refusal` says why), and the answer is then `503`
+         *     itself, so a load balancer that reads only the status stops routing to it.
          */
         get: operations["health"];
         put?: never;
@@ -1363,7 +1364,7 @@ export interface components {
              * @description The stable code callers branch on; it fixes the HTTP status.
              * @enum {string}
              */
-            code: "invalid-request" | "unauthorised" | "forbidden" | "not-found" | "unknown-kind" | "unknown-version" | "payload-too-large" | "invalid-input" | "invalid-component" | "illegal-transition" | "already-exists" | "contention" | "busy" | "quota-exceeded" | "storage-format" | "internal";
+            code: "invalid-request" | "unauthorised" | "forbidden" | "not-found" | "method-not-allowed" | "unknown-kind" | "unknown-version" | "payload-too-large" | "invalid-input" | "invalid-component" | "illegal-transition" | "already-exists" | "contention" | "busy" | "quota-exceeded" | "storage-format" | "internal";
             /**
              * @description With `invalid-input` from a bulk submission: which submission (0-based) broke
              *     its kind's schema.
@@ -1457,7 +1458,7 @@ export interface components {
         };
         /** @description A host as it announced itself. */
         HostView: {
-            /** @description Its build. */
+            /** @description Its build: version and commit (`spindle 0.1.0 (3f2a9c1e4b7d)`). */
             build: string;
             /** @description The contract versions it runs. */
             contracts: string[];
@@ -1468,8 +1469,13 @@ export interface components {
             /** @description Its id (claims carry it). */
             id: string;
             /**
-             * @description Whether its heartbeat is current (an expired host is gone; its row stays until a
-             *     host of its id starts again or it is listed here no more).
+             * @description Its process's instance: two processes of one host id are two rows, told apart by
+             *     it (empty for a process of a build from before instances).
+             */
+            instance?: string;
+            /**
+             * @description Whether its heartbeat is current (an expired process is gone; its row stays
+             *     listed for an hour).
              */
             live: boolean;
             /** @description The storage formats it reads, oldest and newest. */
@@ -2249,7 +2255,11 @@ export interface components {
             kind: string;
             /** @description What was wrong. */
             message?: string | null;
-            /** @description `queued` (committed, not yet admitted), `admitted` or `refused`. */
+            /**
+             * @description `queued` (committed, not yet admitted), `waiting` (committed, over one of the
+             *     tenant's quotas: it is admitted once the quota allows, never refused for it;
+             *     `message` says which), `admitted` or `refused`.
+             */
             state: string;
             /** @description When its transaction called `spindle.submit`. */
             submitted_at: string;
@@ -2705,8 +2715,17 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The host is up */
+            /** @description The host is up and serves */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+            /** @description The host is up and refuses the database's storage format */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -2,6 +2,15 @@
 
 use std::process::ExitCode;
 
+/// `println!` for what a command prints for its reader: a reader that went away
+/// (`spindle kinds greet | head -1`) ends the command quietly with success, as ripgrep
+/// does, where `println!` would panic on the broken pipe.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::print_line(format_args!($($arg)*))
+    };
+}
+
 mod client;
 mod guest;
 mod migrate;
@@ -10,6 +19,18 @@ mod serve;
 use crate::client::{ClientArgs, ClientCommand};
 use clap::{Parser, Subcommand};
 use spindle::config::ServeArgs;
+
+/// Writes one line to stdout ([`out!`]); exits with success when stdout's reader is gone.
+fn print_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout.write_fmt(line).and_then(|()| stdout.write_all(b"\n"));
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => panic!("failed printing to stdout: {e}"),
+    }
+}
 
 /// mimalloc instead of glibc's allocator: a host allocates and frees small objects on
 /// every step from many threads (records, rows, JSON), where glibc's arenas spent about
@@ -42,8 +63,9 @@ enum Command {
     /// Measure throughput, latency, sandbox overhead, memory and claim latency on a
     /// fresh database (SQLite or PostgreSQL); see docs/benchmarks.md.
     Bench(spindle_bench::command::BenchArgs),
-    /// Write a ready project for a new job kind in Rust, Python, JavaScript, C or Go: the
-    /// kind, its build script, a README, a local test, the SDK and the contract's WIT.
+    /// Write a ready project for a new job kind in Rust, Python, JavaScript, TypeScript, C
+    /// or Go (`--lang rust|python|js|ts|c|go`): the kind, its build script, a README, a
+    /// local test, the SDK and the contract's WIT.
     New(crate::guest::NewArgs),
     /// Build steps for job kinds in C and Go: the contract's WIT, bindings, and making a
     /// core module a component.
@@ -66,7 +88,7 @@ enum Command {
 /// The document, pretty, with a final newline (what the clients' generators read).
 fn print_openapi() -> anyhow::Result<()> {
     let document = spindle::api::openapi_document();
-    println!("{}", serde_json::to_string_pretty(&document)?);
+    out!("{}", serde_json::to_string_pretty(&document)?);
     Ok(())
 }
 

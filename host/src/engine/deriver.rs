@@ -103,6 +103,12 @@ impl Deriver for HostDeriver {
     }
 
     fn children_settled(&self, record: &JobRecord, slot: &str, settled: u32, now: Timestamp) -> Option<JobWrite> {
+        // A parent cancelled (or failed) while its children ran: they settle afterwards
+        // as the cancellation reaches them, the normal end of a cancelled fan-out, and
+        // there is nothing to wake.
+        if record.job.state.is_final() {
+            return None;
+        }
         self.derive(record, &JobEvent::ChildrenSettled { slot: slot.to_owned(), settled }, now)
     }
 

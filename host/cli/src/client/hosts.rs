@@ -33,7 +33,7 @@ pub(super) async fn upgrade(client: &Client, json: bool, command: UpgradeCommand
         UpgradeCommand::Finalize => {
             let moved: Finalized = client.post("/v1/upgrade/finalize", &empty_body()).await?;
             emit(json, &moved, |m| {
-                println!("storage format gate moved: every host writes format {} (was {})", m.to, m.from)
+                out!("storage format gate moved: every host writes format {} (was {})", m.to, m.from)
             });
         }
     }
@@ -42,12 +42,18 @@ pub(super) async fn upgrade(client: &Client, json: bool, command: UpgradeCommand
 
 fn print_hosts(list: &HostList) {
     match &list.gate {
-        Some(gate) => println!("storage format {} (since {}, by {})", gate.format, gate.moved_at, gate.moved_by),
-        None => println!("no host has joined this database yet"),
+        Some(gate) => out!("storage format {} (since {}, by {})", gate.format, gate.moved_at, gate.moved_by),
+        None => out!("no host has joined this database yet"),
     }
-    println!(
+    out!(
         "{:<32} {:<9} {:<30} {:<6} {:<7} {:<13} {:<9} LAST HEARTBEAT",
-        "HOST", "PROCESS", "BUILD", "READS", "WRITES", "CONTRACTS", "STATE"
+        "HOST",
+        "PROCESS",
+        "BUILD",
+        "READS",
+        "WRITES",
+        "CONTRACTS",
+        "STATE"
     );
     for h in &list.hosts {
         let state = match (h.live, h.draining) {
@@ -55,7 +61,7 @@ fn print_hosts(list: &HostList) {
             (true, true) => "draining",
             (true, false) => "live",
         };
-        println!(
+        out!(
             "{:<32} {:<9} {:<30} {:<6} {:<7} {:<13} {:<9} {}",
             h.id,
             if h.instance.is_empty() { "-" } else { h.instance.as_str() },

@@ -32,7 +32,7 @@ pub(super) async fn submit(client: &Client, json: bool, args: SubmitArgs) -> any
     };
     let submit = Submit { kind, input, priority, run_at: None, delay_secs: delay, idempotency_key: key, lease_keys };
     let job: JobView = client.post("/v1/jobs", &submit).await?;
-    emit(json, &job, |j| println!("{}", j.id));
+    emit(json, &job, |j| out!("{}", j.id));
     Ok(())
 }
 
@@ -87,11 +87,11 @@ pub(super) async fn wait(client: &Client, json: bool, id: &str, timeout: f64) ->
         let left = deadline.saturating_duration_since(tokio::time::Instant::now()).as_secs_f64().min(60.0);
         let job: JobView = client.get(&format!("/v1/jobs/{id}/wait?timeout={left:.3}")).await?;
         if is_final(&job.state) {
-            emit(json, &job, |j| println!("{} {}", j.id, state_line(j)));
+            emit(json, &job, |j| out!("{} {}", j.id, state_line(j)));
             return Ok(exit_for(&job.state));
         }
         if tokio::time::Instant::now() >= deadline {
-            emit(json, &job, |j| println!("{} still {} (timed out)", j.id, j.state));
+            emit(json, &job, |j| out!("{} still {} (timed out)", j.id, j.state));
             return Ok(3);
         }
     }
@@ -110,19 +110,19 @@ pub(super) async fn logs(
         let mut lines = client.typed().follow_logs(id, step.as_deref()).await?;
         while let Some(line) = lines.next().await? {
             if json {
-                println!("{}", serde_json::to_string(&line)?);
+                out!("{}", serde_json::to_string(&line)?);
             } else {
-                println!("{}", log_line(&line));
+                out!("{}", log_line(&line));
             }
         }
     } else {
         let page = client.typed().logs(id, step.as_deref()).await?;
         emit(json, &page, |p| {
             for line in &p.lines {
-                println!("{}", log_line(line));
+                out!("{}", log_line(line));
             }
             if p.capped {
-                println!("(the job reached its log cap: {} later lines were counted, not kept)", p.dropped);
+                out!("(the job reached its log cap: {} later lines were counted, not kept)", p.dropped);
             }
         });
     }
@@ -137,7 +137,7 @@ fn log_line(line: &LogLineView) -> String {
 /// `spindle cancel`.
 pub(super) async fn cancel(client: &Client, json: bool, id: &str, reason: String) -> anyhow::Result<()> {
     let job: JobView = client.post(&format!("/v1/jobs/{id}/cancel"), &CancelBody { reason }).await?;
-    emit(json, &job, |j| println!("{} {}", j.id, state_line(j)));
+    emit(json, &job, |j| out!("{} {}", j.id, state_line(j)));
     Ok(())
 }
 
@@ -145,7 +145,7 @@ pub(super) async fn cancel(client: &Client, json: bool, id: &str, reason: String
 pub(super) async fn pause(client: &Client, json: bool, id: &str) -> anyhow::Result<()> {
     let job: JobView = client.post(&format!("/v1/jobs/{id}/pause"), &empty_body()).await?;
     emit(json, &job, |j| {
-        println!("{} {}{}", j.id, state_line(j), pending(j.pause_requested, "pausing at the step boundary"))
+        out!("{} {}{}", j.id, state_line(j), pending(j.pause_requested, "pausing at the step boundary"))
     });
     Ok(())
 }
@@ -153,7 +153,7 @@ pub(super) async fn pause(client: &Client, json: bool, id: &str) -> anyhow::Resu
 /// `spindle resume`.
 pub(super) async fn resume(client: &Client, json: bool, id: &str) -> anyhow::Result<()> {
     let job: JobView = client.post(&format!("/v1/jobs/{id}/resume"), &empty_body()).await?;
-    emit(json, &job, |j| println!("{} {}", j.id, state_line(j)));
+    emit(json, &job, |j| out!("{} {}", j.id, state_line(j)));
     Ok(())
 }
 
@@ -161,7 +161,7 @@ pub(super) async fn resume(client: &Client, json: bool, id: &str) -> anyhow::Res
 pub(super) async fn restart(client: &Client, json: bool, id: &str) -> anyhow::Result<()> {
     let job: JobView = client.post(&format!("/v1/jobs/{id}/restart"), &empty_body()).await?;
     emit(json, &job, |j| {
-        println!(
+        out!(
             "{} {} pass {}{}",
             j.id,
             state_line(j),
@@ -176,7 +176,7 @@ pub(super) async fn restart(client: &Client, json: bool, id: &str) -> anyhow::Re
 pub(super) async fn retry(client: &Client, json: bool, id: &str, on_current: bool) -> anyhow::Result<()> {
     let query = if on_current { "?on_current=true" } else { "" };
     let job: JobView = client.post(&format!("/v1/jobs/{id}/retry{query}"), &empty_body()).await?;
-    emit(json, &job, |j| println!("retried as {} (version {})", j.id, j.kind_version));
+    emit(json, &job, |j| out!("retried as {} (version {})", j.id, j.kind_version));
     Ok(())
 }
 
@@ -195,6 +195,6 @@ pub(super) async fn signal(
         Some(key) => client.post_keyed(&path, &body, key).await?,
         None => client.post(&path, &body).await?,
     };
-    emit(json, &job, |j| println!("{} {} (signal {name} kept)", j.id, j.state));
+    emit(json, &job, |j| out!("{} {} (signal {name} kept)", j.id, j.state));
     Ok(())
 }

@@ -90,10 +90,10 @@ pub(super) async fn deploy(client: &Client, json: bool, args: DeployArgs) -> any
         }
         emit(json, &deploy, |d| match d.state.as_str() {
             "ready" => {
-                println!("deployed {} version {} (sha256 {}…)", d.kind, d.version.unwrap_or(0), short(&d.digest))
+                out!("deployed {} version {} (sha256 {}…)", d.kind, d.version.unwrap_or(0), short(&d.digest))
             }
             state => {
-                println!("deploy {} of {} is {state}: `spindle kinds {}` shows how it ends", d.id, d.kind, d.kind)
+                out!("deploy {} of {} is {state}: `spindle kinds {}` shows how it ends", d.id, d.kind, d.kind)
             }
         });
         if deploy.state == "failed" {
@@ -112,7 +112,7 @@ pub(super) async fn deploy(client: &Client, json: bool, args: DeployArgs) -> any
     let deployed: Deployed = serde_json::from_value(answer).context("the host's answer")?;
     check_stored(client, &kind, deployed.version, &sent).await?;
     emit(json, &deployed, |d| {
-        println!(
+        out!(
             "deployed {} version {} (sha256 {}…), steps {}",
             d.kind,
             d.version,
@@ -128,15 +128,15 @@ pub(super) async fn deploy(client: &Client, json: bool, args: DeployArgs) -> any
 pub(super) async fn show(client: &Client, json: bool, kind: &str) -> anyhow::Result<()> {
     let found: KindView = client.get(&format!("/v1/kinds/{kind}")).await?;
     emit(json, &found, |k| {
-        println!("{} (current version {}, latest {})", k.kind, k.current_version, k.latest_version);
+        out!("{} (current version {}, latest {})", k.kind, k.current_version, k.latest_version);
         let current = k.versions.iter().flatten().find(|v| v.version == k.current_version);
         if let Some(record) = current.and_then(|v| v.deployment.as_ref()).and_then(|d| d.record.as_deref()) {
-            println!("  record {record}: its jobs are the job row alone (no step or history rows)");
+            out!("  record {record}: its jobs are the job row alone (no step or history rows)");
         }
-        println!("  {:<8} {:<14} {:<28} {:<10} steps", "version", "digest", "deployed", "breaker");
+        out!("  {:<8} {:<14} {:<28} {:<10} steps", "version", "digest", "deployed", "breaker");
         for version in k.versions.iter().flatten() {
             let breaker = k.breakers.iter().find(|b| b.version == version.version);
-            println!(
+            out!(
                 "  {:<8} {:<14} {:<28} {:<10} {}",
                 version.version,
                 short(&version.digest),
@@ -149,9 +149,9 @@ pub(super) async fn show(client: &Client, json: bool, kind: &str) -> anyhow::Res
             print::input_schema(&k.kind, k.current_version, spec);
         }
         if !k.deploys.is_empty() {
-            println!("  latest deploys:");
+            out!("  latest deploys:");
             for d in &k.deploys {
-                println!("  {}", deploy_line(d));
+                out!("  {}", deploy_line(d));
             }
         }
     });
@@ -162,12 +162,12 @@ pub(super) async fn show(client: &Client, json: bool, kind: &str) -> anyhow::Res
 pub(super) async fn list(client: &Client, json: bool) -> anyhow::Result<()> {
     let kinds: KindList = client.get("/v1/kinds").await?;
     emit(json, &kinds, |list| {
-        println!("{:<24} {:>8} {:>8}  breaker", "kind", "current", "latest");
+        out!("{:<24} {:>8} {:>8}  breaker", "kind", "current", "latest");
         for k in &list.kinds {
-            println!("{:<24} {:>8} {:>8}  {}", k.kind, k.current_version, k.latest_version, k.current_breaker());
+            out!("{:<24} {:>8} {:>8}  {}", k.kind, k.current_version, k.latest_version, k.current_breaker());
         }
         for d in &list.compiling {
-            println!("{:<24} {:>8} {:>8}  compiling since {} ({} bytes)", d.kind, "-", "-", d.created_at, d.size);
+            out!("{:<24} {:>8} {:>8}  compiling since {} ({} bytes)", d.kind, "-", "-", d.created_at, d.size);
         }
     });
     Ok(())
@@ -176,7 +176,7 @@ pub(super) async fn list(client: &Client, json: bool) -> anyhow::Result<()> {
 /// `spindle rollback`: makes `version` the one new jobs of `kind` run.
 pub(super) async fn rollback(client: &Client, json: bool, kind: &str, version: i64) -> anyhow::Result<()> {
     let done: RolledBack = client.post(&format!("/v1/kinds/{kind}/rollback"), &Rollback { version }).await?;
-    emit(json, &done, |r| println!("{} now runs version {} for new jobs", r.kind, r.current_version));
+    emit(json, &done, |r| out!("{} now runs version {} for new jobs", r.kind, r.current_version));
     Ok(())
 }
 
@@ -201,6 +201,7 @@ async fn check_stored(client: &Client, kind: &str, version: i64, sent: &Deployme
     let normal = |view: &DeploymentView| {
         let mut view = view.clone();
         view.allow.sort();
+        view.allow.dedup();
         view.secrets.sort();
         if view.record.as_deref() == Some("full") {
             view.record = None;

@@ -7,7 +7,7 @@ use spindle::api::views::{CapacityView, CreatedToken, FailureView, JobPage, JobV
 /// Prints `value` as pretty JSON with `--json`, else as `human` prints it.
 pub(super) fn emit<T: Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) {
     if json {
-        println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+        out!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
     } else {
         human(value);
     }
@@ -54,15 +54,15 @@ pub(super) fn failure_summary(failure: &FailureView) -> String {
 pub(super) fn input_schema(kind: &str, version: i64, spec: &SpecView) {
     match (&spec.input_schema, &spec.input_example) {
         (Some(schema), example) => {
-            println!("  input schema (version {version}):");
+            out!("  input schema (version {version}):");
             for line in serde_json::to_string_pretty(schema).unwrap_or_default().lines() {
-                println!("    {line}");
+                out!("    {line}");
             }
             if let Some(example) = example {
-                println!("  example: spindle submit {kind} --input '{example}'");
+                out!("  example: spindle submit {kind} --input '{example}'");
             }
         }
-        (None, _) => println!("  input: any JSON (version {version} declares no schema)"),
+        (None, _) => out!("  input: any JSON (version {version} declares no schema)"),
     }
 }
 
@@ -78,9 +78,9 @@ pub(super) fn short(digest: &str) -> String {
 
 /// A page of jobs as a table.
 pub(super) fn page(page: &JobPage) {
-    println!("{:<38} {:<16} {:>3} {:<10} {:>4}  {:<28} why", "id", "kind", "v", "state", "%", "created");
+    out!("{:<38} {:<16} {:>3} {:<10} {:>4}  {:<28} why", "id", "kind", "v", "state", "%", "created");
     for job in &page.jobs {
-        println!(
+        out!(
             "{:<38} {:<16} {:>3} {:<10} {:>4}  {:<28} {}",
             job.id,
             job.kind,
@@ -92,16 +92,16 @@ pub(super) fn page(page: &JobPage) {
         );
     }
     if let Some(next) = page.next_cursor {
-        println!("more: --cursor {next}");
+        out!("more: --cursor {next}");
     }
 }
 
 /// A job in full: its steps and, when the host sent it, its history.
 pub(super) fn job(job: &JobView) {
-    println!("job      {}", job.id);
-    println!("kind     {} v{} ({} priority)", job.kind, job.kind_version, job.priority);
-    println!("state    {}", state_line(job));
-    println!("created  {}", job.created_at);
+    out!("job      {}", job.id);
+    out!("kind     {} v{} ({} priority)", job.kind, job.kind_version, job.priority);
+    out!("state    {}", state_line(job));
+    out!("created  {}", job.created_at);
     for (label, value) in [
         ("started", &job.started_at),
         ("settled", &job.settled_at),
@@ -110,16 +110,16 @@ pub(super) fn job(job: &JobView) {
         ("parent", &job.parent),
     ] {
         if let Some(value) = value {
-            println!("{label:<8} {value}");
+            out!("{label:<8} {value}");
         }
     }
     if let Some(wait) = &job.waiting_for {
-        println!("waits    {wait}");
+        out!("waits    {wait}");
     }
     for (name, count) in &job.pending_signals {
-        println!("signal   {name} ×{count} pending");
+        out!("signal   {name} ×{count} pending");
     }
-    println!("\n  {:<16} {:<10} {:>8}  last attempt", "step", "state", "attempts");
+    out!("\n  {:<16} {:<10} {:>8}  last attempt", "step", "state", "attempts");
     for step in &job.steps {
         let detail = match step.attempts.last() {
             Some(attempt) => {
@@ -129,17 +129,17 @@ pub(super) fn job(job: &JobView) {
             None if step.carried => "carried from the predecessor".to_owned(),
             None => String::new(),
         };
-        println!("  {:<16} {:<10} {:>8}  {detail}", step.key, step.state, step.attempts.len());
+        out!("  {:<16} {:<10} {:>8}  {detail}", step.key, step.state, step.attempts.len());
         let stderr = step.attempts.last().and_then(|a| a.failure.as_ref()).and_then(|f| f.guest_stderr.as_deref());
         if let Some(stderr) = stderr {
-            println!("    its guest's stderr ended with:");
+            out!("    its guest's stderr ended with:");
             for line in stderr.lines() {
-                println!("      {line}");
+                out!("      {line}");
             }
         }
     }
     if let Some(calls) = job.outbound.as_ref().filter(|c| !c.is_empty()) {
-        println!("\noutbound requests");
+        out!("\noutbound requests");
         for c in calls {
             let result = match (c.status, &c.error, &c.denied) {
                 (_, _, Some(layer)) => format!("denied ({layer})"),
@@ -147,21 +147,21 @@ pub(super) fn job(job: &JobView) {
                 (None, Some(error), _) => error.clone(),
                 (None, None, None) => "no answer".to_owned(),
             };
-            println!("  {} #{}.{} {} {} → {result} in {} ms", c.step, c.attempt, c.seq, c.method, c.url, c.duration_ms);
+            out!("  {} #{}.{} {} {} → {result} in {} ms", c.step, c.attempt, c.seq, c.method, c.url, c.duration_ms);
         }
     }
     if job.record == "lean" {
-        println!("\nhistory  none: its kind keeps a lean record (the job row alone)");
+        out!("\nhistory  none: its kind keeps a lean record (the job row alone)");
     }
     if let Some(history) = &job.history {
-        println!("\nhistory");
+        out!("\nhistory");
         for entry in history {
             let rest = if entry.fields.is_empty() {
                 String::new()
             } else {
                 serde_json::to_string(&entry.fields).unwrap_or_default()
             };
-            println!("  {}  {:<18} {rest}", entry.at, entry.event);
+            out!("  {}  {:<18} {rest}", entry.at, entry.event);
         }
     }
 }
@@ -171,15 +171,15 @@ pub(super) fn job(job: &JobView) {
 pub(super) fn created_token(created: &CreatedToken) {
     let whose = created.tenant.as_deref().map_or_else(|| "an operator token".to_owned(), |t| format!("tenant {t}"));
     let expires = created.expires_at.as_deref().map(|at| format!(", expires {at}")).unwrap_or_default();
-    println!("token {} ({whose}, {:?}{expires}) created; the token (shown once):", created.id, created.name);
-    println!("{}", created.token);
+    out!("token {} ({whose}, {:?}{expires}) created; the token (shown once):", created.id, created.name);
+    out!("{}", created.token);
 }
 
 /// Tokens as a table.
 pub(super) fn tokens(list: &TokenList) {
-    println!("{:<18} {:<16} {:<9} {:<8} {:<28} {:<28} name", "id", "tenant", "role", "state", "created", "expires");
+    out!("{:<18} {:<16} {:<9} {:<8} {:<28} {:<28} name", "id", "tenant", "role", "state", "created", "expires");
     for token in &list.tokens {
-        println!(
+        out!(
             "{:<18} {:<16} {:<9} {:<8} {:<28} {:<28} {}",
             token.id,
             token.tenant.as_deref().unwrap_or("-"),
@@ -194,18 +194,18 @@ pub(super) fn tokens(list: &TokenList) {
 
 /// A parent's children, one line each, under its job view.
 pub(super) fn children(page: &JobPage) {
-    println!("children ({}{}):", page.jobs.len(), if page.next_cursor.is_some() { ", more" } else { "" });
+    out!("children ({}{}):", page.jobs.len(), if page.next_cursor.is_some() { ", more" } else { "" });
     for job in &page.jobs {
         let why = job.failure_code.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
-        println!("  └─ {} {} {}{why}", job.id, job.kind, job.state);
+        out!("  └─ {} {} {}{why}", job.id, job.kind, job.state);
     }
 }
 
 /// Schedules as a table.
 pub(super) fn schedules(list: &spindle::api::ScheduleList) {
-    println!("{:<20} {:<18} {:<16} {:<14} {:<6} {:>6}  next", "name", "kind", "cron", "zone", "state", "fired");
+    out!("{:<20} {:<18} {:<16} {:<14} {:<6} {:>6}  next", "name", "kind", "cron", "zone", "state", "fired");
     for s in &list.schedules {
-        println!(
+        out!(
             "{:<20} {:<18} {:<16} {:<14} {:<6} {:>6}  {}",
             s.name,
             s.kind,
@@ -222,8 +222,8 @@ pub(super) fn schedules(list: &spindle::api::ScheduleList) {
 pub(super) fn capacity(c: &CapacityView) {
     let l = &c.limits;
     let or_none = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
-    println!("tenant {}", c.tenant);
-    println!(
+    out!("tenant {}", c.tenant);
+    out!(
         "  weight {}  max-running {}  max-queued {}  rate {}  burst {}",
         l.weight.unwrap_or(1),
         or_none(l.max_running.map(u64::from)),
@@ -231,7 +231,7 @@ pub(super) fn capacity(c: &CapacityView) {
         l.rate_per_sec.map_or_else(|| "-".to_owned(), |r| format!("{r}/s")),
         or_none(l.rate_burst.map(u64::from)),
     );
-    println!(
+    out!(
         "  max-deployed-bytes {}  max-memory {}  max-step-timeout-ms {}  max-fuel {}",
         or_none(l.max_deployed_bytes),
         or_none(l.max_memory_bytes),
@@ -239,15 +239,23 @@ pub(super) fn capacity(c: &CapacityView) {
         or_none(l.max_fuel),
     );
     if c.kinds.is_empty() {
-        println!("  no kinds have run");
+        out!("  no kinds have run");
         return;
     }
-    println!(
+    out!(
         "  {:<24} {:>8} {:>8} {:>8} {:>10} {:>7} {:>12} {:>12} {:>9}",
-        "KIND", "LIMIT", "QUEUED", "RUNNING", "STEPS", "FAULTS", "SANDBOX_MS", "WALL_MS", "OUTBOUND"
+        "KIND",
+        "LIMIT",
+        "QUEUED",
+        "RUNNING",
+        "STEPS",
+        "FAULTS",
+        "SANDBOX_MS",
+        "WALL_MS",
+        "OUTBOUND"
     );
     for k in &c.kinds {
-        println!(
+        out!(
             "  {:<24} {:>8} {:>8} {:>8} {:>10} {:>7} {:>12} {:>12} {:>9}",
             k.kind,
             or_none(k.max_running.map(u64::from)),

@@ -70,7 +70,7 @@ pub(super) async fn run(client: &Client, json: bool, command: ScheduleCommand) -
                 "catch_up": catch_up, "overlap": overlap,
             });
             let created: ScheduleView = client.post("/v1/schedules", &body).await?;
-            emit(json, &created, |s| println!("schedule {} fires {} next at {}", s.name, s.kind, s.next_fire_at));
+            emit(json, &created, |s| out!("schedule {} fires {} next at {}", s.name, s.kind, s.next_fire_at));
         }
         ScheduleCommand::List => {
             let list: ScheduleList = client.get("/v1/schedules").await?;
@@ -79,22 +79,22 @@ pub(super) async fn run(client: &Client, json: bool, command: ScheduleCommand) -
         ScheduleCommand::Pause { name } => {
             let s: ScheduleView =
                 client.post(&format!("/v1/schedules/{}/pause", percent_encode(&name)), &empty_body()).await?;
-            emit(json, &s, |s| println!("schedule {} paused", s.name));
+            emit(json, &s, |s| out!("schedule {} paused", s.name));
         }
         ScheduleCommand::Resume { name } => {
             let s: ScheduleView =
                 client.post(&format!("/v1/schedules/{}/resume", percent_encode(&name)), &empty_body()).await?;
-            emit(json, &s, |s| println!("schedule {} resumed, next at {}", s.name, s.next_fire_at));
+            emit(json, &s, |s| out!("schedule {} resumed, next at {}", s.name, s.next_fire_at));
         }
         ScheduleCommand::Trigger { name } => {
             let job: JobView =
                 client.post(&format!("/v1/schedules/{}/trigger", percent_encode(&name)), &empty_body()).await?;
-            emit(json, &job, |j| println!("schedule {name} fired {} ({})", j.id, j.state));
+            emit(json, &job, |j| out!("schedule {name} fired {} ({})", j.id, j.state));
         }
         ScheduleCommand::Delete { name } => {
             client.delete(&format!("/v1/schedules/{}", percent_encode(&name))).await?;
             if !json {
-                println!("schedule {name} deleted");
+                out!("schedule {name} deleted");
             }
         }
     }

@@ -47,20 +47,20 @@ pub(super) async fn run(client: &Client, json: bool, command: SecretCommand) -> 
             let value =
                 value.strip_suffix(b"\r\n").or_else(|| value.strip_suffix(b"\n")).map(<[u8]>::to_vec).unwrap_or(value);
             let set: SecretView = client.put_bytes(&format!("/v1/secrets/{}", percent_encode(&name)), value).await?;
-            emit(json, &set, |s| println!("secret {} set at {}", s.name, s.updated_at));
+            emit(json, &set, |s| out!("secret {} set at {}", s.name, s.updated_at));
         }
         SecretCommand::List => {
             let list: SecretList = client.get("/v1/secrets").await?;
             emit(json, &list, |l| {
                 for s in &l.secrets {
-                    println!("{:<32} set {}", s.name, s.updated_at);
+                    out!("{:<32} set {}", s.name, s.updated_at);
                 }
             });
         }
         SecretCommand::Delete { name } => {
             client.delete(&format!("/v1/secrets/{}", percent_encode(&name))).await?;
             if !json {
-                println!("secret {name} deleted");
+                out!("secret {name} deleted");
             }
         }
     }

@@ -117,26 +117,26 @@ pub(super) async fn run(client: &Client, json: bool, command: TenantCommand) -> 
         TenantCommand::Create { name } => {
             let created: TenantToken = client.post("/v1/tenants", &NewTenant { name }).await?;
             emit(json, &created, |t| {
-                println!("tenant {} created; its token (shown once):", t.tenant);
-                println!("{}", t.token);
+                out!("tenant {} created; its token (shown once):", t.tenant);
+                out!("{}", t.token);
             });
         }
         TenantCommand::GrantSql { name, role } => {
             let path = format!("/v1/tenants/{}/sql-roles/{}", percent_encode(&name), percent_encode(&role));
             let granted: SqlRoleGranted = client.put(&path, &empty_body()).await?;
-            emit(json, &granted, |g| println!("role {} submits as tenant {}", g.role, g.tenant));
+            emit(json, &granted, |g| out!("role {} submits as tenant {}", g.role, g.tenant));
         }
         TenantCommand::RevokeSql { name, role } => {
             client
                 .delete(&format!("/v1/tenants/{}/sql-roles/{}", percent_encode(&name), percent_encode(&role)))
                 .await?;
             emit(json, &serde_json::json!({ "tenant": name, "role": role }), |_| {
-                println!("role {role} no longer submits as tenant {name}");
+                out!("role {role} no longer submits as tenant {name}");
             });
         }
         TenantCommand::Token { name } => {
             let issued: TenantToken = client.post(&format!("/v1/tenants/{name}/tokens"), &empty_body()).await?;
-            emit(json, &issued, |t| println!("{}", t.token));
+            emit(json, &issued, |t| out!("{}", t.token));
         }
         TenantCommand::Set {
             name,
@@ -176,9 +176,9 @@ pub(super) async fn run(client: &Client, json: bool, command: TenantCommand) -> 
             let path = format!("/v1/tenants/{}/kinds/{}/breaker/reset", percent_encode(&name), percent_encode(&kind));
             let breakers: Vec<BreakerStateView> = client.post(&path, &empty_body()).await?;
             emit(json, &breakers, |list| {
-                println!("{name}/{kind}: breakers reset");
+                out!("{name}/{kind}: breakers reset");
                 for b in list {
-                    println!("  version {} {}", b.version, b.state);
+                    out!("  version {} {}", b.version, b.state);
                 }
             });
         }
@@ -186,7 +186,7 @@ pub(super) async fn run(client: &Client, json: bool, command: TenantCommand) -> 
             let tenants: TenantList = client.get("/v1/tenants").await?;
             emit(json, &tenants, |list| {
                 for t in &list.tenants {
-                    println!("{:<24} {}  {}", t.name, t.created_at, retention_of(t));
+                    out!("{:<24} {}  {}", t.name, t.created_at, retention_of(t));
                 }
             });
         }
@@ -195,8 +195,8 @@ pub(super) async fn run(client: &Client, json: bool, command: TenantCommand) -> 
             let answer: TenantOutbound =
                 client.put(&format!("/v1/tenants/{}/outbound", percent_encode(&name)), &request).await?;
             emit(json, &answer, |t| match t.allow.as_deref() {
-                Some(rules) if !rules.is_empty() => println!("tenant {} may reach: {}", t.tenant, rules.join(", ")),
-                _ => println!("tenant {} may reach nothing", t.tenant),
+                Some(rules) if !rules.is_empty() => out!("tenant {} may reach: {}", t.tenant, rules.join(", ")),
+                _ => out!("tenant {} may reach nothing", t.tenant),
             });
         }
         TenantCommand::Retention { name, keep, default: _ } => {
@@ -204,7 +204,7 @@ pub(super) async fn run(client: &Client, json: bool, command: TenantCommand) -> 
             let tenant: TenantView = client
                 .put(&format!("/v1/tenants/{}/retention", percent_encode(&name)), &Retention { retention_secs })
                 .await?;
-            emit(json, &tenant, |t| println!("tenant {}: {}", t.name, retention_of(t)));
+            emit(json, &tenant, |t| out!("tenant {}: {}", t.name, retention_of(t)));
         }
     }
     Ok(())

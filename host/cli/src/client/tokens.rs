@@ -53,7 +53,7 @@ pub(super) async fn run(client: &Client, json: bool, command: TokenCommand) -> a
         TokenCommand::Revoke { id } => {
             client.delete(&format!("/v1/tokens/{}", percent_encode(&id))).await?;
             let revoked = serde_json::json!({ "id": id.as_str(), "revoked": true });
-            emit(json, &revoked, |_| println!("token {id} revoked"));
+            emit(json, &revoked, |_| out!("token {id} revoked"));
         }
     }
     Ok(())

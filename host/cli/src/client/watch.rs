@@ -56,9 +56,9 @@ pub(super) async fn watch(client: &Client, id: &str, json: bool) -> anyhow::Resu
                 bar.finish();
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&job).unwrap_or_default());
+                out!("{}", serde_json::to_string_pretty(&job).unwrap_or_default());
             } else {
-                println!("{id} {}", state_line(&job));
+                out!("{id} {}", state_line(&job));
             }
             return Ok(exit_for(&job.state));
         }

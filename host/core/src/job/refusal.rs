@@ -100,8 +100,12 @@ pub enum Refusal {
         /// Its state.
         state: JobState,
     },
-    /// The job has a retry already.
-    #[error("the job was already retried as {successor}")]
+    /// The job has a retry already: a job is retried once, and its retry is what to retry
+    /// next (on the current version too), so the words say so.
+    #[error(
+        "the job was already retried as {successor}: retry {successor} instead (with --on-current to run it on the \
+         kind's current version)"
+    )]
     AlreadyRetried {
         /// The retry job.
         successor: JobId,
