@@ -588,3 +588,45 @@ async fn a_committed_submission_over_a_quota_waits_and_is_admitted() {
     assert!(seen_waiting, "some waited for the rate");
     assert_eq!(door.count("SELECT count(*) FROM jobs").await, 10, "every committed submission is a job");
 }
+
+/// The id `spindle.submit` answered is all an application keeps: the clients read the
+/// submission by it, and every job call (events, signal, wait, cancel) takes it in place
+/// of the job's id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_clients_follow_a_job_by_the_id_spindle_submit_answered() {
+    let database = spindle_tests::postgres::fresh_database().await;
+    let host = Served::start(&database, &["--host-id", "h1"]);
+    let door = Door::new(&host, database).await;
+    let path = spindle_tests::guest_path("workflow");
+    let ran = host.cli(Some(&door.token), &["deploy", "workflow", path.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "deploy workflow: {}", ran.stderr);
+    let client = spindle_client::Client::new(&host.url, &door.token).unwrap();
+    let waits = json!({ "signal": "shipped", "timeout_secs": 3600 });
+
+    let shipped = door.submit("workflow", waits.clone(), json!({}), true).await;
+    let view = door.settled(&host, &shipped).await;
+    let submission = client.submission(&shipped).await.unwrap();
+    assert_eq!((submission.state.as_str(), submission.job.as_deref()), ("admitted", view["job"].as_str()));
+    let job = submission.job.expect("its job");
+    let mut events = client.events(&shipped).await.expect("events by the submission's id");
+    let sent = client.signal(&shipped, "shipped", &json!({ "carrier": "post" }), Some("ship-1")).await.unwrap();
+    assert_eq!(sent.id, job);
+    let done = client.wait(&shipped, PATIENCE).await.unwrap();
+    assert_eq!((done.id.as_str(), done.state.as_str()), (job.as_str(), "succeeded"));
+    let mut last = None;
+    while let Some(event) = events.next().await.unwrap() {
+        if let spindle_client::JobEvent::Job(live) = event {
+            last = Some(live.state);
+        }
+    }
+    assert_eq!(last.as_deref(), Some("succeeded"), "the events followed the job to its end");
+
+    let withdrawn = door.submit("workflow", waits, json!({}), true).await;
+    door.settled(&host, &withdrawn).await;
+    client.cancel(&withdrawn, "order withdrawn").await.expect("cancel by the submission's id");
+    assert_eq!(client.wait(&withdrawn, PATIENCE).await.unwrap().state, "cancelled");
+    match client.submission("00000000-0000-0000-0000-000000000000").await {
+        Err(spindle_client::Error::Refused(refused)) => assert_eq!(refused.status, 404),
+        other => panic!("no such submission: {other:?}"),
+    }
+}

@@ -10,7 +10,7 @@ import httpx
 from . import _core
 from ._core import Event, Retry, Submitted
 from .errors import TransportError
-from .types import JobPage, JobView, LogLineView, LogPage
+from .types import JobPage, JobView, LogLineView, LogPage, SubmissionView
 
 
 class Client:
@@ -63,6 +63,11 @@ class Client:
     def job(self, job_id: str) -> JobView:
         """The job, with its steps and history."""
         return self._call(_core.Request("GET", f"/v1/jobs/{_core.segment(job_id)}"))[1]
+
+    def submission(self, submission_id: str) -> SubmissionView:
+        """A submission ``spindle.submit`` made: queued, waiting, admitted (with its job) or
+        refused (with its code). Every job call also takes its id in place of the job's."""
+        return self._call(_core.Request("GET", f"/v1/submissions/{_core.segment(submission_id)}"))[1]
 
     def wait(self, job_id: str, timeout: float = 60.0) -> JobView:
         """The job once it is final, or as it is when ``timeout`` seconds have passed."""

@@ -94,6 +94,8 @@ class AgainstAHost(unittest.TestCase):
         with self.assertRaises(spindle_client.NotFound) as missing:
             client.job("00000000-0000-0000-0000-000000000000")
         self.assertEqual(missing.exception.code, "not-found")
+        with self.assertRaises(spindle_client.NotFound):
+            client.submission("00000000-0000-0000-0000-000000000000")
 
     def test_sync_a_quota_is_tried_again_after_retry_after(self):
         with Client(URL, OPERATOR) as operator:
@@ -134,6 +136,8 @@ class AgainstAHost(unittest.TestCase):
                 with self.assertRaises(spindle_client.InvalidInput) as invalid:
                     await client.submit("typed-noop", {"account": ""})
                 self.assertTrue(invalid.exception.violations)
+                with self.assertRaises(spindle_client.NotFound):
+                    await client.submission("00000000-0000-0000-0000-000000000000")
 
         asyncio.run(run())
 

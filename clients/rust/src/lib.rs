@@ -31,7 +31,7 @@ pub use error::{Error, Refused};
 pub use retry::Retry;
 pub use spindle_views as views;
 pub use submission::{JobFilter, Submission, Submitted};
-use views::{CancelBody, HistoryEntryView, JobLive, JobPage, JobView, LogLineView, LogPage};
+use views::{CancelBody, HistoryEntryView, JobLive, JobPage, JobView, LogLineView, LogPage, SubmissionView};
 
 /// Longest a host holds one `wait` request; [`Client::wait`] asks again until its own
 /// deadline.
@@ -172,6 +172,13 @@ impl Client {
     /// The job, with its steps and history.
     pub async fn job(&self, id: &str) -> Result<JobView, Error> {
         self.get(&format!("/v1/jobs/{}", segment(id))).await
+    }
+
+    /// A submission an application made with `spindle.submit` in its own transaction:
+    /// `queued`, `waiting` (over a quota), `admitted` with its job, or `refused` with the
+    /// code `submit` would have met. Every job call also takes its id in place of the job's.
+    pub async fn submission(&self, id: &str) -> Result<SubmissionView, Error> {
+        self.get(&format!("/v1/submissions/{}", segment(id))).await
     }
 
     /// The job once it is final, or as it is when `timeout` has passed (check

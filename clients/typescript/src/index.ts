@@ -16,6 +16,7 @@ export type HistoryEntryView = Schemas["HistoryEntryView"];
 export type JobLive = Schemas["JobLive"];
 export type Submit = Schemas["Submit"];
 export type ViolationView = Schemas["ViolationView"];
+export type SubmissionView = Schemas["SubmissionView"];
 /** The codes the API answers (a newer host may answer others). */
 export type ErrorCode = Schemas["ErrorDetail"]["code"];
 /** What `list` filters by: the query `GET /v1/jobs` takes. */
@@ -153,6 +154,14 @@ export class SpindleClient {
   /** The job, with its steps and history. */
   async job(id: string): Promise<JobView> {
     return (await this.json("GET", `/v1/jobs/${segment(id)}`)) as JobView;
+  }
+
+  /**
+   * A submission `spindle.submit` made: queued, waiting, admitted (with its job) or refused
+   * (with its code). Every job call also takes its id in place of the job's.
+   */
+  async submission(id: string): Promise<SubmissionView> {
+    return (await this.json("GET", `/v1/submissions/${segment(id)}`)) as SubmissionView;
   }
 
   /** The job once it is final, or as it is when `timeoutSecs` have passed. */

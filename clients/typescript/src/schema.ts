@@ -3148,7 +3148,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The job's id (a UUID) */
+                /** @description The job's id (a UUID), or the id `spindle.submit` answered for it */
                 id: string;
             };
             cookie?: never;
@@ -3207,7 +3207,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The job's id (a UUID) */
+                /** @description The job's id (a UUID), or the id `spindle.submit` answered for it */
                 id: string;
             };
             cookie?: never;
@@ -3297,7 +3297,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The job's id (a UUID) */
+                /** @description The job's id (a UUID), or the id `spindle.submit` answered for it */
                 id: string;
             };
             cookie?: never;
@@ -3366,7 +3366,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The job's id (a UUID) */
+                /** @description The job's id (a UUID), or the id `spindle.submit` answered for it */
                 id: string;
             };
             cookie?: never;
@@ -3434,7 +3434,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The job's id (a UUID) */
+                /** @description The job's id (a UUID), or the id `spindle.submit` answered for it */
                 id: string;
             };
             cookie?: never;
@@ -3502,7 +3502,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The job's id (a UUID) */
+                /** @description The job's id (a UUID), or the id `spindle.submit` answered for it */
                 id: string;
             };
             cookie?: never;
@@ -3570,7 +3570,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The job's id (a UUID) */
+                /** @description The job's id (a UUID), or the id `spindle.submit` answered for it */
                 id: string;
             };
             cookie?: never;
@@ -3645,7 +3645,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The job's id (a UUID) */
+                /** @description The job's id (a UUID), or the id `spindle.submit` answered for it */
                 id: string;
             };
             cookie?: never;
@@ -3734,7 +3734,7 @@ export interface operations {
                 "Idempotency-Key"?: string | null;
             };
             path: {
-                /** @description The job's id (a UUID) */
+                /** @description The job's id (a UUID), or the id `spindle.submit` answered for it */
                 id: string;
                 /** @description The signal's name: 1-128 letters, digits, '-', '_', '.', ':' */
                 name: string;
@@ -3830,7 +3830,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The job's id (a UUID) */
+                /** @description The job's id (a UUID), or the id `spindle.submit` answered for it */
                 id: string;
             };
             cookie?: never;

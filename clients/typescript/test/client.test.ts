@@ -94,6 +94,7 @@ describe("against a host", { skip: URL === "" ? "needs a host: run through `carg
     assert.ok(invalid.violations.some((v) => v.pointer === "/account"));
     assert.equal((await refusedBy(client.submit("no-such-kind", {}))).code, "unknown-kind");
     assert.equal((await refusedBy(client.job("00000000-0000-0000-0000-000000000000"))).code, "not-found");
+    assert.equal((await refusedBy(client.submission("00000000-0000-0000-0000-000000000000"))).code, "not-found");
   });
 
   test("a quota is tried again after Retry-After", async () => {

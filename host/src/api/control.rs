@@ -11,7 +11,8 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::body::{ApiQuery, job_id, json_body};
+use super::body::{ApiQuery, json_body};
+use super::jobs::resolve_job;
 use super::views;
 use super::views::{CancelBody, ErrorBody, JobView};
 use super::{ApiError, ApiState, TenantAuth};
@@ -24,7 +25,7 @@ fn actor(tenant: &TenantId) -> String {
 }
 
 async fn command(state: &ApiState, tenant: &TenantId, id: &str, command: Command) -> Result<Json<JobView>, ApiError> {
-    let id = job_id(id)?;
+    let (id, _) = resolve_job(state, tenant, id).await?;
     let record = state.host.engine.operations().command(tenant, id, command, &actor(tenant)).await?;
     Ok(Json(views::job_view(&record, None)))
 }
@@ -37,7 +38,7 @@ async fn command(state: &ApiState, tenant: &TenantId, id: &str, command: Command
     post,
     path = "/v1/jobs/{id}/cancel",
     tag = "control",
-    params(("id" = String, Path, description = "The job's id (a UUID)")),
+    params(("id" = String, Path, description = "The job's id (a UUID), or the id `spindle.submit` answered for it")),
     request_body = CancelBody,
     responses(
         (status = 200, description = "The job after the request", body = JobView),
@@ -70,7 +71,7 @@ pub(super) async fn cancel(
     post,
     path = "/v1/jobs/{id}/pause",
     tag = "control",
-    params(("id" = String, Path, description = "The job's id (a UUID)")),
+    params(("id" = String, Path, description = "The job's id (a UUID), or the id `spindle.submit` answered for it")),
     responses(
         (status = 200, description = "The job after the request", body = JobView),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
@@ -98,7 +99,7 @@ pub(super) async fn pause(
     post,
     path = "/v1/jobs/{id}/resume",
     tag = "control",
-    params(("id" = String, Path, description = "The job's id (a UUID)")),
+    params(("id" = String, Path, description = "The job's id (a UUID), or the id `spindle.submit` answered for it")),
     responses(
         (status = 200, description = "The job after the request", body = JobView),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
@@ -128,7 +129,7 @@ pub(super) async fn resume(
     post,
     path = "/v1/jobs/{id}/restart",
     tag = "control",
-    params(("id" = String, Path, description = "The job's id (a UUID)")),
+    params(("id" = String, Path, description = "The job's id (a UUID), or the id `spindle.submit` answered for it")),
     responses(
         (status = 200, description = "The job after the request", body = JobView),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
@@ -170,7 +171,7 @@ pub(super) struct RetryQuery {
     post,
     path = "/v1/jobs/{id}/retry",
     tag = "control",
-    params(("id" = String, Path, description = "The job's id (a UUID)"), RetryQuery),
+    params(("id" = String, Path, description = "The job's id (a UUID), or the id `spindle.submit` answered for it"), RetryQuery),
     responses(
         (status = 201, description = "The retry job", body = JobView),
         (status = 400, description = "`invalid-request`: a malformed query", body = ErrorBody),
@@ -197,7 +198,7 @@ pub(super) async fn retry(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<RetryQuery>,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
-    let id = job_id(&id)?;
+    let (id, _) = resolve_job(&state, &tenant, &id).await?;
     let command = if query.on_current.unwrap_or(false) { Command::RetryOnCurrent } else { Command::Retry };
     let failed = state.host.engine.operations().command(&tenant, id, command, &actor(&tenant)).await?;
     let successor = failed.job.successor.ok_or_else(|| ApiError::internal("retry recorded no successor"))?;

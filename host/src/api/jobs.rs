@@ -98,7 +98,7 @@ fn submit_span(tenant: &TenantId, kind: &str, traceparent: Option<&str>) -> trac
     get,
     path = "/v1/jobs/{id}",
     tag = "jobs",
-    params(("id" = String, Path, description = "The job's id (a UUID)")),
+    params(("id" = String, Path, description = "The job's id (a UUID), or the id `spindle.submit` answered for it")),
     responses(
         (status = 200, description = "The job, with its history", body = JobView),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
@@ -112,15 +112,7 @@ pub(super) async fn get_job(
     ReaderAuth { tenant, operator }: ReaderAuth,
     Path(id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
-    let id = job_id(&id)?;
-    let (id, record) = match state.host.engine.operations().job(&tenant, id).await {
-        // An id `spindle.submit` answered: the job it made, or why there is none.
-        Err(crate::engine::EngineError::NotFound) => {
-            let job = submitted_job(&state, &tenant, &id.to_string()).await?;
-            (job, state.host.engine.operations().job(&tenant, job).await?)
-        }
-        other => (id, other?),
-    };
+    let (id, record) = resolve_job(&state, &tenant, &id).await?;
     let history = state.host.engine.operations().history(&tenant, id).await?;
     let calls = state.host.engine.operations().job_calls(&tenant, id).await?;
     let logs = state.host.engine.operations().job_logs(&tenant, id, None, i64::MAX, 1).await?;
@@ -129,6 +121,24 @@ pub(super) async fn get_job(
     view.actions = Some(if operator { read_only() } else { actions(&state.host.engine.operations().actions(&record)) });
     view.logs_capped = Some(logs.dropped > 0);
     Ok(Json(view))
+}
+
+/// The job a path's id names, with its record: a job's own id, or an id `spindle.submit`
+/// answered (the job it made, or why there is none), so every job route (read, wait,
+/// events, logs, signal, run control) takes either.
+pub(super) async fn resolve_job(
+    state: &ApiState,
+    tenant: &TenantId,
+    text: &str,
+) -> Result<(JobId, crate::store::JobRecord), ApiError> {
+    let id = job_id(text)?;
+    match state.host.engine.operations().job(tenant, id).await {
+        Err(crate::engine::EngineError::NotFound) => {
+            let job = submitted_job(state, tenant, text).await?;
+            Ok((job, state.host.engine.operations().job(tenant, job).await?))
+        }
+        other => Ok((id, other?)),
+    }
 }
 
 /// The job a SQL submission made, or the answer `POST /v1/jobs` would have given it
@@ -198,7 +208,7 @@ pub(super) struct WaitQuery {
     get,
     path = "/v1/jobs/{id}/wait",
     tag = "jobs",
-    params(("id" = String, Path, description = "The job's id (a UUID)"), WaitQuery),
+    params(("id" = String, Path, description = "The job's id (a UUID), or the id `spindle.submit` answered for it"), WaitQuery),
     responses(
         (status = 200, description = "The job (without its history)", body = JobView),
         (status = 400, description = "`invalid-request`: a malformed query", body = ErrorBody),
@@ -214,7 +224,7 @@ pub(super) async fn wait_job(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<WaitQuery>,
 ) -> Result<Json<JobView>, ApiError> {
-    let id = job_id(&id)?;
+    let (id, _) = resolve_job(&state, &tenant, &id).await?;
     // A longer wait is cut to the longest; a wait that is not a duration is refused.
     let timeout = seconds("timeout", query.timeout.unwrap_or(30.0), Duration::MAX)?.min(MAX_WAIT);
     let deadline = tokio::time::Instant::now() + timeout;

@@ -18,7 +18,8 @@ use serde::Deserialize;
 use spindle_core::JobId;
 use utoipa::IntoParams;
 
-use super::body::{ApiQuery, job_id};
+use super::body::ApiQuery;
+use super::jobs::resolve_job;
 use super::views::{ErrorBody, HistoryEntryView, JobLive, LogLineView, LogPage};
 use super::{ApiError, ApiState, ReaderAuth};
 use crate::engine::TenantId;
@@ -52,7 +53,7 @@ pub(super) struct LogQuery {
     get,
     path = "/v1/jobs/{id}/logs",
     tag = "jobs",
-    params(("id" = String, Path, description = "The job's id (a UUID)"), LogQuery),
+    params(("id" = String, Path, description = "The job's id (a UUID), or the id `spindle.submit` answered for it"), LogQuery),
     responses(
         (status = 200, description = "The lines (or, with `follow`, `text/event-stream`)", body = LogPage),
         (status = 400, description = "`invalid-request`: a malformed query", body = ErrorBody),
@@ -68,8 +69,7 @@ pub(super) async fn logs(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<LogQuery>,
 ) -> Result<Response, ApiError> {
-    let id = job_id(&id)?;
-    state.host.engine.operations().job(&tenant, id).await?;
+    let (id, _) = resolve_job(&state, &tenant, &id).await?;
     let after = query.after.unwrap_or(0);
     if query.follow.unwrap_or(false) {
         let stream = follow_logs(state, tenant, id, query.step, after);
@@ -191,7 +191,7 @@ fn json_event(name: &str, value: &impl serde::Serialize) -> Event {
     get,
     path = "/v1/jobs/{id}/events",
     tag = "jobs",
-    params(("id" = String, Path, description = "The job's id (a UUID)")),
+    params(("id" = String, Path, description = "The job's id (a UUID), or the id `spindle.submit` answered for it")),
     responses(
         (status = 200, description = "`text/event-stream`", body = JobLive),
         (status = 401, description = "`unauthorised`", body = ErrorBody),
@@ -205,8 +205,7 @@ pub(super) async fn events(
     ReaderAuth { tenant, .. }: ReaderAuth,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let id = job_id(&id)?;
-    state.host.engine.operations().job(&tenant, id).await?;
+    let (id, _) = resolve_job(&state, &tenant, &id).await?;
     let changes = state.host.engine.subscribe();
     let start = (Follow { state, tenant, id, changes, after: 0, first: true, pending: Vec::new(), done: false }, None);
     let stream = stream::unfold(start, |(mut f, mut last): (Follow, Option<JobLive>)| async move {

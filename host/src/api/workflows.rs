@@ -8,7 +8,8 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::body::{body, job_id, json_body};
+use super::body::{body, json_body};
+use super::jobs::resolve_job;
 use super::views;
 use super::views::{ErrorBody, JobView};
 use super::{ApiError, ApiState, TenantAuth};
@@ -30,7 +31,7 @@ use crate::engine::ScheduleRow;
     path = "/v1/jobs/{id}/signals/{name}",
     tag = "jobs",
     params(
-        ("id" = String, Path, description = "The job's id (a UUID)"),
+        ("id" = String, Path, description = "The job's id (a UUID), or the id `spindle.submit` answered for it"),
         ("name" = String, Path, description = "The signal's name: 1-128 letters, digits, '-', '_', '.', ':'"),
         ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters: one delivery per key and job")
     ),
@@ -57,7 +58,7 @@ pub(super) async fn send_signal(
     headers: HeaderMap,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, [(&'static str, &'static str); 1], Json<JobView>), ApiError> {
-    let id = job_id(&id)?;
+    let (id, _) = resolve_job(&state, &tenant, &id).await?;
     let body = body(bytes)?;
     let key = match headers.get("idempotency-key").map(|v| v.to_str()) {
         None => None,
