@@ -59,6 +59,7 @@ pub fn init(default_level: &str, otlp: Option<&str>) -> anyhow::Result<Telemetry
     } else {
         format!("{}/v1/traces", endpoint.trim_end_matches('/'))
     };
+    spindle_runtime::use_ring_for_tls();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_endpoint(endpoint)

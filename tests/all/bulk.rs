@@ -23,7 +23,7 @@ struct Api<'a> {
 impl Api<'_> {
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let request =
-            reqwest::Client::new().request(method, format!("{}{path}", self.host.url)).bearer_auth(self.token);
+            spindle_tests::http_client().request(method, format!("{}{path}", self.host.url)).bearer_auth(self.token);
         match self.tenant_header {
             Some(tenant) => request.header("spindle-tenant", tenant),
             None => request,

@@ -386,3 +386,51 @@ fn the_typescript_client_packs_from_its_folder_and_an_application_imports_it() {
         .unwrap();
     assert!(imported.status.success(), "import: {}", String::from_utf8_lossy(&imported.stderr));
 }
+
+/// A TLS front on 127.0.0.1 for `host`, with a certificate for `localhost` made here;
+/// answers its address and the certificate's PEM.
+async fn tls_front(host: &Served) -> (String, String) {
+    use tokio_rustls::rustls;
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(made.signing_key.serialize_der()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![made.cert.der().clone()], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let upstream = host.url.trim_start_matches("http://").to_owned();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, upstream) = (acceptor.clone(), upstream.clone());
+            tokio::spawn(async move {
+                // A client that refuses the certificate ends its handshake: nothing to carry.
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let mut plain = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    (format!("https://localhost:{port}"), made.cert.pem())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_reaches_a_host_over_https_and_trusts_only_what_it_is_told() {
+    let (host, token, _scratch) = host().await;
+    let (url, pem) = tls_front(&host).await;
+    let client = Client::builder(&url).token(&token).root_certificates_pem(pem).build().unwrap();
+    let submitted = client.submit(&Submission::new("scripted", json!({}))).await.unwrap();
+    assert_eq!(client.wait(&submitted.job.id, PATIENCE).await.unwrap().state, "succeeded");
+    // Without the private root the host's certificate is refused, and nothing is sent.
+    let untrusting = Client::new(&url, &token).unwrap();
+    match untrusting.job(&submitted.job.id).await {
+        Err(Error::Transport { .. }) => {}
+        other => panic!("an untrusted certificate is a transport error: {other:?}"),
+    }
+    let garbled = Client::builder(&url).root_certificates_pem("not a certificate").build();
+    assert!(matches!(garbled, Err(Error::Invalid(_))), "{garbled:?}");
+}

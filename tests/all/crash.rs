@@ -258,7 +258,7 @@ async fn signals_survive_hosts_killed_between_arrival_and_answer(backend: Backen
     let id_text = submitted.stdout.trim().to_owned();
     let id: JobId = id_text.parse().expect("a job id");
     drop(first.kill_hard());
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let mut host = None;
     for round in 0..ROUNDS {
         drop(host.take().map(Served::kill_hard));

@@ -81,7 +81,7 @@ async fn a_forbidden_import_is_refused_before_anything_compiles() {
     drop(store);
     let host = spindle_tests::served::Served::start(&url, &["--max-component-bytes", "33554432"]);
     let token = host.tenant("acme");
-    let answer = reqwest::Client::new()
+    let answer = spindle_tests::http_client()
         .put(format!("{}/v1/kinds/noop", host.url))
         .bearer_auth(&token)
         .body(bytes)
@@ -225,7 +225,7 @@ async fn a_deploy_is_answered_at_once_and_compiles_in_the_background() {
     drop(store);
     let host = spindle_tests::served::Served::start(&url, &[]);
     let token = host.tenant("acme");
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let put = |kind: &str, file: &str| {
         http.put(format!("{}/v1/kinds/{kind}?wait=0", host.url)).bearer_auth(&token).body(guest(file)).send()
     };
@@ -337,7 +337,7 @@ async fn a_deploy_the_host_stored_without_what_was_asked_fails_in_the_cli() {
     let ran = host.cli(Some(&token), &["deploy", "noop", noop.to_str().unwrap(), "--record", "lean", "--json"]);
     assert_eq!(ran.code, 0, "this build stores it as asked: {}", ran.stderr);
     let deployed = ran.stdout.clone();
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let mut kind: serde_json::Value = http
         .get(format!("{}/v1/kinds/noop", host.url))
         .bearer_auth(&token)

@@ -189,7 +189,7 @@ async fn tenants_cannot_reach_each_others_work(backend: Backend) {
 async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
     let (host, _db) = serve(backend, &["--max-component-bytes", "300000"]).await;
     let token = host.tenant("acme");
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let url = |path: &str| format!("{}{path}", host.url);
     let error_of = |v: &Value| {
         (v["error"]["code"].as_str().unwrap_or("").to_owned(), v["error"]["message"].as_str().unwrap_or("").to_owned())
@@ -286,7 +286,7 @@ async fn every_refusal_a_caller_can_cause_reaches_it_with_its_code(backend: Back
     let cli = |args: &[&str]| host.cli(Some(&token), args);
     assert_eq!(cli(&["deploy", "scripted", &wasm("scripted")]).code, 0);
     assert_eq!(cli(&["deploy", "noop", &wasm("noop")]).code, 0);
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let call = |id: &str, action: &str, body: Option<&str>| {
         let request = http.post(format!("{}/v1/jobs/{id}/{action}", host.url)).bearer_auth(&token);
         let request = match body {
@@ -461,7 +461,7 @@ async fn tenant_limits_through_the_cli_and_the_api(backend: Backend) {
     for _ in 0..2 {
         assert_eq!(host.cli(tenant, &["submit", "noop", "--delay", "3600"]).code, 0);
     }
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let submit = || {
         http.post(format!("{}/v1/jobs", host.url))
             .bearer_auth(&token)
@@ -503,7 +503,7 @@ async fn tenant_limits_through_the_cli_and_the_api(backend: Backend) {
     assert!(kinds.stdout.contains("breaker") && kinds.stdout.contains("closed"), "{}", kinds.stdout);
     let bad = host.cli(Some(&host.operator), &["tenant", "set", "acme", "--weight", "0"]);
     assert_ne!(bad.code, 0, "a weight of 0 is refused");
-    let metrics = reqwest::Client::new()
+    let metrics = spindle_tests::http_client()
         .get(format!("{}/metrics", host.url))
         .bearer_auth(&host.operator)
         .send()

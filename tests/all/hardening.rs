@@ -108,7 +108,7 @@ async fn hostile_inputs_answer_typed_errors_not_panics(backend: Backend) {
     let wasm = spindle_tests::guest_path("scripted").to_string_lossy().into_owned();
     assert_eq!(host.cli(Some(&token), &["deploy", "scripted", &wasm]).code, 0);
     let done = host.cli(Some(&token), &["submit", "scripted"]).stdout.trim().to_owned();
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let submit = |body: &'static str| {
         http.post(format!("{}/v1/jobs", host.url))
             .bearer_auth(&token)
@@ -198,7 +198,7 @@ async fn slow_clients_are_closed_and_capped() {
     );
     drop(held);
     // The host still serves.
-    let health = reqwest::get(format!("{}/v1/health", host.url)).await.expect("served");
+    let health = spindle_tests::http_client().get(format!("{}/v1/health", host.url)).send().await.expect("served");
     assert_eq!(health.status().as_u16(), 200);
 }
 
@@ -324,7 +324,7 @@ async fn compiling_is_bounded_in_time_and_in_number() {
     let token = host.tenant("acme");
     let slow = slow_to_compile();
     assert!(slow.len() > 600_000 && slow.len() < 800_000, "{} bytes", slow.len());
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let deploy = |kind: &str| {
         // Waiting for the compile's end (it is refused at 2 s), not answered `202` first.
         let url = format!("{}/v1/kinds/{kind}?wait=30", host.url);
@@ -458,7 +458,7 @@ async fn finished_jobs_are_pruned_after_their_retention() {
 
 /// The status `GET url` answers with bearer `token`.
 async fn status_with(url: &str, token: &str) -> u16 {
-    reqwest::Client::new().get(url).bearer_auth(token).send().await.expect("an answer").status().as_u16()
+    spindle_tests::http_client().get(url).bearer_auth(token).send().await.expect("an answer").status().as_u16()
 }
 
 /// The ids of the tokens in a `token list --json` answer that work for `tenant` (`None`:
@@ -477,7 +477,7 @@ async fn api_answers_are_neither_sniffed_nor_cached() {
     drop(store);
     let host = Served::start(&url, &[]);
     let acme = host.tenant("acme");
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let answers = [
         http.get(format!("{}/v1/health", host.url)).send().await.expect("health"),
         http.get(format!("{}/v1/jobs", host.url)).bearer_auth(&acme).send().await.expect("jobs"),
@@ -517,7 +517,7 @@ async fn a_revoked_token_is_refused_at_once(backend: Backend) {
 
     let revoked = host.cli(Some(&acme), &["token", "revoke", &id]);
     assert_eq!(revoked.code, 0, "token revoke: {}", revoked.stderr);
-    let refused = reqwest::Client::new().get(&jobs).bearer_auth(&token).send().await.unwrap();
+    let refused = spindle_tests::http_client().get(&jobs).bearer_auth(&token).send().await.unwrap();
     assert_eq!(refused.status().as_u16(), 401, "a revoked token is refused at once");
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "unauthorised", "{body}");
@@ -577,7 +577,7 @@ async fn an_expired_token_is_refused(backend: Backend) {
         clock.advance(Duration::from_secs(1));
         assert_eq!(status_with(&jobs, &short).await, 401, "refused from its expiry on");
         assert_eq!(status_with(&jobs, &lasting).await, 200, "a token without an expiry still works");
-        let listed: Value = reqwest::Client::new()
+        let listed: Value = spindle_tests::http_client()
             .get(format!("{base}/v1/tokens"))
             .bearer_auth(&lasting)
             .send()
@@ -627,7 +627,7 @@ async fn a_tenant_manages_its_own_tokens_and_no_others(backend: Backend) {
         assert_ne!(ran.code, 0, "alice revoked {id}");
         assert!(ran.stderr.contains("not-found"), "another's token is not found: {}", ran.stderr);
     }
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let forbidden = http
         .post(format!("{}/v1/tokens", host.url))
         .bearer_auth(alice.unwrap())
@@ -776,7 +776,7 @@ async fn every_body_refuses_a_field_it_does_not_know_by_name() {
     let host = Served::start(&url, &[]);
     let acme = host.tenant("acme");
     let operator = host.operator.clone();
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let send = |method: reqwest::Method, path: &str, token: &str, body: Option<Value>| {
         let mut request = http.request(method, format!("{}{path}", host.url)).bearer_auth(token);
         if let Some(body) = body {

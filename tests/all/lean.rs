@@ -81,7 +81,7 @@ async fn a_lean_kind_runs_on_one_row_per_job_through_the_cli_and_the_api(backend
     assert!(human.stdout.contains("keeps a lean record"), "{}", human.stdout);
     assert_eq!(rows_of(&store, &id).await, (0, 0), "one row, no step or history rows");
     // Its event stream: state changes only, then the end.
-    let events = reqwest::Client::new()
+    let events = spindle_tests::http_client()
         .get(format!("{}/v1/jobs/{id}/events", host.url))
         .bearer_auth(&bearer)
         .send()

@@ -454,7 +454,7 @@ async fn a_rerun_after_a_kill_sends_the_same_idempotency_keys(backend: Backend) 
     let data = first.kill_hard();
     let second = Served::start_logged_in(data, &h.url, &flags, "info,spindle::guest=debug", &logs[1]);
     let seen = server.until_seen(4).await;
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let job: Value = http
         .get(format!("{}/v1/jobs/{id}/wait?timeout=60", second.url))
         .bearer_auth(&token)

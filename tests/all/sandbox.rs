@@ -549,7 +549,7 @@ async fn two_hundred_guests_asking_for_randomness_keep_the_hosts_memory_bounded(
             token
         })
         .collect();
-    let http = reqwest::Client::new();
+    let http = spindle_tests::http_client();
     let mut jobs = Vec::new();
     for n in 0..400 {
         let plan =

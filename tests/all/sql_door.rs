@@ -46,7 +46,7 @@ impl Door {
         assert_eq!(ran.code, 0, "grant-sql: {}", ran.stderr);
         let as_role = database.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
         let app = PgPool::connect(&as_role).await.expect("connect as the application's role");
-        Self { database, admin, app, role, token, http: reqwest::Client::new() }
+        Self { database, admin, app, role, token, http: spindle_tests::http_client() }
     }
 
     async fn get(&self, host: &Served, path: &str) -> (u16, Value) {

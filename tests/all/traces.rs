@@ -68,7 +68,7 @@ async fn one_job_exports_its_spans_under_the_callers_trace() {
 
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let caller_span = "00f067aa0ba902b7";
-    let submitted = reqwest::Client::new()
+    let submitted = spindle_tests::http_client()
         .post(format!("{}/v1/jobs", host.url))
         .bearer_auth(&token)
         .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))

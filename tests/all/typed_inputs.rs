@@ -28,7 +28,7 @@ fn deploy(host: &Served, token: &str, kind: &str) {
 
 /// `POST /v1/jobs` with `body`; answers the status and the body.
 async fn post_job(host: &Served, token: &str, body: &Value) -> (u16, Value) {
-    let answer = reqwest::Client::new()
+    let answer = spindle_tests::http_client()
         .post(format!("{}/v1/jobs", host.url))
         .bearer_auth(token)
         .json(body)

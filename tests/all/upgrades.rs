@@ -39,7 +39,7 @@ impl Rolling {
         Self {
             db: PgPool::connect(&database).await.expect("connect"),
             database,
-            http: reqwest::Client::new(),
+            http: spindle_tests::http_client(),
             token: String::new(),
         }
     }

@@ -184,7 +184,7 @@ fn submit(host: &Served, token: &str, kind: &str, input: &Value) -> String {
 
 /// Job `id` as the API shows it now.
 async fn job(host: &Served, token: &str, id: &str) -> Value {
-    let answer = reqwest::Client::new().get(format!("{}/v1/jobs/{id}", host.url)).bearer_auth(token).send().await;
+    let answer = spindle_tests::http_client().get(format!("{}/v1/jobs/{id}", host.url)).bearer_auth(token).send().await;
     answer.unwrap().json().await.unwrap()
 }
 
@@ -500,7 +500,7 @@ async fn a_tenants_own_text_cannot_reorder_the_page_fake_a_notice_or_retry_in_on
         .await;
     browser.shot("bulk-retry-confirm").await;
     browser.find("bulk-retry-dismiss").await.click().await.unwrap();
-    let operations: Value = reqwest::Client::new()
+    let operations: Value = spindle_tests::http_client()
         .get(format!("{}/v1/operations", host.url))
         .bearer_auth(&alice)
         .send()

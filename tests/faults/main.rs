@@ -69,7 +69,7 @@ impl Cluster {
             lean_token: String::new(),
             // Idle connections are dropped before the hosts close them (10 s), so a request
             // never goes out on a connection the host is closing.
-            http: reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(5)).build().expect("a client"),
+            http: spindle_tests::http_client_with(reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(5))),
             logs,
             jobs: Vec::new(),
         };

@@ -18,6 +18,18 @@ pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_owned()
 }
 
+/// An HTTP client for a test to call a host with (ring as the process's TLS provider,
+/// as in every Spindle process).
+pub fn http_client() -> reqwest::Client {
+    http_client_with(reqwest::Client::builder())
+}
+
+/// [`http_client`] as `builder` configures it.
+pub fn http_client_with(builder: reqwest::ClientBuilder) -> reqwest::Client {
+    spindle_runtime::use_ring_for_tls();
+    builder.build().expect("an HTTP client")
+}
+
 /// What a tracing subscriber on this thread writes, kept for a test to read
 /// ([`capture_log`]).
 #[derive(Clone, Debug, Default)]

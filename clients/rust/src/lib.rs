@@ -54,6 +54,7 @@ pub struct Builder {
     token: Option<String>,
     retry: Retry,
     timeout: Duration,
+    roots: Vec<Vec<u8>>,
 }
 
 impl Builder {
@@ -76,14 +77,47 @@ impl Builder {
         self
     }
 
+    /// Also trusts the certificates in `pem` (a host behind a private CA) beside the
+    /// public roots, for an `https://` address.
+    pub fn root_certificates_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.roots.push(pem.into());
+        self
+    }
+
     /// The client.
     pub fn build(self) -> Result<Client, Error> {
         let http = reqwest::Client::builder()
             .timeout(self.timeout)
+            .tls_backend_preconfigured(tls_config(&self.roots)?)
             .build()
             .map_err(|e| Error::Invalid(format!("cannot make an HTTP client: {e}")))?;
         Ok(Client { http, base: self.base.trim_end_matches('/').to_owned(), token: self.token, retry: self.retry })
     }
+}
+
+/// TLS for `https://` hosts: rustls on ring, the Mozilla roots and the `extra` PEM
+/// certificates.
+fn tls_config(extra: &[Vec<u8>]) -> Result<rustls::ClientConfig, Error> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    for pem in extra {
+        let mut found = 0;
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert = cert.map_err(|e| Error::Invalid(format!("a root certificate's PEM: {e}")))?;
+            roots.add(cert).map_err(|e| Error::Invalid(format!("a root certificate: {e}")))?;
+            found += 1;
+        }
+        if found == 0 {
+            return Err(Error::Invalid("a root certificate's PEM holds no certificate".into()));
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Invalid(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 /// A job's live events ([`Client::events`]).
@@ -145,7 +179,13 @@ impl Client {
 
     /// A client to configure.
     pub fn builder(base: impl Into<String>) -> Builder {
-        Builder { base: base.into(), token: None, retry: Retry::default(), timeout: Duration::from_secs(330) }
+        Builder {
+            base: base.into(),
+            token: None,
+            retry: Retry::default(),
+            timeout: Duration::from_secs(330),
+            roots: Vec::new(),
+        }
     }
 
     /// The host's address.

@@ -93,6 +93,7 @@ fn print_openapi() -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
+    spindle_runtime::use_ring_for_tls();
     let cli = Cli::parse();
     if matches!(cli.command, Command::CompileComponent) {
         return compile_component();

@@ -34,6 +34,16 @@ mod scrub;
 mod state;
 
 pub use compile::{COMPILE_CONFIG_ENV, compile_in_this_process};
+
+/// Makes ring this process's TLS provider, if none is yet. Every HTTPS client in
+/// Spindle's processes is rustls on ring; an HTTP client that does not name its provider
+/// (the OTLP exporter's, the CLI's, a test's) takes the process's, and without one
+/// reqwest refuses to build. Call it before the first such client; calling it again is
+/// harmless.
+pub fn use_ring_for_tls() {
+    // An error means a provider is installed already, which is all this asks.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
 pub use config::SandboxConfig;
 pub use contract::Contract;
 pub use control::{HeartbeatReply, Partial, Recording, StepControl, Unsupervised};
