@@ -92,6 +92,11 @@ async fn a_bulk_cancel_killed_midway_acts_on_each_job_once_and_the_next_finishes
     assert_eq!((pending["count"].as_u64(), pending["capped"].as_bool()), (Some(N as u64 + 3), Some(false)));
     let kinds: Vec<&str> = counts["kinds"].as_array().unwrap().iter().map(|k| k["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["noop", "workflow"]);
+    // One kind counted from its own jobs.
+    let (status, noop) = api.get("/v1/jobs/counts?kind=noop").await;
+    assert_eq!(status, 200, "{noop}");
+    let pending = noop["states"].as_array().unwrap().iter().find(|s| s["state"] == "pending").unwrap().clone();
+    assert_eq!((pending["count"].as_u64(), pending["capped"].as_bool()), (Some(3), Some(false)), "{noop}");
 
     let (status, count) = api.get("/v1/jobs/count?q=bulk-&state=pending").await;
     assert_eq!(status, 200, "{count}");

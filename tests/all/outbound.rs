@@ -546,6 +546,11 @@ async fn dot_segments_cannot_walk_out_of_a_path_rule(backend: Backend) {
     let denials: Vec<Option<&str>> = calls[..paths.len()].iter().map(|c| c.call.denied.as_deref()).collect();
     assert_eq!(denials[..3], [Some("kind-policy"); 3], "{denials:?}");
     assert_eq!(denials[3], Some("malformed-request"), "an escaped slash");
+    // Kept as the guest wrote it, and shown so (it once read `://:0`).
+    let malformed = &calls[3].call;
+    assert_eq!((malformed.scheme.as_str(), malformed.path.as_str()), ("http", "/hook/..%2fadmin"));
+    let shown = spindle::api::views::CallView::from(&calls[3]).url;
+    assert_eq!(shown, format!("(malformed) http://127.0.0.1:{port}/hook/..%2fadmin"));
 }
 
 /// A request queued behind its tenant's only connection slot used to spend its

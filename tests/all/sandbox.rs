@@ -594,3 +594,19 @@ async fn two_hundred_guests_asking_for_randomness_keep_the_hosts_memory_bounded(
     eprintln!("the host's peak resident memory: {} MiB", peak_kib / 1024);
     assert!(peak_kib / 1024 <= BOUND_MIB, "the host peaked at {} MiB, over {BOUND_MIB} MiB", peak_kib / 1024);
 }
+
+/// A step may wait only for a signal name a sender could use: the API's rule (letters,
+/// digits, `-`, `_`, `.`, `:`), or the outcome is malformed rather than a wait no signal
+/// can ever end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_waits_only_for_a_signal_name_a_sender_could_use() {
+    let rt = runtime(test_sandbox());
+    let kind = load(&rt, "workflow").await;
+    let waits = |name: &str| input("run", 1, json!({ "signal": name, "timeout_secs": 60 }));
+    let run = rt.run_step(&kind, waits("order.shipped:v2"), free()).await.run;
+    assert!(matches!(run, StepRun::Outcome(GuestOutcome::AwaitSignal { .. })), "{run:?}");
+    for refused in ["has space", "emoji-✓", "slash/name"] {
+        let run = rt.run_step(&kind, waits(refused), free()).await.run;
+        assert!(matches!(fault(run), SandboxFault::MalformedOutput(_)), "{refused}");
+    }
+}

@@ -750,6 +750,17 @@ async fn counts_follow_the_jobs_and_a_bulk_cancel_asks_with_the_count_and_cancel
     assert_eq!((browser.count("pending").await, browser.count("all").await), (Some(3), Some(4)));
     browser.find("kind-counts").await;
     browser.shot("counts").await;
+    // One kind chosen: its counts are the host's count of that kind's own jobs.
+    browser.goto(&format!("{}/#/jobs?kind=noop", host.url)).await;
+    browser
+        .until("noop's own counts", || async {
+            let counts =
+                (browser.count("succeeded").await?, browser.count("pending").await?, browser.count("all").await?);
+            (counts == (1, 0, 1)).then_some(())
+        })
+        .await;
+    browser.goto(&format!("{}/#/jobs", host.url)).await;
+    browser.until("every kind again", || async { (browser.count("all").await? == 4).then_some(()) }).await;
 
     // The batch, filtered as typed; the bulk cancel asks first, with the count.
     browser.find("filter-q").await.send_keys("batch-").await.unwrap();

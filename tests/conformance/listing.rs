@@ -149,4 +149,25 @@ async fn listings_filter_page_and_count_jobs(backend: Backend) {
             depth(&globex(), "email", "pending", 1),
         ]
     );
+
+    // One kind's counts come from its own jobs: the same as the tenant's counts of it
+    // while under the cap, and from its newest `cap` jobs past it; another tenant's none.
+    let whole: Vec<(JobState, u64)> = {
+        let mut rows: Vec<_> = db
+            .count_jobs(&acme(), 1_000)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|(_, kind, _)| kind == "report")
+            .map(|(state, _, n)| (state, n))
+            .collect();
+        rows.sort_by_key(|(state, _)| state.as_str());
+        rows
+    };
+    let mut report = db.count_kind_jobs(&acme(), "report", 1_000).await.unwrap();
+    report.sort_by_key(|(state, _)| state.as_str());
+    assert_eq!(report, whole);
+    let newest = db.count_kind_jobs(&acme(), "report", 2).await.unwrap();
+    assert_eq!(newest.iter().map(|(_, n)| n).sum::<u64>(), 2, "{newest:?}");
+    assert!(db.count_kind_jobs(&globex(), "report", 1_000).await.unwrap().is_empty());
 }

@@ -226,8 +226,10 @@ export interface paths {
         /**
          * The tenant's jobs per state and per kind
          * @description Each state's count reads at most `cap` jobs (100,000), so the answer costs the same at a
-         *     million jobs as at a thousand; a state with more says `capped` (at least this many),
-         *     and the per-kind figures of a capped state come from the jobs it read.
+         *     million jobs as at a thousand; a state with more says `capped` (at least this many).
+         *     The per-kind figures of a capped state come from the jobs it read, so each kind says
+         *     `capped` there (at least; a kind the read missed shows 0, capped): `?kind=` counts one
+         *     kind from its own jobs instead.
          */
         get: operations["counts"];
         put?: never;
@@ -3098,7 +3100,13 @@ export interface operations {
     };
     counts: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Only this kind's jobs, counted from its newest 100,000: exact below that, `capped`
+                 *     (at least) once it has that many.
+                 */
+                kind?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;

@@ -25,6 +25,17 @@ pub const MAX_DEPTH: u32 = 8;
 pub const MAX_FAN_OUT: usize = 10_000;
 /// Longest a signal wait may last.
 pub const MAX_SIGNAL_TIMEOUT: Duration = Duration::from_secs(366 * 24 * 3600);
+/// Longest signal name, in bytes.
+pub const MAX_SIGNAL_NAME: usize = 128;
+
+/// Whether `name` may name a signal: 1 to [`MAX_SIGNAL_NAME`] letters, digits, `-`, `_`,
+/// `.` or `:`. One rule for the sender and the waiter, so a job never waits for a name
+/// no sender could use.
+pub fn is_valid_signal_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_SIGNAL_NAME
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+}
 
 /// When a step awaiting children is called again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

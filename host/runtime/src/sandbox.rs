@@ -452,8 +452,10 @@ impl Runtime {
                 if cursor.as_ref().is_some_and(|c| c.len() > self.config.max_cursor_bytes) {
                     return malformed("await cursor over its size limit");
                 }
-                if name.trim().is_empty() || name.len() > 128 {
-                    return malformed("a signal name is empty or over 128 bytes");
+                if !spindle_core::workflow::is_valid_signal_name(&name) {
+                    return malformed(
+                        "a signal name must be 1-128 letters, digits, '-', '_', '.' or ':' (the names a sender may use)",
+                    );
                 }
                 GuestOutcome::AwaitSignal { name, timeout: Duration::from_secs(u64::from(timeout_secs)), cursor }
             }

@@ -118,6 +118,13 @@ impl super::Operations<'_> {
         Ok(self.store.count_jobs(tenant, STATE_COUNT_CAP).await?)
     }
 
+    /// One kind's jobs by state, from its newest [`STATE_COUNT_CAP`] jobs: exact while
+    /// the kind has fewer, a lower bound (at least) once it has that many, and never a
+    /// sample of other kinds' rows.
+    pub async fn kind_job_counts(&self, tenant: &TenantId, kind: &str) -> Result<Vec<(JobState, u64)>, EngineError> {
+        Ok(self.store.count_kind_jobs(tenant, kind, STATE_COUNT_CAP).await?)
+    }
+
     /// The latest operational alerts (operators'), newest first.
     pub async fn alerts(&self, limit: u32) -> Result<Vec<Alert>, EngineError> {
         Ok(self.store.alerts(limit).await?)

@@ -17,7 +17,7 @@ use crate::registry::RegistryError;
 use crate::store::{JobRecord, OutboxEffect, TenantId};
 
 /// Longest a signal's name may be.
-pub const MAX_SIGNAL_NAME: usize = 128;
+pub use spindle_core::workflow::MAX_SIGNAL_NAME;
 /// Longest a signal's idempotency key may be.
 pub const MAX_SIGNAL_KEY: usize = 255;
 
@@ -191,10 +191,7 @@ impl super::Workflows<'_> {
         body: Vec<u8>,
         key: Option<&str>,
     ) -> Result<Signalled, EngineError> {
-        if name.is_empty()
-            || name.len() > MAX_SIGNAL_NAME
-            || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
-        {
+        if !spindle_core::workflow::is_valid_signal_name(name) {
             return Err(EngineError::Invalid(format!(
                 "signal name {name:?}: 1-{MAX_SIGNAL_NAME} characters of letters, digits, '-', '_', '.', ':'"
             )));

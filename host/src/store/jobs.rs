@@ -81,6 +81,14 @@ pub trait JobStore: Send + Sync {
     /// A tenant's jobs by state and kind, each state's rows read up to `cap` (so a count
     /// costs at most `cap` index entries per state, however many jobs there are).
     async fn count_jobs(&self, tenant: &TenantId, cap: u64) -> Result<Vec<(JobState, String, u64)>, StoreError>;
+    /// One kind's jobs by state, from its newest `cap` jobs (the `(tenant_id, kind, seq)`
+    /// index): exact while the kind has fewer, a lower bound once it has that many.
+    async fn count_kind_jobs(
+        &self,
+        tenant: &TenantId,
+        kind: &str,
+        cap: u64,
+    ) -> Result<Vec<(JobState, u64)>, StoreError>;
     /// Jobs by tenant, kind and state, for metrics.
     async fn depths(&self) -> Result<Vec<Depth>, StoreError>;
     /// A tenant's open jobs by kind and priority class, by where each waits.
@@ -652,6 +660,27 @@ impl JobStore for SqlStore {
                 let state = r.text(0, "jobs.state")?;
                 let state = JobState::parse(&state).ok_or_else(|| corrupt(format!("job state {state:?}")))?;
                 Ok((state, r.text(1, "jobs.kind")?, r.num(2, "jobs.count (by state)")?))
+            })
+            .collect()
+    }
+
+    async fn count_kind_jobs(
+        &self,
+        tenant: &TenantId,
+        kind: &str,
+        cap: u64,
+    ) -> Result<Vec<(JobState, u64)>, StoreError> {
+        let sql = format!(
+            "SELECT state, COUNT(*) FROM (SELECT state FROM jobs WHERE tenant_id = $1 AND kind = $2 \
+             ORDER BY seq DESC LIMIT {cap}) AS newest GROUP BY state"
+        );
+        let rows =
+            self.db.fetch(&sql, vec![Value::from(tenant.0.as_str()), Value::from(kind)], &[Ty::Text, Ty::Int]).await?;
+        rows.iter()
+            .map(|r| {
+                let state = r.text(0, "jobs.state")?;
+                let state = JobState::parse(&state).ok_or_else(|| corrupt(format!("job state {state:?}")))?;
+                Ok((state, r.num(1, "jobs.count (of a kind)")?))
             })
             .collect()
     }

@@ -492,7 +492,18 @@ impl WasiHttpHooks for Outbound {
                 path: t.path.clone(),
                 ..OutboundCall::default()
             },
-            None => OutboundCall { seq, method: request.method().to_string(), ..OutboundCall::default() },
+            // Malformed: kept as the guest wrote it (capped), port 0 saying there was none.
+            None => {
+                let written = |text: &str| text.chars().take(256).collect::<String>();
+                OutboundCall {
+                    seq,
+                    method: written(request.method().as_str()),
+                    scheme: written(uri.scheme_str().unwrap_or("")),
+                    host: written(uri.authority().map_or("", |a| a.as_str())),
+                    path: written(uri.path()),
+                    ..OutboundCall::default()
+                }
+            }
         };
         let entry = Arc::new(Entry { call: Mutex::new(call), started: Instant::now() });
         self.entries.push(entry.clone());

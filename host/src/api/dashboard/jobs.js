@@ -104,7 +104,8 @@ export async function renderJobs(view, ctx) {
   const kindCounts = h('div', { 'data-test': 'kind-counts' });
   const number = (c) => `${fmtNum(c.count)}${c.capped ? '+' : ''}`;
   function paintCounts(counts) {
-    const mine = f.kind ? (counts.kinds || []).find((k) => k.kind === f.kind)?.states || [] : counts.states || [];
+    // With a kind chosen the host counted that kind's own jobs (`?kind=`).
+    const mine = counts.states || [];
     const of = (st) => mine.find((c) => c.state === st) || { state: st, count: 0, capped: false };
     const all = { count: mine.reduce((n, c) => n + c.count, 0), capped: mine.some((c) => c.capped) };
     const chip = (st, c, label) => h('a', {
@@ -151,7 +152,7 @@ export async function renderJobs(view, ctx) {
   async function load() {
     const [page, counts] = await Promise.all([
       get(`/v1/jobs${qs({ ...f, limit: PAGE, cursor })}`, { signal }),
-      get('/v1/jobs/counts', { signal }),
+      get(`/v1/jobs/counts${f.kind ? qs({ kind: f.kind }) : ''}`, { signal }),
     ]);
     paintCounts(counts);
     let jobs = page.jobs || [];

@@ -15,13 +15,19 @@ impl From<&RecordedCall> for CallView {
     fn from(r: &RecordedCall) -> Self {
         let c = &r.call;
         let host = if c.host.contains(':') { format!("[{}]", c.host) } else { c.host.clone() };
+        // Port 0: a request too malformed to have a destination, shown as written.
+        let url = match (c.port, c.scheme.is_empty() && c.host.is_empty()) {
+            (0, true) => format!("(malformed) {}", c.path),
+            (0, false) => format!("(malformed) {}://{}{}", c.scheme, c.host, c.path),
+            _ => format!("{}://{host}:{}{}", c.scheme, c.port, c.path),
+        };
         Self {
             step: r.step.clone(),
             attempt: r.attempt,
             seq: c.seq,
             at: rfc3339(r.at),
             method: c.method.clone(),
-            url: format!("{}://{host}:{}{}", c.scheme, c.port, c.path),
+            url,
             status: c.status,
             error: c.error.clone(),
             denied: c.denied.clone(),
