@@ -510,6 +510,8 @@ async fn both_doors_judge_every_submission_alike() {
         ("scripted", json!({}), json!({ "run_at": "9999-12-31T00:00:00Z" }), "invalid-request"),
         ("scripted", json!({}), json!({ "run_at": "2030-01-01T00:00:00Z", "delay_secs": 1 }), "invalid-request"),
         ("scripted", json!({}), json!({ "priority": "urgent" }), "invalid-request"),
+        // A schedule's firings are the jobs keyed `schedule:NAME:…`: nobody else's.
+        ("scripted", json!({}), json!({ "idempotency_key": "schedule:nightly:1" }), "invalid-request"),
         ("scripted", json!({}), json!({ "lease_keys": [""] }), "invalid-request"),
         ("scripted", json!({}), json!({ "idempotency_key": "k".repeat(201) }), "invalid-request"),
         ("scripted", json!({}), json!({ "colour": "blue" }), "invalid-request"),

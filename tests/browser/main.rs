@@ -357,6 +357,10 @@ async fn a_tenant_finds_reads_retries_cancels_and_deploys_through_the_dashboard(
     operator_browser.sign_in(&host.url, &host.operator).await;
     operator_browser.goto(&format!("{}/#/operator", host.url)).await;
     operator_browser.find("tenants-table").await;
+    // This host keeps tenants' jobs from the operator: nothing offers to read them.
+    operator_browser.find("operator-reads-off").await;
+    let offered = operator_browser.client.find_all(Locator::Css("[data-test=\"tenant-read\"]")).await.unwrap();
+    assert!(offered.is_empty(), "Read jobs offered on a host that refuses every read");
     operator_browser.find("alerts").await;
     operator_browser.shot("operator").await;
     operator_browser.close().await;
@@ -614,6 +618,14 @@ async fn a_schedule_is_created_fired_paused_and_resumed_from_its_page_and_filter
         })
         .await;
     browser.until_text("schedule-fired", "0").await;
+    // What each firing submits, and its times where the cron reads them, labelled.
+    assert!(browser.text_of("schedule-input").await.unwrap().contains("{}"));
+    let label = browser.text_of("upcoming-zone-label").await.unwrap();
+    assert!(label.contains("the cron reads in Europe/Paris"), "{label}");
+    for zoned in browser.client.find_all(Locator::Css("[data-test=\"upcoming-zoned\"]")).await.unwrap() {
+        let text = zoned.text().await.unwrap();
+        assert!(text.contains("3:00") && text.ends_with("Europe/Paris"), "03:00 in Paris: {text}");
+    }
     browser.shot("schedule").await;
     browser.find("schedule-trigger").await.click().await.unwrap();
     let job = browser.find("triggered-job").await;

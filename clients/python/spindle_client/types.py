@@ -1011,10 +1011,17 @@ class Submit(_SubmitRequired, total=False):
     """Run no earlier than this (RFC 3339, UTC); not with `delay_secs`."""
 
 
-class TenantList(TypedDict):
-    """Every tenant."""
+class _TenantListRequired(TypedDict):
     tenants: List[TenantView]
     """The tenants."""
+
+
+class TenantList(_TenantListRequired, total=False):
+    """Every tenant."""
+    operator_reads: bool
+    """Whether this host lets the operator read tenants' jobs (`operator_reads_tenants`;
+    each read audited in the tenant's trail). Absent from older hosts: read as false.
+    """
 
 
 class TenantOutbound(TypedDict, total=False):

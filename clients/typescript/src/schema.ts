@@ -2295,6 +2295,11 @@ export interface components {
         };
         /** @description Every tenant. */
         TenantList: {
+            /**
+             * @description Whether this host lets the operator read tenants' jobs (`operator_reads_tenants`;
+             *     each read audited in the tenant's trail). Absent from older hosts: read as false.
+             */
+            operator_reads?: boolean;
             /** @description The tenants. */
             tenants: components["schemas"]["TenantView"][];
         };

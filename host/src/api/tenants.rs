@@ -58,7 +58,8 @@ pub(super) async fn create_tenant(
 )]
 pub(super) async fn list_tenants(State(state): State<ApiState>, _: OperatorAuth) -> Result<Json<TenantList>, ApiError> {
     let tenants = state.host.engine.tenancy().tenants().await?;
-    Ok(Json(TenantList { tenants: tenants.iter().map(TenantView::from).collect() }))
+    let operator_reads = state.host.engine.config().operator_reads_tenants;
+    Ok(Json(TenantList { tenants: tenants.iter().map(TenantView::from).collect(), operator_reads }))
 }
 
 /// Issue another token for a tenant

@@ -68,6 +68,12 @@ impl Asked {
             )),
             (None, None) => None,
         };
+        if self.idempotency_key.as_deref().is_some_and(|key| key.starts_with(spindle_core::schedule::FIRING_KEY_PREFIX))
+        {
+            return Err(invalid(
+                "idempotency key: keys that start `schedule:` are the scheduler's (they name a schedule's firings)",
+            ));
+        }
         if run_at.is_some_and(|at| at.as_micros() > now.plus(MAX_DELAY).as_micros()) {
             return Err(EngineError::Invalid(format!("run_at: at most {} seconds from now", MAX_DELAY.as_secs())));
         }

@@ -47,4 +47,8 @@ pub struct Retention {
 pub struct TenantList {
     /// The tenants.
     pub tenants: Vec<TenantView>,
+    /// Whether this host lets the operator read tenants' jobs (`operator_reads_tenants`;
+    /// each read audited in the tenant's trail). Absent from older hosts: read as false.
+    #[serde(default)]
+    pub operator_reads: bool,
 }

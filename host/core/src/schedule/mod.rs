@@ -251,10 +251,14 @@ fn overlap_rule(overlap: Overlap, last_open: bool) -> &'static OverlapRule {
     OVERLAP_RULES.iter().find(|r| r.overlap == overlap && r.last_open == last_open).unwrap_or(&OVERLAP_RULES[3])
 }
 
+/// What every firing's idempotency key starts with: the scheduler's alone (a submission
+/// may not use it), so the jobs whose keys start `schedule:NAME:` are NAME's firings.
+pub const FIRING_KEY_PREFIX: &str = "schedule:";
+
 /// The idempotency key of the job a schedule fires for `at`: its name and the time in
 /// microseconds (a whole second), the same on every host and every try.
 pub fn firing_key(name: &str, at: Timestamp) -> String {
-    format!("schedule:{name}:{}", at.as_micros())
+    format!("{FIRING_KEY_PREFIX}{name}:{}", at.as_micros())
 }
 
 /// A schedule's machine: what its firing decisions read and change.

@@ -46,7 +46,7 @@ export async function renderOperator(view, ctx) {
   replace(view, h('div', { class: 'page-head' }, h('h1', { tabindex: -1 }, 'Operator')), tenantsBox, alertsBox);
 
   async function loadTenants() {
-    const { tenants = [] } = await get('/v1/tenants', { signal });
+    const { tenants = [], operator_reads: reads = false } = await get('/v1/tenants', { signal });
     const caps = new Map();
     // A few at a time: one request per tenant.
     const queue = [...tenants];
@@ -83,9 +83,12 @@ export async function renderOperator(view, ctx) {
           : [h('td', { class: 'num', 'data-test': 'tenant-queued' }, fmtNum(tot.queued)), h('td', { class: 'num', 'data-test': 'tenant-running' }, fmtNum(tot.running)),
             h('td', { class: 'num' }, fmtNum(tot.steps)), h('td', { class: ['num', tot.faults ? 'warn-text' : null] }, fmtNum(tot.faults)),
             h('td', { class: 'small' }, set.length ? set.map(([k, label, f]) => h('span', { class: 'chip' }, `${label} ${f(limits[k])}`)) : h('span', { class: 'muted' }, 'no limits'))],
-        h('td', {}, toggle, ' ', readJobs(t.name))), detail);
+        h('td', {}, toggle, reads ? [' ', readJobs(t.name)] : null)), detail);
     }
-    replace(tenantsBox, section('Tenants', { 'data-test': 'tenants' },
+    // Offered only where the host lets the operator read (each read refused otherwise).
+    const readsNote = reads ? null : h('p', { class: 'muted small', 'data-test': 'operator-reads-off' },
+      'Reading tenants\u2019 jobs is off on this host (operator_reads_tenants): a tenant\u2019s jobs need its own token.');
+    replace(tenantsBox, section('Tenants', { 'data-test': 'tenants' }, readsNote,
       tenants.length ? table(['Tenant', 'Created', 'Retention', 'Queued', 'Running', 'Steps', 'Faults', 'Limits', ''], rows, { 'data-test': 'tenants-table' })
         : empty('No tenants yet: spindle tenant create NAME.')));
   }

@@ -6,7 +6,7 @@
 import { get, post, request, enc, kinds } from './api.js';
 import {
   h, replace, badge, timeEl, mono, table, empty, reportError, field, select, section, resultBox,
-  describeError, jobLink,
+  describeError, jobLink, jsonBlock,
 } from './ui.js';
 import { jobRow, JOB_HEADERS } from './jobs.js';
 
@@ -17,9 +17,24 @@ function stateBadge(s) {
   return badge(s.paused ? 'paused' : 'active', { 'data-test': 'schedule-state' });
 }
 
-function upcomingList(s) {
+/** `iso` as a wall-clock time in time zone `zone` (the one the cron reads in). */
+function inZone(iso, zone) {
+  try {
+    return new Intl.DateTimeFormat(undefined, { timeZone: zone, dateStyle: 'medium', timeStyle: 'short' }).format(new Date(iso));
+  } catch {
+    return '';
+  }
+}
+
+/** The viewer's own time zone, as the browser names it. */
+const viewerZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone || 'local time';
+
+function upcomingList(s, { zoned = false } = {}) {
   if (!s.upcoming || !s.upcoming.length) return h('span', { class: 'muted' }, s.paused ? 'paused' : '—');
-  return h('ol', { class: 'times', 'data-test': 'upcoming' }, s.upcoming.map((t) => h('li', {}, timeEl(t, { both: true }))));
+  // Beside each time in the viewer's zone, the same time where the cron reads it.
+  const there = (t) => (zoned && s.timezone !== viewerZone()
+    ? h('span', { class: 'muted small', 'data-test': 'upcoming-zoned' }, ` · ${inZone(t, s.timezone)} ${s.timezone}`) : null);
+  return h('ol', { class: 'times', 'data-test': 'upcoming' }, s.upcoming.map((t) => h('li', {}, timeEl(t, { both: true }), there(t))));
 }
 
 export async function renderSchedules(view, ctx) {
@@ -152,13 +167,16 @@ export async function renderSchedule(view, ctx, name) {
         h('dl', { class: 'facts' }, [
           ['Kind', h('a', { href: `#/kinds/${enc(s.kind)}`, class: 'mono' }, s.kind)],
           ['Cron', mono(s.cron, { 'data-test': 'schedule-cron-shown' })],
-          ['Time zone', s.timezone],
+          ['Time zone', h('span', { 'data-test': 'schedule-zone' }, s.timezone)],
           ['Missed times', s.catch_up],
           ['Overlap', s.overlap],
           ['Fired', h('span', { 'data-test': 'schedule-fired' }, String(s.fired))],
           ['Last fired', s.last_fired_at ? timeEl(s.last_fired_at, { both: true }) : h('span', { class: 'muted' }, 'never')],
         ].map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))),
-        h('h3', {}, 'Next times'), upcomingList(s),
+        jsonBlock(s.input, 'Input each firing submits', { open: true, attrs: { 'data-test': 'schedule-input' } }),
+        h('h3', {}, 'Next times ', h('span', { class: 'muted small', 'data-test': 'upcoming-zone-label' },
+          `(in your time zone, ${viewerZone()}; the cron reads in ${s.timezone})`)),
+        upcomingList(s, { zoned: true }),
         h('div', { class: 'actions' }, actions), result));
   }
 
