@@ -122,7 +122,7 @@ async fn run(ctx: &Context, exe: &Path, hosts: usize) -> anyhow::Result<(f64, us
 
 /// Starts `spindle serve` on `url` with `dir` as its data directory and waits until it
 /// listens; its log goes to `dir/host.log`.
-async fn start_host(exe: &Path, dir: &Path, url: &str, ctx: &Context) -> anyhow::Result<Child> {
+pub(crate) async fn start_host(exe: &Path, dir: &Path, url: &str, ctx: &Context) -> anyhow::Result<Child> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let log = std::fs::File::create(dir.join("host.log")).context("creating a host's log")?;
     let mut child = Command::new(exe)
