@@ -92,6 +92,7 @@ fn serve(name: &str, request: &HeaderMap) -> Response {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
