@@ -130,7 +130,15 @@ async fn a_bulk_cancel_killed_midway_acts_on_each_job_once_and_the_next_finishes
     let cancelled_before = states(&api).await.iter().filter(|(_, s, _)| s == "cancelled").count();
     let (_, count) = api.get("/v1/jobs/count?q=bulk-&state=pending").await;
     assert_eq!(count["matching"].as_u64(), Some((N - cancelled_before) as u64), "what is left: {count}");
-    let (status, started) = api.post("/v1/jobs/bulk", &json!({ "action": "cancel", "filter": { "q": "bulk-" } })).await;
+    // The count says how many the cancel would skip: those the first one cancelled.
+    let (_, count) = api.get("/v1/jobs/count?q=bulk-&action=cancel").await;
+    assert_eq!(count["matching"].as_u64(), Some(N as u64), "{count}");
+    assert_eq!(count["skipping"].as_u64(), Some(cancelled_before as u64), "{count}");
+    let (status, refused) = api.post("/v1/jobs/bulk", &json!({ "action": "cancel", "filter": { "q": "bulk-" } })).await;
+    assert_eq!(status, 400, "without the count's through: {refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("through"), "{refused}");
+    let body = json!({ "action": "cancel", "filter": { "q": "bulk-" }, "through": count["through"] });
+    let (status, started) = api.post("/v1/jobs/bulk", &body).await;
     assert_eq!(status, 202, "{started}");
     let id = started["operation"]["id"].as_str().unwrap().to_owned();
     let operation = loop {
@@ -157,8 +165,12 @@ async fn a_bulk_cancel_killed_midway_acts_on_each_job_once_and_the_next_finishes
         }
     }
     // A bulk retry of the cancelled ones makes one linked job each, however often asked.
-    let retry = json!({ "action": "retry", "filter": { "q": "bulk-1", "state": "cancelled" } });
-    for _ in 0..2 {
+    let retried = (0..N).filter(|i| format!("bulk-{i}").starts_with("bulk-1")).count();
+    for round in 0..2 {
+        let (_, count) = api.get("/v1/jobs/count?q=bulk-1&state=cancelled&action=retry").await;
+        let skipping = if round == 0 { 0 } else { retried as u64 };
+        assert_eq!(count["skipping"].as_u64(), Some(skipping), "round {round}, retried ones skipped: {count}");
+        let retry = json!({ "action": "retry", "filter": { "q": "bulk-1", "state": "cancelled" }, "through": count["through"] });
         let (status, started) = api.post("/v1/jobs/bulk", &retry).await;
         assert_eq!(status, 202, "{started}");
         let id = started["operation"]["id"].as_str().unwrap().to_owned();
@@ -166,7 +178,6 @@ async fn a_bulk_cancel_killed_midway_acts_on_each_job_once_and_the_next_finishes
             tokio::task::yield_now().await;
         }
     }
-    let retried = (0..N).filter(|i| format!("bulk-{i}").starts_with("bulk-1")).count();
     assert_eq!(states(&api).await.len(), N + 3 + retried, "one retry each");
     let (_, operations) = api.get("/v1/operations").await;
     let actions: Vec<&str> =
@@ -270,8 +281,10 @@ async fn the_audit_trail_pages_filters_and_keeps_what_the_operator_did_with_the_
     assert_eq!(host.cli(Some(&token), &["deploy", "noop", path.to_str().unwrap()]).code, 0);
     submit_later(&host, &token, "noop", "later-", 2);
     let tenant = Api { host: &host, token: &token, tenant_header: None };
-    let (status, started) =
-        tenant.post("/v1/jobs/bulk", &json!({ "action": "cancel", "filter": { "q": "later-" } })).await;
+    let through = tenant.get("/v1/jobs/count?q=later-").await.1["through"].clone();
+    let (status, started) = tenant
+        .post("/v1/jobs/bulk", &json!({ "action": "cancel", "filter": { "q": "later-" }, "through": through }))
+        .await;
     assert_eq!(status, 202, "{started}");
     let bulk = started["operation"]["id"].as_str().unwrap().to_owned();
 

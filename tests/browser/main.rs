@@ -811,6 +811,15 @@ async fn counts_follow_the_jobs_and_a_bulk_cancel_asks_with_the_count_and_cancel
         assert_eq!(job(&host, &token, id).await["state"], "pending", "{id}: not in the confirmed count");
     }
     browser.until("two cancelled", || async { (browser.count("cancelled").await? == 2).then_some(()) }).await;
+    // Asked again, the count says which it would skip: the two already cancelled.
+    browser.find("jobs-bulk-cancel").await.click().await.unwrap();
+    browser
+        .until("the skips, said", || async {
+            let text = browser.text_of("jobs-bulk-count").await?;
+            (text.starts_with("3 jobs matching q batch-") && text.contains("2 of them will be skipped")).then_some(())
+        })
+        .await;
+    browser.find("jobs-bulk-dismiss").await.click().await.unwrap();
 
     // The operation stays in the tenant's audit trail.
     browser.find("nav-queues").await.click().await.unwrap();

@@ -408,8 +408,8 @@ class JobBulk(_JobBulkRequired, total=False):
     filter: JobSelectionBody
     """Which jobs: at least one criterion, unless `all` says every job of the tenant."""
     through: Optional[int]
-    """The `through` of the count that was confirmed: jobs submitted after it are left
-    alone. Without it, every job matching when the operation reaches it.
+    """The `through` of the count that was confirmed (required): jobs submitted after it
+    are left alone.
     """
 
 
@@ -422,6 +422,10 @@ class _JobCountRequired(TypedDict):
 
 class JobCount(_JobCountRequired, total=False):
     """How many jobs a filter matches, before a bulk action."""
+    skipping: Optional[int]
+    """Of those counted, how many the action (`?action=`) would skip now: a final job
+    to cancel, a running one to retry, one retried already. Absent from older hosts.
+    """
     through: Optional[int]
     """The newest matching job's place in the order of submission: pass it to
     `POST /v1/jobs/bulk` so that the action takes the jobs counted, not later ones.

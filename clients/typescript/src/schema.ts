@@ -1503,8 +1503,8 @@ export interface components {
             filter?: components["schemas"]["JobSelectionBody"];
             /**
              * Format: int64
-             * @description The `through` of the count that was confirmed: jobs submitted after it are left
-             *     alone. Without it, every job matching when the operation reaches it.
+             * @description The `through` of the count that was confirmed (required): jobs submitted after it
+             *     are left alone.
              */
             through?: number | null;
         };
@@ -1517,6 +1517,12 @@ export interface components {
              * @description How many, up to 10,000.
              */
             matching: number;
+            /**
+             * Format: int64
+             * @description Of those counted, how many the action (`?action=`) would skip now: a final job
+             *     to cancel, a running one to retry, one retried already. Absent from older hosts.
+             */
+            skipping?: number | null;
             /**
              * Format: int64
              * @description The newest matching job's place in the order of submission: pass it to
@@ -3049,6 +3055,11 @@ export interface operations {
                 created_before?: string;
                 /** @description The job with this id, or the jobs whose idempotency key starts with this. */
                 q?: string;
+                /**
+                 * @description The count only: the action to be confirmed (`cancel`, the default, or `retry`),
+                 *     whose skips the count says (`skipping`).
+                 */
+                action?: string;
             };
             header?: never;
             path?: never;

@@ -73,6 +73,9 @@ pub(super) struct SelectionQuery {
     created_before: Option<String>,
     /// The job with this id, or the jobs whose idempotency key starts with this.
     q: Option<String>,
+    /// The count only: the action to be confirmed (`cancel`, the default, or `retry`),
+    /// whose skips the count says (`skipping`).
+    action: Option<String>,
 }
 
 impl From<SelectionQuery> for JobSelectionBody {
@@ -199,9 +202,24 @@ pub(super) async fn count(
     TenantAuth(tenant): TenantAuth,
     ApiQuery(query): ApiQuery<SelectionQuery>,
 ) -> Result<Json<JobCount>, ApiError> {
+    let action = bulk_action(query.action.as_deref().unwrap_or("cancel"))?;
     let selection = selection(query.into())?;
-    let count = state.host.engine.operations().count_jobs(&tenant, &selection).await?;
-    Ok(Json(JobCount { matching: count.matching, capped: count.capped, through: count.through }))
+    let count = state.host.engine.operations().count_jobs(&tenant, &selection, action).await?;
+    Ok(Json(JobCount {
+        matching: count.matching,
+        capped: count.capped,
+        through: count.through,
+        skipping: Some(count.skipping),
+    }))
+}
+
+/// The bulk action `name` names.
+fn bulk_action(name: &str) -> Result<BulkAction, ApiError> {
+    match name {
+        "cancel" => Ok(BulkAction::Cancel),
+        "retry" => Ok(BulkAction::Retry),
+        other => Err(ApiError::invalid(format!("action {other:?}: cancel or retry"))),
+    }
 }
 
 /// Cancel or retry every job a filter matches
@@ -231,11 +249,7 @@ pub(super) async fn bulk(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<OperationStarted>), ApiError> {
     let request: JobBulk = json_body(bytes)?;
-    let action = match request.action.as_str() {
-        "cancel" => BulkAction::Cancel,
-        "retry" => BulkAction::Retry,
-        other => return Err(ApiError::invalid(format!("action {other:?}: cancel or retry"))),
-    };
+    let action = bulk_action(&request.action)?;
     let filtered = selection(request.filter)?;
     match (filtered == JobSelection::default(), request.all) {
         (true, false) => {
@@ -246,7 +260,13 @@ pub(super) async fn bulk(
         (false, true) => return Err(ApiError::invalid("give a filter or \"all\": true, not both")),
         _ => {}
     }
-    let selection = JobSelection { through: request.through, ..filtered };
+    // The jobs counted, no others: a bound is what the confirmed count answered.
+    let Some(through) = request.through else {
+        return Err(ApiError::invalid(
+            "through is required: the `through` of GET /v1/jobs/count, so that the action takes the jobs counted",
+        ));
+    };
+    let selection = JobSelection { through: Some(through), ..filtered };
     let operation =
         state.host.engine.operations().act_on_jobs(&tenant, action, selection, &format!("api:{tenant}")).await?;
     Ok((StatusCode::ACCEPTED, Json(OperationStarted { operation: OperationView::from(&operation) })))

@@ -214,26 +214,41 @@ pub struct BulkCount {
     pub capped: bool,
     /// The newest matching job's sequence number: the bound a confirmed operation keeps.
     pub through: Option<i64>,
+    /// Of those counted, how many the action would skip now (the job machine refuses
+    /// it: a final job to cancel, a running one to retry, one retried already).
+    pub skipping: u64,
 }
 
 impl super::Operations<'_> {
     /// How many jobs of `tenant` the operation `bulk` would take now, read the way it
     /// reads them, up to [`COUNT_CAP`].
     async fn count(&self, tenant: &TenantId, bulk: &Bulk) -> Result<BulkCount, EngineError> {
-        let (mut cursor, mut matching, mut through) = (None, 0_u64, None);
+        let (mut cursor, mut matching, mut through, mut skipping) = (None, 0_u64, None, 0_u64);
         loop {
             let records = self.store.list_jobs(tenant, &bulk.page(cursor)).await?;
             for record in records.iter().filter(|r| bulk.admits(r)) {
                 through = through.or(Some(record.seq));
                 matching += 1;
-            }
-            if matching >= COUNT_CAP {
-                return Ok(BulkCount { matching: COUNT_CAP, capped: true, through });
+                if !self.would_act(bulk, record) {
+                    skipping += 1;
+                }
+                if matching >= COUNT_CAP {
+                    return Ok(BulkCount { matching, capped: true, through, skipping });
+                }
             }
             if records.len() < PAGE as usize {
-                return Ok(BulkCount { matching, capped: false, through });
+                return Ok(BulkCount { matching, capped: false, through, skipping });
             }
             cursor = records.last().map(|r| r.seq);
+        }
+    }
+
+    /// Whether `bulk`'s action would change `record` now, as the job machine answers.
+    fn would_act(&self, bulk: &Bulk, record: &JobRecord) -> bool {
+        let checks = self.actions(record);
+        match bulk {
+            Bulk::RetryDeadLetters(_) | Bulk::Jobs(BulkAction::Retry, _) => checks.retry.is_ok(),
+            Bulk::Jobs(BulkAction::Cancel, _) => checks.cancel.is_ok(),
         }
     }
 
@@ -249,8 +264,13 @@ impl super::Operations<'_> {
 
     /// How many jobs of `tenant` `selection` takes now, and the newest of them: what a
     /// bulk cancel or retry asks its user to confirm.
-    pub async fn count_jobs(&self, tenant: &TenantId, selection: &JobSelection) -> Result<BulkCount, EngineError> {
-        self.count(tenant, &Bulk::Jobs(BulkAction::Cancel, selection.clone())).await
+    pub async fn count_jobs(
+        &self,
+        tenant: &TenantId,
+        selection: &JobSelection,
+        action: BulkAction,
+    ) -> Result<BulkCount, EngineError> {
+        self.count(tenant, &Bulk::Jobs(action, selection.clone())).await
     }
 
     /// Starts retrying every dead letter of `tenant` that `filter` matches, in the

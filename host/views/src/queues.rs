@@ -105,8 +105,8 @@ pub struct JobBulk {
     /// empty by mistake never widens to everything.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all: bool,
-    /// The `through` of the count that was confirmed: jobs submitted after it are left
-    /// alone. Without it, every job matching when the operation reaches it.
+    /// The `through` of the count that was confirmed (required): jobs submitted after it
+    /// are left alone.
     #[serde(default)]
     pub through: Option<i64>,
 }
@@ -122,6 +122,10 @@ pub struct JobCount {
     /// `POST /v1/jobs/bulk` so that the action takes the jobs counted, not later ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub through: Option<i64>,
+    /// Of those counted, how many the action (`?action=`) would skip now: a final job
+    /// to cancel, a running one to retry, one retried already. Absent from older hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipping: Option<u64>,
 }
 
 /// Jobs of one state: how many.

@@ -7,8 +7,8 @@ import { get, post, qs } from './api.js';
 import { h, replace, reportError, fmtNum, sleep, shortId } from './ui.js';
 
 const ACTIONS = {
-  cancel: { label: 'Cancel matching…', verb: 'Cancel', done: 'cancelled', note: 'Running steps stop at their next heartbeat; final jobs are skipped.' },
-  retry: { label: 'Retry matching…', verb: 'Retry', done: 'retried', note: 'Each failed or cancelled job is retried as a new, linked job; others are skipped.' },
+  cancel: { label: 'Cancel matching…', verb: 'Cancel', done: 'cancelled', skips: 'final already, or of a kind that cannot be cancelled', note: 'Running steps stop at their next heartbeat; final jobs are skipped.' },
+  retry: { label: 'Retry matching…', verb: 'Retry', done: 'retried', skips: 'not failed or cancelled, or retried already', note: 'Each failed or cancelled job is retried as a new, linked job; others are skipped.' },
 };
 
 /**
@@ -63,7 +63,7 @@ export function bulkBar({ filter, describe, reload, signal }) {
     button.addEventListener('click', async () => {
       button.disabled = true;
       try {
-        const count = await get(`/v1/jobs/count${qs(filter())}`, { signal });
+        const count = await get(`/v1/jobs/count${qs({ ...filter(), action })}`, { signal });
         if (!count.matching) {
           note.textContent = 'No jobs match: nothing to do.';
           return;
@@ -72,7 +72,9 @@ export function bulkBar({ filter, describe, reload, signal }) {
         const n = `${fmtNum(count.matching)}${count.capped ? ' or more' : ''}`;
         const words = describe();
         title.textContent = `${a.verb} ${n} job${count.matching === 1 && !count.capped ? '' : 's'}?`;
-        replace(countText, `${n} job${count.matching === 1 && !count.capped ? '' : 's'}${words ? ` matching ${words}` : ''} will be ${a.done}; jobs submitted after this count are left alone.`);
+        // Those the action does not apply to now are said apart: they are skipped, not acted on.
+        const skipping = count.skipping ? ` ${fmtNum(count.skipping)} of them will be skipped (${a.skips}).` : '';
+        replace(countText, `${n} job${count.matching === 1 && !count.capped ? '' : 's'}${words ? ` matching ${words}` : ''} will be ${a.done}; jobs submitted after this count are left alone.${skipping}`);
         explain.textContent = `${a.note} It runs in the background and stays in the operations log (Queues).`;
         confirm.textContent = `${a.verb} ${n}`;
         dialog.showModal();
