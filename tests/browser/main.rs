@@ -225,6 +225,15 @@ async fn a_tenant_finds_reads_retries_cancels_and_deploys_through_the_dashboard(
     browser.sign_in(&host.url, &alice).await;
     browser.find("jobs-table").await;
     browser.shot("jobs").await;
+    // From the skip link, Enter and Tab reach the first job (past the counts, filters
+    // and bulk actions: 33 presses before).
+    browser.find("job-row").await;
+    browser.client.execute("document.querySelector('[data-test=\"skip\"]').focus()", vec![]).await.unwrap();
+    browser.client.active_element().await.unwrap().send_keys("\u{E007}").await.unwrap();
+    browser.client.active_element().await.unwrap().send_keys("\u{E004}").await.unwrap();
+    let focused = browser.client.active_element().await.unwrap();
+    let first = browser.client.find(Locator::Css("[data-test=\"job-row\"] a")).await.unwrap();
+    assert_eq!(focused.attr("href").await.unwrap(), first.attr("href").await.unwrap(), "the first job has the focus");
 
     // Find the failed job by filter.
     browser.find("filter-state").await.select_by_value("failed").await.unwrap();

@@ -156,7 +156,9 @@ function ensureShell(page) {
     replace(main, banner, notice, view);
     replace(root,
       h('header', { class: 'topbar' },
-        h('button', { type: 'button', class: 'skip', onclick: () => main.focus() }, 'Skip to content'),
+        // To the page's main content: a page that marks it (`data-skip-to`, the jobs
+        // table) is reached in three presses, Tab, Enter and Tab, not past every filter.
+        h('button', { type: 'button', class: 'skip', 'data-test': 'skip', onclick: () => (main.querySelector('[data-skip-to]') || main).focus() }, 'Skip to content'),
         h('a', { class: 'brand', href: defaultPage() }, h('span', { class: 'brand-mark', 'aria-hidden': 'true' }), 'Spindle'),
         h('span', { class: 'whoami', 'data-test': 'whoami' }, 'signed in as ', h('strong', {}, who)),
         h('button', { type: 'button', class: 'button subtle', 'data-test': 'signout', onclick: signOut }, 'Sign out')),

@@ -91,7 +91,7 @@ export async function renderJobs(view, ctx) {
   liveBox.addEventListener('change', () => sessionStorage.setItem(LIVE_KEY, liveBox.checked ? 'on' : 'off'));
   const updated = h('span', { class: 'muted small', 'aria-live': 'off' });
   const tbody = h('tbody');
-  const tableEl = h('table', { 'data-test': 'jobs-table' },
+  const tableEl = h('table', { 'data-test': 'jobs-table', 'data-skip-to': '', tabindex: -1 },
     h('caption', { class: 'sr-only' }, 'Jobs, newest first'),
     h('thead', {}, h('tr', {}, JOB_HEADERS.map((x) => h('th', { scope: 'col' }, x)))), tbody);
   const status = h('div', { class: 'table-status', 'aria-live': 'polite' });
