@@ -49,7 +49,7 @@ impl Kind for Hog {
             println!("{line}");
         }
         if plan.log > 0 {
-            log::info(&"l".repeat(plan.log));
+            log::info("l".repeat(plan.log));
         }
         if plan.output > 0 {
             let mut output = vec![b'o'; plan.output.max(2)];
