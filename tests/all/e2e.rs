@@ -269,7 +269,7 @@ async fn bad_inputs_answer_typed_errors_and_change_nothing(backend: Backend) {
             assert_ne!(body["error"]["message"], "no such route", "{method} {path} is not routed");
         }
     }
-    assert_eq!(described, 58, "the document describes every route");
+    assert_eq!(described, 59, "the document describes every route");
     let metrics = http.get(url("/metrics")).bearer_auth(&host.operator).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("spindle_step_duration_seconds_count") && metrics.contains("spindle_jobs"), "{metrics}");
 }

@@ -197,9 +197,12 @@ async fn a_stale_fence_is_refused(backend: Backend) {
     h.deploy("scripted").await;
     let clock = ManualClock::new(Timestamp::from_millis(1_800_000_000_000));
     let config = EngineConfig { lease_ttl: Duration::from_secs(30), ..test_engine_config() };
-    let engine = h.engine_clocked(config, Arc::new(clock.clone()));
+    let engine = h.engine_clocked(config.clone(), Arc::new(clock.clone()));
     let id = h.submit(&engine, "scripted", json!({})).await;
     let stale = engine.execution().claim(1).await.unwrap().pop().expect("claimed");
+    // The holder: a host paused since it claimed, whose clock still reads that time (one
+    // whose clock has moved on would not start the step at all: the claim lapsed).
+    let paused = h.engine_clocked(config, Arc::new(ManualClock::new(spindle::clock::Clock::now(&clock))));
     // The holder goes quiet past its lease; the rescuer takes the claim back and another
     // claim follows with a higher fence.
     clock.advance(Duration::from_secs(31));
@@ -210,7 +213,7 @@ async fn a_stale_fence_is_refused(backend: Backend) {
     assert!(fresh.job.fence > stale.job.fence);
     // The stale holder finishes its step: its outcome is refused and changes nothing.
     let before = h.store.job(id).await.unwrap().unwrap();
-    assert_eq!(engine.execution().execute(stale).await.outcome, Outcome::Stale);
+    assert_eq!(paused.execution().execute(stale).await.outcome, Outcome::Stale);
     let after = h.store.job(id).await.unwrap().unwrap();
     assert_eq!(after.version, before.version, "the stale commit changed the job");
     // The fresh holder commits.

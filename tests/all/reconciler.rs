@@ -268,6 +268,10 @@ async fn a_late_success_for_a_failed_job_is_ignored_with_an_alert(backend: Backe
     let s = Sim::new(backend).await;
     let id = s.submit().await;
     let zombie = s.engine.execution().claim(1).await.unwrap().pop().unwrap();
+    // The zombie: a host paused since it claimed, its clock still at that time (one whose
+    // clock moved on would not start the step at all: the claim lapsed).
+    let paused =
+        s.h.engine_clocked(test_engine_config(), Arc::new(ManualClock::new(spindle::clock::Clock::now(&s.clock))));
     s.clock.advance(s.policy.silence);
     s.pass().await;
     s.next_pass().await;
@@ -275,19 +279,19 @@ async fn a_late_success_for_a_failed_job_is_ignored_with_an_alert(backend: Backe
     let failed = s.job(id).await;
     assert_eq!(failed.job.state, JobState::Failed);
     // The zombie host wakes up and reports success.
-    let before = s.engine.counters().alerts.load(std::sync::atomic::Ordering::Relaxed);
+    let before = paused.counters().alerts.load(std::sync::atomic::Ordering::Relaxed);
     let fence = zombie.job.claim.as_ref().unwrap().fence;
     let late = JobEvent::Report { fence, report: spindle_core::StepReport::Complete { output: b"{}".to_vec() } };
     assert_eq!(
         transition(&failed.job, &late, s.clock_now()).unwrap_err(),
         spindle_core::Refusal::LateSuccessAfterFailure
     );
-    let outcome = s.engine.execution().execute(zombie).await.outcome;
+    let outcome = paused.execution().execute(zombie).await.outcome;
     assert_eq!(outcome, spindle::engine::Outcome::Stale);
     let after = s.job(id).await;
     assert_eq!(after.job.state, JobState::Failed, "never a state change");
     assert_eq!(after.version, failed.version);
-    assert!(s.engine.counters().alerts.load(std::sync::atomic::Ordering::Relaxed) > before, "an operational alert");
+    assert!(paused.counters().alerts.load(std::sync::atomic::Ordering::Relaxed) > before, "an operational alert");
     let counters = s.h.store.counters().await.unwrap();
     assert!(counters.iter().any(|(name, n)| name == "alert.late-success-after-failure" && *n >= 1), "{counters:?}");
 }
