@@ -136,8 +136,20 @@ impl Cluster {
     /// Submits `body` through host `i` with `token`; answers the job's id.
     async fn submit_to(&self, i: usize, token: &str, body: Value) -> String {
         let url = format!("{}/v1/jobs", self.host(i).url);
-        let answer = self.http.post(url).bearer_auth(token).json(&body).send().await;
-        let answer = answer.unwrap_or_else(|e| panic!("submit {body} to h{i}: {e:?}"));
+        // A 503 writes nothing and says when to try again (a database restart's
+        // connections coming back): tried again as the typed clients do, a bounded number
+        // of times.
+        let mut tries = 0;
+        let answer = loop {
+            let answer = self.http.post(&url).bearer_auth(token).json(&body).send().await;
+            let answer = answer.unwrap_or_else(|e| panic!("submit {body} to h{i}: {e:?}"));
+            if answer.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE || tries == 50 {
+                break answer;
+            }
+            tries += 1;
+            let after = answer.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+            tokio::time::sleep(Duration::from_millis(after.map_or(200, |s| s * 1_000).min(2_000))).await;
+        };
         assert!(answer.status().is_success(), "submit {body}: {}", answer.status());
         let job: Value = answer.json().await.expect("a job view");
         job["id"].as_str().expect("an id").to_owned()
