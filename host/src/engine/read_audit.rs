@@ -41,20 +41,7 @@ impl ReadAudit {
                 return open.clone();
             }
         }
-        let filter = serde_json::json!({ "read": what }).to_string();
-        let entry = Operation {
-            id: uuid::Uuid::now_v7().to_string(),
-            tenant: tenant.clone(),
-            action: action.to_owned(),
-            filter,
-            state: "done".into(),
-            matched: 1,
-            done: 1,
-            failed: 0,
-            actor: actor.to_owned(),
-            created_at: now,
-            finished_at: Some(now),
-        };
+        let entry = super::tenancy::audit_entry(tenant, action, serde_json::json!({ "read": what }), actor, now);
         latest.insert(key, entry.clone());
         entry
     }

@@ -142,7 +142,13 @@ impl Engine {
 }
 
 /// One entry of `tenant`'s audit trail, done as it is written.
-fn audit_entry(tenant: &TenantId, action: &str, what: serde_json::Value, actor: &str, now: Timestamp) -> Operation {
+pub(super) fn audit_entry(
+    tenant: &TenantId,
+    action: &str,
+    what: serde_json::Value,
+    actor: &str,
+    now: Timestamp,
+) -> Operation {
     Operation {
         id: uuid::Uuid::now_v7().to_string(),
         tenant: tenant.clone(),

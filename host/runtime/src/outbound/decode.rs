@@ -187,17 +187,7 @@ mod tests {
 
     use super::*;
 
-    /// A body of `bytes` in chunks of `chunk`.
-    struct Chunks(std::collections::VecDeque<Bytes>);
-
-    impl Body for Chunks {
-        type Data = Bytes;
-        type Error = Error;
-
-        fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
-            Poll::Ready(self.0.pop_front().map(|chunk| Ok(Frame::data(chunk))))
-        }
-    }
+    use super::super::Chunks;
 
     fn body(bytes: Vec<u8>, chunk: usize) -> WasiBody {
         Chunks(bytes.chunks(chunk).map(Bytes::copy_from_slice).collect()).boxed_unsync()

@@ -599,6 +599,24 @@ async fn revealed_body(body: WasiBody, secrets: &[(Vec<u8>, Vec<u8>)], cap: u64)
     Ok(http_body_util::Full::new(Bytes::from(bytes)).map_err(|never| match never {}).boxed_unsync())
 }
 
+/// A body of the given chunks, in order: what the decoding and scrubbing tests feed
+/// through their body wrappers.
+#[cfg(test)]
+struct Chunks(std::collections::VecDeque<bytes::Bytes>);
+
+#[cfg(test)]
+impl http_body::Body for Chunks {
+    type Data = bytes::Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Error>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|chunk| Ok(http_body::Frame::data(chunk))))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

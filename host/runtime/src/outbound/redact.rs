@@ -292,17 +292,7 @@ mod tests {
         }
     }
 
-    /// A body of the given chunks, in order.
-    struct Chunks(std::collections::VecDeque<Bytes>);
-
-    impl Body for Chunks {
-        type Data = Bytes;
-        type Error = Error;
-
-        fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
-            Poll::Ready(self.0.pop_front().map(|chunk| Ok(Frame::data(chunk))))
-        }
-    }
+    use super::super::Chunks;
 
     #[test]
     fn every_form_of_a_value_is_replaced_in_headers() {
